@@ -1,0 +1,455 @@
+package runner
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/util/flowcontrol"
+)
+
+// podState is what the runtime holds for one pod.
+type podState struct {
+	// Sandboxes and Containers are sorted newest first (by attempt, then
+	// creation time).
+	Sandboxes  []*Sandbox
+	Containers []*Container
+}
+
+func (s *podState) sort() {
+	sort.SliceStable(s.Sandboxes, func(i, j int) bool {
+		a, b := s.Sandboxes[i], s.Sandboxes[j]
+		if a.Attempt != b.Attempt {
+			return a.Attempt > b.Attempt
+		}
+		return a.CreatedAt.After(b.CreatedAt)
+	})
+	sort.SliceStable(s.Containers, func(i, j int) bool {
+		a, b := s.Containers[i], s.Containers[j]
+		if a.Attempt != b.Attempt {
+			return a.Attempt > b.Attempt
+		}
+		return a.CreatedAt.After(b.CreatedAt)
+	})
+}
+
+// latestSandbox is the sandbox the pod's containers should be in, or nil.
+func (s *podState) latestSandbox() *Sandbox {
+	if len(s.Sandboxes) == 0 {
+		return nil
+	}
+	return s.Sandboxes[0]
+}
+
+// latest returns the newest container named name, in sandboxID when it is
+// not empty.
+func (s *podState) latest(name, sandboxID string) *Container {
+	for _, c := range s.Containers {
+		if c.Name == name && (sandboxID == "" || c.SandboxID == sandboxID) {
+			return c
+		}
+	}
+	return nil
+}
+
+// nextAttempt is the attempt number of the next container named name: one
+// past every attempt the runtime has seen, so names never collide.
+func (s *podState) nextAttempt(name string) int {
+	if c := s.latest(name, ""); c != nil {
+		return c.Attempt + 1
+	}
+	return 0
+}
+
+// killTarget is a container to stop, and why.
+type killTarget struct {
+	Container *Container
+	Reason    string
+}
+
+// waiting is why a container is not running when it should be.
+type waiting struct {
+	Reason  string // CrashLoopBackOff, PodInitializing, ...
+	Message string
+	// Retry is when a sync should look again; zero: on the next event.
+	Retry time.Duration
+}
+
+// podActions is what one sync must do to bring a pod to its spec. It is
+// computed from the spec, the runtime's state and the back-off state, and
+// nothing else, so it can be tested without a runtime.
+type podActions struct {
+	// KillPod stops every container and the sandbox before anything else.
+	KillPod bool
+	// CreateSandbox makes a new sandbox with SandboxAttempt.
+	CreateSandbox  bool
+	SandboxAttempt int
+	// SandboxID is the sandbox containers are started in when no new one is
+	// made.
+	SandboxID string
+
+	// StartInit is the init container to start next, or nil.
+	StartInit *v1.Container
+	// StartApps are the app containers to start.
+	StartApps []*v1.Container
+	// StartCreated are containers that were created but never started (a
+	// podrun killed between create and start left them): start, not replace.
+	StartCreated []*Container
+	// Kill are containers to stop (and keep, for their status and logs).
+	Kill []killTarget
+	// UpdateResources are running containers whose resources alone changed.
+	UpdateResources []*v1.Container
+	// StopSandbox stops the sandbox of a pod that has finished.
+	StopSandbox bool
+
+	// Waiting says why containers that should run do not, by name.
+	Waiting map[string]waiting
+	// PodFailed is set when the pod can never succeed (an init container
+	// failed under restartPolicy Never).
+	PodFailed bool
+}
+
+func (a *podActions) wait(name string, w waiting) {
+	if a.Waiting == nil {
+		a.Waiting = map[string]waiting{}
+	}
+	a.Waiting[name] = w
+}
+
+// RetryAfter is the soonest a sync should run again for back-off to expire,
+// or 0.
+func (a *podActions) RetryAfter() time.Duration {
+	var d time.Duration
+	for _, w := range a.Waiting {
+		if w.Retry > 0 && (d == 0 || w.Retry < d) {
+			d = w.Retry
+		}
+	}
+	return d
+}
+
+// Empty reports whether the sync has nothing to change.
+func (a *podActions) Empty() bool {
+	return !a.KillPod && !a.CreateSandbox && a.StartInit == nil && len(a.StartApps) == 0 &&
+		len(a.StartCreated) == 0 && len(a.Kill) == 0 && len(a.UpdateResources) == 0 && !a.StopSandbox
+}
+
+// shouldRestart reports whether an exited container is restarted under the
+// pod's restart policy.
+func shouldRestart(policy v1.RestartPolicy, c *Container) bool {
+	switch policy {
+	case v1.RestartPolicyNever:
+		return false
+	case v1.RestartPolicyOnFailure:
+		return c.ExitCode != 0
+	default:
+		return true
+	}
+}
+
+func isSidecar(c *v1.Container) bool {
+	return c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
+}
+
+// computePodActions decides what a sync does, following the kubelet's
+// computePodActions: a missing, dead or changed sandbox means a fresh pod;
+// otherwise init containers run in order, each to success (sidecars are kept
+// running), then app containers are started, restarted under the restart
+// policy and back-off, or replaced when their spec changed.
+func computePodActions(pod *v1.Pod, state *podState, backoff *flowcontrol.Backoff) *podActions {
+	a := &podActions{}
+	policy := pod.Spec.RestartPolicy
+	sb := state.latestSandbox()
+	sandboxHash := SandboxHash(pod)
+
+	createSandbox := sb == nil || sb.State != StateRunning || sb.Hash != sandboxHash
+	if createSandbox {
+		// A pod that will not restart its containers and has already run
+		// some stays finished: its sandbox is not made again.
+		if sb != nil && sb.Hash == sandboxHash && podFinished(pod, state, sb.ID) {
+			a.Kill = runningKills(state, "pod has finished")
+			a.PodFailed = initFailed(pod, state, sb.ID)
+			return a
+		}
+		a.KillPod = sb != nil || len(runningContainers(state)) > 0
+		a.CreateSandbox = true
+		if sb != nil {
+			a.SandboxAttempt = sb.Attempt + 1
+		}
+		if len(pod.Spec.InitContainers) > 0 {
+			a.StartInit = &pod.Spec.InitContainers[0]
+			a.wait(a.StartInit.Name, waiting{Reason: "PodInitializing"})
+			for i := range pod.Spec.Containers {
+				a.wait(pod.Spec.Containers[i].Name, waiting{Reason: "PodInitializing"})
+			}
+			return a
+		}
+		for i := range pod.Spec.Containers {
+			c := &pod.Spec.Containers[i]
+			// Under OnFailure a container that succeeded is done, even in a
+			// new sandbox.
+			if last := state.latest(c.Name, ""); last != nil && policy == v1.RestartPolicyOnFailure &&
+				last.State == StateExited && last.ExitCode == 0 {
+				continue
+			}
+			a.StartApps = append(a.StartApps, c)
+		}
+		return a
+	}
+	a.SandboxID = sb.ID
+
+	// Containers of older sandboxes, and containers no longer in the spec,
+	// must not run.
+	specNames := map[string]bool{}
+	for _, c := range allContainers(pod) {
+		specNames[c.Name] = true
+	}
+	for _, c := range state.Containers {
+		if c.State != StateRunning && c.State != StateCreated {
+			continue
+		}
+		switch {
+		case c.SandboxID != sb.ID:
+			a.Kill = append(a.Kill, killTarget{c, "container of an older sandbox"})
+		case !specNames[c.Name]:
+			a.Kill = append(a.Kill, killTarget{c, "container removed from the pod spec"})
+		case state.latest(c.Name, sb.ID) != c:
+			a.Kill = append(a.Kill, killTarget{c, "superseded by a newer attempt"})
+		}
+	}
+
+	if !computeInitActions(pod, state, sb.ID, backoff, a) {
+		return a
+	}
+
+	for i := range pod.Spec.Containers {
+		c := &pod.Spec.Containers[i]
+		computeContainerAction(pod, c, state, sb.ID, policy, backoff, a)
+	}
+
+	if policy != v1.RestartPolicyAlways && len(a.StartApps) == 0 && len(a.StartCreated) == 0 &&
+		terminalApps(pod, state, sb.ID, policy) {
+		// Every app container is done for good: stop the sidecars and the
+		// sandbox, keep the containers for their status and logs.
+		for _, c := range state.Containers {
+			if c.SandboxID == sb.ID && c.State == StateRunning && c.Type == ContainerTypeInit {
+				a.Kill = append(a.Kill, killTarget{c, "pod has finished"})
+			}
+		}
+		a.StopSandbox = true
+	}
+	return a
+}
+
+// computeInitActions decides the init-container step and reports whether the
+// app containers may be looked at (every init container has done its part).
+func computeInitActions(pod *v1.Pod, state *podState, sandboxID string, backoff *flowcontrol.Backoff, a *podActions) bool {
+	inits := pod.Spec.InitContainers
+	if len(inits) == 0 {
+		return true
+	}
+	// Once an app container has been made in this sandbox, initialisation is
+	// over even if the init containers have since been collected.
+	appsStarted := false
+	for i := range pod.Spec.Containers {
+		if state.latest(pod.Spec.Containers[i].Name, sandboxID) != nil {
+			appsStarted = true
+			break
+		}
+	}
+	for i := range inits {
+		c := &inits[i]
+		st := state.latest(c.Name, sandboxID)
+		if isSidecar(c) {
+			if st != nil && st.State == StateRunning {
+				if st.Hash != ContainerHash(c) {
+					a.Kill = append(a.Kill, killTarget{st, "container spec changed"})
+					a.StartInit = c
+					return false
+				}
+				continue
+			}
+			if st != nil && st.State == StateCreated {
+				a.StartCreated = append(a.StartCreated, st)
+				return false
+			}
+			if st != nil && st.State == StateExited {
+				if w, held := inBackoff(pod, c, st, backoff); held {
+					a.wait(c.Name, w)
+					if appsStarted {
+						continue
+					}
+					return false
+				}
+			}
+			a.StartInit = c
+			if appsStarted {
+				continue
+			}
+			return false
+		}
+		if appsStarted {
+			continue
+		}
+		switch {
+		case st == nil:
+			a.StartInit = c
+			waitApps(pod, a)
+			return false
+		case st.State == StateCreated:
+			a.StartCreated = append(a.StartCreated, st)
+			waitApps(pod, a)
+			return false
+		case st.State == StateRunning:
+			waitApps(pod, a)
+			return false
+		case st.ExitCode == 0:
+			continue
+		}
+		// This init container failed.
+		if pod.Spec.RestartPolicy == v1.RestartPolicyNever {
+			a.PodFailed = true
+			a.Kill = append(a.Kill, runningKills(state, "init container failed")...)
+			a.StopSandbox = true
+			return false
+		}
+		if w, held := inBackoff(pod, c, st, backoff); held {
+			a.wait(c.Name, w)
+		} else {
+			a.StartInit = c
+		}
+		waitApps(pod, a)
+		return false
+	}
+	return true
+}
+
+func waitApps(pod *v1.Pod, a *podActions) {
+	for i := range pod.Spec.Containers {
+		a.wait(pod.Spec.Containers[i].Name, waiting{Reason: "PodInitializing"})
+	}
+}
+
+func computeContainerAction(pod *v1.Pod, c *v1.Container, state *podState, sandboxID string,
+	policy v1.RestartPolicy, backoff *flowcontrol.Backoff, a *podActions) {
+	st := state.latest(c.Name, sandboxID)
+	switch {
+	case st == nil:
+		a.StartApps = append(a.StartApps, c)
+	case st.State == StateCreated:
+		if st.Hash != ContainerHash(c) {
+			a.Kill = append(a.Kill, killTarget{st, "container spec changed"})
+			a.StartApps = append(a.StartApps, c)
+			return
+		}
+		a.StartCreated = append(a.StartCreated, st)
+	case st.State == StateRunning:
+		if st.Hash != ContainerHash(c) {
+			// A changed spec replaces the container whatever the restart
+			// policy, as the kubelet does.
+			a.Kill = append(a.Kill, killTarget{st, "container spec changed"})
+			a.StartApps = append(a.StartApps, c)
+			return
+		}
+		if st.ResourcesHash != ResourcesHash(c) {
+			a.UpdateResources = append(a.UpdateResources, c)
+		}
+	default: // exited or unknown
+		if st.Hash != ContainerHash(c) && policy != v1.RestartPolicyAlways {
+			// An edited container of a finished pod runs once more.
+			a.StartApps = append(a.StartApps, c)
+			return
+		}
+		if !shouldRestart(policy, st) {
+			return
+		}
+		if w, held := inBackoff(pod, c, st, backoff); held {
+			a.wait(c.Name, w)
+			return
+		}
+		a.StartApps = append(a.StartApps, c)
+	}
+}
+
+// inBackoff reports whether restarting c (whose last run is st) must wait.
+func inBackoff(pod *v1.Pod, c *v1.Container, st *Container, backoff *flowcontrol.Backoff) (waiting, bool) {
+	key := backoffKey(pod, c)
+	ts := st.FinishedAt
+	if ts.IsZero() {
+		ts = st.CreatedAt
+	}
+	if !backoff.IsInBackOffSince(key, ts) {
+		return waiting{}, false
+	}
+	d := backoff.Get(key)
+	remaining := d - backoff.Clock.Since(ts)
+	return waiting{
+		Reason:  "CrashLoopBackOff",
+		Message: fmt.Sprintf("back-off %s restarting failed container=%s pod=%s", d, c.Name, pod.Name),
+		Retry:   remaining,
+	}, true
+}
+
+// podFinished reports whether the pod in sandboxID is done for good: its
+// restart policy will not run anything again.
+func podFinished(pod *v1.Pod, state *podState, sandboxID string) bool {
+	policy := pod.Spec.RestartPolicy
+	if policy == v1.RestartPolicyAlways {
+		return false
+	}
+	return terminalApps(pod, state, sandboxID, policy) ||
+		(policy == v1.RestartPolicyNever && initFailed(pod, state, sandboxID))
+}
+
+// initFailed reports whether a (non-sidecar) init container exited non-zero
+// in sandboxID.
+func initFailed(pod *v1.Pod, state *podState, sandboxID string) bool {
+	for i := range pod.Spec.InitContainers {
+		c := &pod.Spec.InitContainers[i]
+		if isSidecar(c) {
+			continue
+		}
+		if st := state.latest(c.Name, sandboxID); st != nil && st.State == StateExited && st.ExitCode != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// terminalApps reports whether every app container has exited for good under
+// policy (Never: exited at all; OnFailure: exited 0).
+func terminalApps(pod *v1.Pod, state *podState, sandboxID string, policy v1.RestartPolicy) bool {
+	for i := range pod.Spec.Containers {
+		c := &pod.Spec.Containers[i]
+		st := state.latest(c.Name, sandboxID)
+		if st == nil || st.State != StateExited {
+			return false
+		}
+		if st.Hash != ContainerHash(c) {
+			return false
+		}
+		if shouldRestart(policy, st) {
+			return false
+		}
+	}
+	return true
+}
+
+func runningContainers(state *podState) []*Container {
+	var out []*Container
+	for _, c := range state.Containers {
+		if c.State == StateRunning {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func runningKills(state *podState, reason string) []killTarget {
+	var out []killTarget
+	for _, c := range runningContainers(state) {
+		out = append(out, killTarget{c, reason})
+	}
+	return out
+}

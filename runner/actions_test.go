@@ -1,0 +1,365 @@
+package runner
+
+import (
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	testclock "k8s.io/utils/clock/testing"
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func testPod(policy v1.RestartPolicy, inits []string, apps ...string) *v1.Pod {
+	pod := &v1.Pod{}
+	pod.UID = "uid-1"
+	pod.Name = "p-node"
+	pod.Namespace = "default"
+	pod.Spec.RestartPolicy = policy
+	for _, n := range inits {
+		pod.Spec.InitContainers = append(pod.Spec.InitContainers, v1.Container{Name: n, Image: "img:1"})
+	}
+	for _, n := range apps {
+		pod.Spec.Containers = append(pod.Spec.Containers, v1.Container{Name: n, Image: "img:1"})
+	}
+	return pod
+}
+
+// stateBuilder makes runtime states for a pod.
+type stateBuilder struct {
+	pod *v1.Pod
+	st  *podState
+}
+
+func newState(pod *v1.Pod) *stateBuilder { return &stateBuilder{pod: pod, st: &podState{}} }
+
+func (b *stateBuilder) sandbox(id string, attempt int, state State) *stateBuilder {
+	b.st.Sandboxes = append(b.st.Sandboxes, &Sandbox{ID: id, Attempt: attempt, State: state,
+		Hash: SandboxHash(b.pod), CreatedAt: t0.Add(time.Duration(attempt) * time.Second)})
+	return b
+}
+
+func (b *stateBuilder) container(sandboxID, name string, attempt int, state State, exit int) *stateBuilder {
+	spec := findContainer(b.pod, name)
+	typ := ContainerTypeApp
+	for i := range b.pod.Spec.InitContainers {
+		if b.pod.Spec.InitContainers[i].Name == name {
+			typ = ContainerTypeInit
+		}
+	}
+	c := &Container{ID: name + "-" + string(rune('0'+attempt)), SandboxID: sandboxID, Name: name, Type: typ,
+		Attempt: attempt, State: state, ExitCode: exit, CreatedAt: t0.Add(time.Duration(attempt) * time.Minute)}
+	if spec != nil {
+		c.Hash, c.ResourcesHash = ContainerHash(spec), ResourcesHash(spec)
+	}
+	if state == StateExited {
+		c.FinishedAt = c.CreatedAt.Add(time.Second)
+	}
+	b.st.Containers = append(b.st.Containers, c)
+	return b
+}
+
+func (b *stateBuilder) build() *podState { b.st.sort(); return b.st }
+
+func names(cs []*v1.Container) []string {
+	var out []string
+	for _, c := range cs {
+		out = append(out, c.Name)
+	}
+	return out
+}
+
+func killNames(ks []killTarget) []string {
+	var out []string
+	for _, k := range ks {
+		out = append(out, k.Container.ID)
+	}
+	return out
+}
+
+func eq(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func TestComputePodActions(t *testing.T) {
+	always, never, onFailure := v1.RestartPolicyAlways, v1.RestartPolicyNever, v1.RestartPolicyOnFailure
+	type want struct {
+		killPod, createSandbox, stopSandbox, podFailed bool
+		sandboxAttempt                                 int
+		init                                           string
+		apps, kill, created                            []string
+		update                                         []string
+	}
+	cases := []struct {
+		name  string
+		pod   *v1.Pod
+		state func(*v1.Pod) *podState
+		want  want
+	}{
+		{
+			name:  "new pod starts sandbox and every app container",
+			pod:   testPod(always, nil, "a", "b"),
+			state: func(p *v1.Pod) *podState { return newState(p).build() },
+			want:  want{createSandbox: true, apps: []string{"a", "b"}},
+		},
+		{
+			name:  "new pod with init containers starts the first init only",
+			pod:   testPod(always, []string{"i1", "i2"}, "a"),
+			state: func(p *v1.Pod) *podState { return newState(p).build() },
+			want:  want{createSandbox: true, init: "i1"},
+		},
+		{
+			name: "next init container after the first succeeded",
+			pod:  testPod(always, []string{"i1", "i2"}, "a"),
+			state: func(p *v1.Pod) *podState {
+				return newState(p).sandbox("s", 0, StateRunning).container("s", "i1", 0, StateExited, 0).build()
+			},
+			want: want{init: "i2"},
+		},
+		{
+			name: "running init container: wait",
+			pod:  testPod(always, []string{"i1"}, "a"),
+			state: func(p *v1.Pod) *podState {
+				return newState(p).sandbox("s", 0, StateRunning).container("s", "i1", 0, StateRunning, 0).build()
+			},
+			want: want{},
+		},
+		{
+			name: "apps start once every init container succeeded",
+			pod:  testPod(always, []string{"i1", "i2"}, "a", "b"),
+			state: func(p *v1.Pod) *podState {
+				return newState(p).sandbox("s", 0, StateRunning).
+					container("s", "i1", 0, StateExited, 0).container("s", "i2", 0, StateExited, 0).build()
+			},
+			want: want{apps: []string{"a", "b"}},
+		},
+		{
+			name: "failed init under Never fails the pod",
+			pod:  testPod(never, []string{"i1"}, "a"),
+			state: func(p *v1.Pod) *podState {
+				return newState(p).sandbox("s", 0, StateRunning).container("s", "i1", 0, StateExited, 2).build()
+			},
+			want: want{podFailed: true, stopSandbox: true},
+		},
+		{
+			name: "failed pod's stopped sandbox is not made again",
+			pod:  testPod(never, []string{"i1"}, "a"),
+			state: func(p *v1.Pod) *podState {
+				return newState(p).sandbox("s", 0, StateExited).container("s", "i1", 0, StateExited, 2).build()
+			},
+			want: want{podFailed: true},
+		},
+		{
+			name: "failed init under OnFailure is restarted",
+			pod:  testPod(onFailure, []string{"i1"}, "a"),
+			state: func(p *v1.Pod) *podState {
+				return newState(p).sandbox("s", 0, StateRunning).container("s", "i1", 0, StateExited, 2).build()
+			},
+			want: want{init: "i1"},
+		},
+		{
+			name: "Always restarts an app that exited 0",
+			pod:  testPod(always, nil, "a"),
+			state: func(p *v1.Pod) *podState {
+				return newState(p).sandbox("s", 0, StateRunning).container("s", "a", 0, StateExited, 0).build()
+			},
+			want: want{apps: []string{"a"}},
+		},
+		{
+			name: "OnFailure restarts an app that failed",
+			pod:  testPod(onFailure, nil, "a", "b"),
+			state: func(p *v1.Pod) *podState {
+				return newState(p).sandbox("s", 0, StateRunning).
+					container("s", "a", 0, StateExited, 1).container("s", "b", 0, StateRunning, 0).build()
+			},
+			want: want{apps: []string{"a"}},
+		},
+		{
+			name: "OnFailure pod whose apps all succeeded is finished",
+			pod:  testPod(onFailure, nil, "a"),
+			state: func(p *v1.Pod) *podState {
+				return newState(p).sandbox("s", 0, StateRunning).container("s", "a", 0, StateExited, 0).build()
+			},
+			want: want{stopSandbox: true},
+		},
+		{
+			name: "Never does not restart a failed app",
+			pod:  testPod(never, nil, "a", "b"),
+			state: func(p *v1.Pod) *podState {
+				return newState(p).sandbox("s", 0, StateRunning).
+					container("s", "a", 0, StateExited, 3).container("s", "b", 0, StateExited, 0).build()
+			},
+			want: want{stopSandbox: true},
+		},
+		{
+			name: "finished Never pod with stopped sandbox stays finished",
+			pod:  testPod(never, nil, "a"),
+			state: func(p *v1.Pod) *podState {
+				return newState(p).sandbox("s", 0, StateExited).container("s", "a", 0, StateExited, 0).build()
+			},
+			want: want{},
+		},
+		{
+			name: "changed spec replaces only that container",
+			pod:  testPod(always, nil, "a", "b"),
+			state: func(p *v1.Pod) *podState {
+				st := newState(p).sandbox("s", 0, StateRunning).
+					container("s", "a", 0, StateRunning, 0).container("s", "b", 0, StateRunning, 0).build()
+				p.Spec.Containers[0].Command = []string{"new"}
+				return st
+			},
+			want: want{apps: []string{"a"}, kill: []string{"a-0"}},
+		},
+		{
+			name: "changed resources are updated in place",
+			pod:  testPod(always, nil, "a"),
+			state: func(p *v1.Pod) *podState {
+				st := newState(p).sandbox("s", 0, StateRunning).container("s", "a", 0, StateRunning, 0).build()
+				p.Spec.Containers[0].Resources.Limits = v1.ResourceList{v1.ResourceMemory: mustQty("64Mi")}
+				return st
+			},
+			want: want{update: []string{"a"}},
+		},
+		{
+			name: "created but never started container is started, not replaced",
+			pod:  testPod(always, nil, "a"),
+			state: func(p *v1.Pod) *podState {
+				return newState(p).sandbox("s", 0, StateRunning).container("s", "a", 0, StateCreated, 0).build()
+			},
+			want: want{created: []string{"a-0"}},
+		},
+		{
+			name: "dead sandbox means a fresh pod with the next attempt",
+			pod:  testPod(always, nil, "a"),
+			state: func(p *v1.Pod) *podState {
+				return newState(p).sandbox("s", 0, StateExited).container("s", "a", 0, StateExited, 137).build()
+			},
+			want: want{killPod: true, createSandbox: true, sandboxAttempt: 1, apps: []string{"a"}},
+		},
+		{
+			name: "sandbox-level change recreates the pod",
+			pod:  testPod(always, nil, "a"),
+			state: func(p *v1.Pod) *podState {
+				st := newState(p).sandbox("s", 2, StateRunning).container("s", "a", 0, StateRunning, 0).build()
+				p.Spec.HostNetwork = true
+				return st
+			},
+			want: want{killPod: true, createSandbox: true, sandboxAttempt: 3, apps: []string{"a"}},
+		},
+		{
+			name: "container removed from the spec is stopped",
+			pod:  testPod(always, nil, "a"),
+			state: func(p *v1.Pod) *podState {
+				b := newState(p).sandbox("s", 0, StateRunning).container("s", "a", 0, StateRunning, 0)
+				b.st.Containers = append(b.st.Containers, &Container{ID: "gone-0", SandboxID: "s", Name: "gone", State: StateRunning})
+				return b.build()
+			},
+			want: want{kill: []string{"gone-0"}},
+		},
+		{
+			name: "steady pod needs nothing",
+			pod:  testPod(always, []string{"i1"}, "a"),
+			state: func(p *v1.Pod) *podState {
+				return newState(p).sandbox("s", 0, StateRunning).
+					container("s", "i1", 0, StateExited, 0).container("s", "a", 0, StateRunning, 0).build()
+			},
+			want: want{},
+		},
+		{
+			name: "init record collected after apps started: still initialised",
+			pod:  testPod(always, []string{"i1"}, "a"),
+			state: func(p *v1.Pod) *podState {
+				return newState(p).sandbox("s", 0, StateRunning).container("s", "a", 0, StateRunning, 0).build()
+			},
+			want: want{},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			st := tc.state(tc.pod)
+			a := computePodActions(tc.pod, st, newBackoff(testclock.NewFakeClock(t0.Add(time.Hour))))
+			init := ""
+			if a.StartInit != nil {
+				init = a.StartInit.Name
+			}
+			var created []string
+			for _, c := range a.StartCreated {
+				created = append(created, c.ID)
+			}
+			got := want{
+				killPod: a.KillPod, createSandbox: a.CreateSandbox, stopSandbox: a.StopSandbox, podFailed: a.PodFailed,
+				sandboxAttempt: a.SandboxAttempt, init: init, apps: names(a.StartApps), kill: killNames(a.Kill),
+				created: created, update: names(a.UpdateResources),
+			}
+			w := tc.want
+			if got.killPod != w.killPod || got.createSandbox != w.createSandbox || got.stopSandbox != w.stopSandbox ||
+				got.podFailed != w.podFailed || got.sandboxAttempt != w.sandboxAttempt || got.init != w.init ||
+				!eq(got.apps, w.apps) || !eq(got.kill, w.kill) || !eq(got.created, w.created) || !eq(got.update, w.update) {
+				t.Errorf("actions:\n got %+v\nwant %+v", got, w)
+			}
+		})
+	}
+}
+
+// TestCrashLoopBackoff follows one container through repeated crashes on a
+// fake clock: 10 s, 20 s, 40 s ... capped at 5 min, and forgotten after the
+// container has run for 10 minutes.
+func TestCrashLoopBackoff(t *testing.T) {
+	clk := testclock.NewFakeClock(t0)
+	bo := newBackoff(clk)
+	pod := testPod(v1.RestartPolicyAlways, nil, "a")
+	c := &pod.Spec.Containers[0]
+	key := backoffKey(pod, c)
+
+	crash := func(attempt int, ranFor time.Duration) *podState {
+		st := newState(pod).sandbox("s", 0, StateRunning).build()
+		start := clk.Now().Add(-ranFor)
+		st.Containers = []*Container{{ID: "a", SandboxID: "s", Name: "a", Attempt: attempt, State: StateExited,
+			ExitCode: 1, Hash: ContainerHash(c), ResourcesHash: ResourcesHash(c), CreatedAt: start, StartedAt: start,
+			FinishedAt: clk.Now()}}
+		return st
+	}
+	// restartAfter reports how long after the crash the container restarts.
+	restartAfter := func(st *podState) time.Duration {
+		crashed := clk.Now()
+		for i := 0; i < 400; i++ {
+			a := computePodActions(pod, st, bo)
+			if len(a.StartApps) == 1 {
+				bo.Next(key, st.Containers[0].FinishedAt)
+				return clk.Since(crashed)
+			}
+			if w, ok := a.Waiting["a"]; !ok || w.Reason != "CrashLoopBackOff" || w.Retry <= 0 {
+				t.Fatalf("held without CrashLoopBackOff: %+v", a.Waiting)
+			}
+			clk.Step(time.Second)
+		}
+		t.Fatal("never restarted")
+		return 0
+	}
+
+	want := []time.Duration{0, 10 * time.Second, 20 * time.Second, 40 * time.Second, 80 * time.Second,
+		160 * time.Second, 300 * time.Second, 300 * time.Second}
+	for i, w := range want {
+		got := restartAfter(crash(i, time.Second))
+		if got != w {
+			t.Fatalf("crash %d: restarted after %s, want %s", i, got, w)
+		}
+		clk.Step(time.Second) // the new run lasts a second
+	}
+	// A run of over 10 minutes resets the back-off.
+	clk.Step(11 * time.Minute)
+	if got := restartAfter(crash(len(want), 11*time.Minute)); got != 0 {
+		t.Fatalf("after a long run: restarted after %s, want at once", got)
+	}
+}
+
+func mustQty(s string) resource.Quantity { return resource.MustParse(s) }

@@ -1,0 +1,488 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+)
+
+// Waiting reasons for images, as the kubelet's.
+const (
+	reasonErrImagePull      = "ErrImagePull"
+	reasonImagePullBackOff  = "ImagePullBackOff"
+	reasonErrImageNeverPull = "ErrImageNeverPull"
+)
+
+// imageError is an image that could not be had.
+type imageError struct {
+	reason string
+	err    error
+}
+
+func (e *imageError) Error() string { return e.err.Error() }
+func (e *imageError) Unwrap() error { return e.err }
+
+// applyActions carries out one sync's actions, in the kubelet's order: kill
+// what must go, make the sandbox, then start containers.
+func (r *Runner) applyActions(ctx context.Context, pod *v1.Pod, st *podState, a *podActions, w *podWorker) error {
+	grace := gracePeriod(pod)
+	if a.KillPod {
+		if err := r.killPod(ctx, st, grace); err != nil {
+			return fmt.Errorf("kill pod: %w", err)
+		}
+	}
+	var errs []error
+	r.stopContainers(ctx, a.Kill, grace, &errs)
+
+	sandboxID := a.SandboxID
+	sbCfg := r.sandboxConfig(pod, a.SandboxAttempt)
+	if !a.CreateSandbox {
+		if sb := st.latestSandbox(); sb != nil {
+			sbCfg.Attempt = sb.Attempt
+		}
+	}
+
+	pe := r.podEnv(pod, st.latestSandbox())
+	needVolumes := a.CreateSandbox || a.StartInit != nil || len(a.StartApps) > 0
+	var vols map[string]volumeSource
+	if needVolumes {
+		var err error
+		vols, err = prepareVolumes(pod, podDir(r.cfg.RootDir, string(pod.UID)), r.cfg.Objects, pe)
+		if err != nil {
+			for _, c := range allContainers(pod) {
+				w.recordStartError(pod, c, err)
+			}
+			return fmt.Errorf("prepare volumes: %w", err)
+		}
+	}
+
+	if a.CreateSandbox {
+		// A sandbox that was made but never started (podrun died between
+		// the two) is adopted rather than replaced.
+		if sb := st.latestSandbox(); sb != nil && sb.State == StateCreated && sb.Hash == sbCfg.Hash {
+			sbCfg.Attempt = sb.Attempt
+		}
+		id, err := r.rt.RunSandbox(ctx, sbCfg)
+		if err != nil {
+			return fmt.Errorf("run sandbox: %w", err)
+		}
+		sandboxID = id
+		r.log.Info("sandbox started", "pod", podKey(pod), "id", shortID(id), "attempt", sbCfg.Attempt)
+		ip, err := r.sandboxIP(ctx, id)
+		if err != nil {
+			return err
+		}
+		pe.PodIP = ip
+		if pod.Spec.HostNetwork {
+			pe.PodIP = r.cfg.HostIP
+		}
+		// The new sandbox has no containers yet: attempts still count on
+		// from the old ones.
+	}
+
+	for _, c := range a.UpdateResources {
+		cur := st.latest(c.Name, sandboxID)
+		u, ok := r.rt.(ResourceUpdater)
+		if !ok || cur == nil {
+			continue
+		}
+		res := containerResources(c)
+		if err := u.UpdateContainerResources(ctx, cur.ID, &res); err != nil {
+			errs = append(errs, fmt.Errorf("update resources of %s: %w", c.Name, err))
+			continue
+		}
+		r.log.Info("container resources updated", "pod", podKey(pod), "container", c.Name)
+	}
+
+	for _, c := range a.StartCreated {
+		if err := r.rt.StartContainer(ctx, c.ID); err != nil {
+			errs = append(errs, fmt.Errorf("start %s: %w", c.Name, err))
+			continue
+		}
+		r.log.Info("container started", "pod", podKey(pod), "container", c.Name, "id", shortID(c.ID), "adopted", true)
+	}
+
+	start := func(c *v1.Container, typ ContainerType) {
+		if w.holdStart(c.Name) {
+			return
+		}
+		if err := r.startContainer(ctx, pod, c, typ, sandboxID, sbCfg, st, vols, pe); err != nil {
+			w.recordStartError(pod, c, err)
+			errs = append(errs, fmt.Errorf("start %s: %w", c.Name, err))
+			return
+		}
+		w.clearStartError(c.Name)
+	}
+	if a.StartInit != nil {
+		start(a.StartInit, ContainerTypeInit)
+	}
+	for _, c := range a.StartApps {
+		start(c, ContainerTypeApp)
+	}
+
+	if a.StopSandbox && sandboxID != "" {
+		if err := r.rt.StopSandbox(ctx, sandboxID, grace); err != nil && !errors.Is(err, ErrNotFound) {
+			errs = append(errs, fmt.Errorf("stop sandbox: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// stopContainers stops the targets in parallel, each within grace.
+func (r *Runner) stopContainers(ctx context.Context, targets []killTarget, grace time.Duration, errs *[]error) {
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, k := range targets {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := r.rt.StopContainer(ctx, k.Container.ID, grace)
+			if err != nil && !errors.Is(err, ErrNotFound) {
+				mu.Lock()
+				*errs = append(*errs, fmt.Errorf("stop %s: %w", k.Container.Name, err))
+				mu.Unlock()
+				return
+			}
+			r.log.Info("container stopped", "pod", k.Container.Pod.Namespace+"/"+k.Container.Pod.Name,
+				"container", k.Container.Name, "id", shortID(k.Container.ID), "reason", k.Reason)
+		}()
+	}
+	wg.Wait()
+}
+
+// killPod stops every container of the pod, then its sandboxes.
+func (r *Runner) killPod(ctx context.Context, st *podState, grace time.Duration) error {
+	var errs []error
+	var targets []killTarget
+	for _, c := range st.Containers {
+		if c.State == StateRunning || c.State == StateCreated {
+			targets = append(targets, killTarget{c, "pod is being replaced or removed"})
+		}
+	}
+	r.stopContainers(ctx, targets, grace, &errs)
+	for _, sb := range st.Sandboxes {
+		if sb.State == StateExited {
+			continue
+		}
+		if err := r.rt.StopSandbox(ctx, sb.ID, grace); err != nil && !errors.Is(err, ErrNotFound) {
+			errs = append(errs, fmt.Errorf("stop sandbox %s: %w", shortID(sb.ID), err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// teardown stops and removes everything of a pod, and its pod directory.
+func (r *Runner) teardown(ctx context.Context, uid string, st *podState, grace time.Duration) error {
+	if st == nil {
+		st = &podState{}
+	}
+	if err := r.killPod(ctx, st, grace); err != nil {
+		return err
+	}
+	var errs []error
+	for _, c := range st.Containers {
+		if err := r.rt.RemoveContainer(ctx, c.ID); err != nil {
+			errs = append(errs, fmt.Errorf("remove %s: %w", c.Name, err))
+		}
+	}
+	for _, sb := range st.Sandboxes {
+		if err := r.rt.RemoveSandbox(ctx, sb.ID); err != nil {
+			errs = append(errs, fmt.Errorf("remove sandbox %s: %w", shortID(sb.ID), err))
+		}
+	}
+	if len(errs) == 0 {
+		if err := removePodDir(podDir(r.cfg.RootDir, uid)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Teardown stops (gracefully, within grace) and removes every container and
+// sandbox of the pod uid, and its pod directory. It needs no running sync
+// loop: `podrun down` calls it directly.
+func (r *Runner) Teardown(ctx context.Context, uid string, grace time.Duration) error {
+	pods, err := listPods(ctx, r.rt)
+	if err != nil {
+		return err
+	}
+	return r.teardown(ctx, uid, pods[uid], grace)
+}
+
+// RuntimePods returns the runtime's pods of this node by UID, with the pod
+// reference their objects carry.
+func (r *Runner) RuntimePods(ctx context.Context) (map[string]PodRef, error) {
+	pods, err := listPods(ctx, r.rt)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]PodRef, len(pods))
+	for uid, st := range pods {
+		switch {
+		case len(st.Sandboxes) > 0:
+			out[uid] = st.Sandboxes[0].Pod
+		case len(st.Containers) > 0:
+			out[uid] = st.Containers[0].Pod
+		}
+	}
+	return out, nil
+}
+
+func (r *Runner) sandboxIP(ctx context.Context, id string) (string, error) {
+	sbs, err := r.rt.ListSandboxes(ctx)
+	if err != nil {
+		return "", fmt.Errorf("list sandboxes: %w", err)
+	}
+	for _, sb := range sbs {
+		if sb.ID == id {
+			return sb.IP, nil
+		}
+	}
+	return "", nil
+}
+
+func (r *Runner) podEnv(pod *v1.Pod, sb *Sandbox) podEnv {
+	pe := podEnv{HostIP: r.cfg.HostIP, NodeMilliCPU: r.cfg.NodeMilliCPU, NodeMemory: r.cfg.NodeMemory}
+	if sb != nil {
+		pe.PodIP = sb.IP
+	}
+	if pod.Spec.HostNetwork {
+		pe.PodIP = r.cfg.HostIP
+	}
+	return pe
+}
+
+// sandboxConfig describes the pod's sandbox.
+func (r *Runner) sandboxConfig(pod *v1.Pod, attempt int) *SandboxConfig {
+	cfg := &SandboxConfig{
+		Pod:         PodRef{UID: string(pod.UID), Name: pod.Name, Namespace: pod.Namespace},
+		Attempt:     attempt,
+		Hash:        SandboxHash(pod),
+		Image:       r.cfg.InfraImage,
+		Hostname:    podHostname(pod),
+		HostNetwork: pod.Spec.HostNetwork,
+		HostPID:     pod.Spec.HostPID,
+		HostIPC:     pod.Spec.HostIPC,
+		Labels:      pod.Labels,
+	}
+	for _, c := range allContainers(pod) {
+		for _, p := range c.Ports {
+			if p.HostPort == 0 {
+				continue
+			}
+			cfg.Ports = append(cfg.Ports, PortMapping{
+				Protocol: string(p.Protocol), ContainerPort: p.ContainerPort, HostPort: p.HostPort, HostIP: p.HostIP,
+			})
+		}
+	}
+	if sc := pod.Spec.SecurityContext; sc != nil && len(sc.Sysctls) > 0 {
+		cfg.Sysctls = map[string]string{}
+		for _, s := range sc.Sysctls {
+			cfg.Sysctls[s.Name] = s.Value
+		}
+	}
+	for _, ha := range pod.Spec.HostAliases {
+		for _, h := range ha.Hostnames {
+			cfg.ExtraHosts = append(cfg.ExtraHosts, h+":"+ha.IP)
+		}
+	}
+	cfg.DNS = dnsConfig(pod)
+	return cfg
+}
+
+// dnsConfig is the pod's resolv.conf: the host's (as Docker gives it) for
+// every policy but None, with dnsConfig's entries on top. With no cluster DNS
+// ClusterFirst falls back to Default, as the kubelet does.
+func dnsConfig(pod *v1.Pod) *DNSConfig {
+	dc := pod.Spec.DNSConfig
+	if pod.Spec.DNSPolicy != v1.DNSNone && dc == nil {
+		return nil
+	}
+	out := &DNSConfig{}
+	if dc != nil {
+		out.Servers = dc.Nameservers
+		out.Searches = dc.Searches
+		for _, o := range dc.Options {
+			if o.Value != nil {
+				out.Options = append(out.Options, o.Name+":"+*o.Value)
+			} else {
+				out.Options = append(out.Options, o.Name)
+			}
+		}
+	}
+	return out
+}
+
+// podHostname is the pod's hostname: spec.hostname or the pod name, cut to
+// 63 characters without a trailing '-' or '.', as the kubelet makes it.
+func podHostname(pod *v1.Pod) string {
+	h := pod.Spec.Hostname
+	if h == "" {
+		h = pod.Name
+	}
+	if len(h) > 63 {
+		h = strings.TrimRight(h[:63], "-.")
+	}
+	return h
+}
+
+// ensureImage makes the image present under its pull policy. Pulls of the
+// same image are shared by every pod that needs it at once.
+func (r *Runner) ensureImage(ctx context.Context, ref string, policy v1.PullPolicy) error {
+	if policy != v1.PullAlways {
+		_, err := r.rt.ImageStatus(ctx, ref)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, ErrNotFound) {
+			return fmt.Errorf("image %s: %w", ref, err)
+		}
+		if policy == v1.PullNever {
+			return &imageError{reason: reasonErrImageNeverPull,
+				err: fmt.Errorf("image %s is not present and imagePullPolicy is Never", ref)}
+		}
+	}
+	_, err, _ := r.pulls.Do(ref, func() (any, error) {
+		r.log.Info("pulling image", "image", ref)
+		start := r.clock.Now()
+		img, err := r.rt.PullImage(ctx, ref, nil)
+		if err != nil {
+			return nil, err
+		}
+		r.log.Info("pulled image", "image", ref, "size", img.Size, "took", r.clock.Since(start).Round(time.Millisecond))
+		return img, nil
+	})
+	if err != nil {
+		return &imageError{reason: reasonErrImagePull, err: fmt.Errorf("pull %s: %w", ref, err)}
+	}
+	return nil
+}
+
+// startContainer makes and starts one container in the sandbox.
+func (r *Runner) startContainer(ctx context.Context, pod *v1.Pod, c *v1.Container, typ ContainerType,
+	sandboxID string, sbCfg *SandboxConfig, st *podState, vols map[string]volumeSource, pe podEnv) error {
+	if sandboxID == "" {
+		return errors.New("no sandbox")
+	}
+	if err := r.ensureImage(ctx, c.Image, c.ImagePullPolicy); err != nil {
+		return err
+	}
+	attempt := st.nextAttempt(c.Name)
+	cfg, err := r.containerConfig(pod, c, typ, attempt, vols, pe)
+	if err != nil {
+		return err
+	}
+	id, err := r.rt.CreateContainer(ctx, sandboxID, sbCfg, cfg)
+	if err != nil {
+		return fmt.Errorf("create: %w", err)
+	}
+	if err := r.rt.StartContainer(ctx, id); err != nil {
+		return fmt.Errorf("start: %w", err)
+	}
+	r.log.Info("container started", "pod", podKey(pod), "container", c.Name, "type", string(typ),
+		"id", shortID(id), "attempt", attempt)
+	if attempt > 0 {
+		r.backoff.Next(backoffKey(pod, c), r.lastFinished(st, c.Name))
+	}
+	return nil
+}
+
+// lastFinished is when the previous run of name ended: the back-off counts
+// from there.
+func (r *Runner) lastFinished(st *podState, name string) time.Time {
+	if c := st.latest(name, ""); c != nil && !c.FinishedAt.IsZero() {
+		return c.FinishedAt
+	}
+	return r.clock.Now()
+}
+
+// containerConfig resolves a container for the runtime.
+func (r *Runner) containerConfig(pod *v1.Pod, c *v1.Container, typ ContainerType, attempt int,
+	vols map[string]volumeSource, pe podEnv) (*ContainerConfig, error) {
+	sec := securityConfig(pod, c, filepath.Join(r.cfg.RootDir, "seccomp"))
+	if sec.Privileged && !r.cfg.AllowPrivileged {
+		return nil, configErrorf("container %s is privileged; start podrun with --allow-privileged to allow it", c.Name)
+	}
+	env, err := makeEnv(pod, c, r.cfg.Objects, pe)
+	if err != nil {
+		return nil, err
+	}
+	lookup := func(name string) (string, bool) {
+		for i := len(env) - 1; i >= 0; i-- {
+			if env[i].Name == name {
+				return env[i].Value, true
+			}
+		}
+		return "", false
+	}
+	cfg := &ContainerConfig{
+		Name:          c.Name,
+		Type:          typ,
+		Attempt:       attempt,
+		Hash:          ContainerHash(c),
+		ResourcesHash: ResourcesHash(c),
+		Image:         c.Image,
+		Command:       expandAll(c.Command, lookup),
+		Args:          expandAll(c.Args, lookup),
+		Env:           env,
+		WorkingDir:    c.WorkingDir,
+		Resources:     containerResources(c),
+		Security:      sec,
+		TTY:           c.TTY,
+		Stdin:         c.Stdin,
+		StdinOnce:     c.StdinOnce,
+	}
+	for _, vm := range c.VolumeMounts {
+		src, ok := vols[vm.Name]
+		if !ok {
+			return nil, configErrorf("volumeMount %s: no volume %q", vm.MountPath, vm.Name)
+		}
+		host := src.HostPath
+		if vm.SubPath != "" {
+			host = filepath.Join(host, filepath.Clean("/"+vm.SubPath))
+			if err := ensureSubPath(host, src); err != nil {
+				return nil, err
+			}
+		}
+		cfg.Mounts = append(cfg.Mounts, Mount{
+			HostPath:      host,
+			ContainerPath: vm.MountPath,
+			ReadOnly:      vm.ReadOnly || src.ReadOnly,
+			Propagation:   propagation(vm.MountPropagation),
+		})
+	}
+	if c.TerminationMessagePath != "" {
+		p, err := terminationMessageFile(podDir(r.cfg.RootDir, string(pod.UID)), c.Name, attempt)
+		if err != nil {
+			return nil, fmt.Errorf("termination message file: %w", err)
+		}
+		cfg.Mounts = append(cfg.Mounts, Mount{HostPath: p, ContainerPath: c.TerminationMessagePath})
+	}
+	return cfg, nil
+}
+
+func propagation(p *v1.MountPropagationMode) string {
+	if p == nil {
+		return ""
+	}
+	switch *p {
+	case v1.MountPropagationHostToContainer:
+		return "rslave"
+	case v1.MountPropagationBidirectional:
+		return "rshared"
+	}
+	return "rprivate"
+}
+
+func shortID(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}

@@ -1,0 +1,368 @@
+package runner
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+// configError is a container that cannot be configured (a missing ConfigMap
+// key, a refused privilege): the kubelet's CreateContainerConfigError.
+type configError struct{ msg string }
+
+func (e *configError) Error() string { return e.msg }
+
+func configErrorf(format string, args ...any) error {
+	return &configError{msg: fmt.Sprintf(format, args...)}
+}
+
+// podEnv is what env resolution needs to know of the pod's surroundings.
+type podEnv struct {
+	PodIP  string
+	HostIP string
+	// Node capacity, for resourceFieldRef of a resource without a limit.
+	NodeMilliCPU int64
+	NodeMemory   int64
+}
+
+// makeEnv resolves a container's envFrom and env, in the kubelet's order:
+// envFrom first, then env, each value expanded with the variables before it.
+func makeEnv(pod *v1.Pod, c *v1.Container, objs *Objects, pe podEnv) ([]EnvVar, error) {
+	var out []EnvVar
+	index := map[string]int{}
+	set := func(name, value string) {
+		if i, ok := index[name]; ok {
+			out[i].Value = value
+			return
+		}
+		index[name] = len(out)
+		out = append(out, EnvVar{Name: name, Value: value})
+	}
+	lookup := func(name string) (string, bool) {
+		if i, ok := index[name]; ok {
+			return out[i].Value, true
+		}
+		return "", false
+	}
+
+	for _, from := range c.EnvFrom {
+		switch {
+		case from.ConfigMapRef != nil:
+			ref := from.ConfigMapRef
+			cm := objs.ConfigMap(pod.Namespace, ref.Name)
+			if cm == nil {
+				if optional(ref.Optional) {
+					continue
+				}
+				return nil, configErrorf("configmap %q not found", ref.Name)
+			}
+			for _, k := range sortedKeys(cm.Data) {
+				set(from.Prefix+k, cm.Data[k])
+			}
+		case from.SecretRef != nil:
+			ref := from.SecretRef
+			sec := objs.Secret(pod.Namespace, ref.Name)
+			if sec == nil {
+				if optional(ref.Optional) {
+					continue
+				}
+				return nil, configErrorf("secret %q not found", ref.Name)
+			}
+			for _, k := range sortedKeys(sec.Data) {
+				set(from.Prefix+k, string(sec.Data[k]))
+			}
+		}
+	}
+
+	for _, e := range c.Env {
+		if e.ValueFrom == nil {
+			set(e.Name, expand(e.Value, lookup))
+			continue
+		}
+		v, ok, err := envValueFrom(pod, c, e.ValueFrom, objs, pe)
+		if err != nil {
+			return nil, fmt.Errorf("env %s: %w", e.Name, err)
+		}
+		if ok {
+			set(e.Name, v)
+		}
+	}
+	return out, nil
+}
+
+// envValueFrom resolves one valueFrom. ok is false for an optional reference
+// that is missing (the variable is then not set).
+func envValueFrom(pod *v1.Pod, c *v1.Container, from *v1.EnvVarSource, objs *Objects, pe podEnv) (string, bool, error) {
+	switch {
+	case from.FieldRef != nil:
+		v, err := podFieldValue(pod, from.FieldRef.FieldPath, pe)
+		return v, err == nil, err
+	case from.ResourceFieldRef != nil:
+		target := c
+		if name := from.ResourceFieldRef.ContainerName; name != "" {
+			target = findContainer(pod, name)
+			if target == nil {
+				return "", false, configErrorf("resourceFieldRef: no container %q", name)
+			}
+		}
+		v, err := resourceFieldValue(target, from.ResourceFieldRef, pe)
+		return v, err == nil, err
+	case from.ConfigMapKeyRef != nil:
+		ref := from.ConfigMapKeyRef
+		cm := objs.ConfigMap(pod.Namespace, ref.Name)
+		if cm == nil {
+			if optional(ref.Optional) {
+				return "", false, nil
+			}
+			return "", false, configErrorf("configmap %q not found", ref.Name)
+		}
+		v, ok := cm.Data[ref.Key]
+		if !ok {
+			if optional(ref.Optional) {
+				return "", false, nil
+			}
+			return "", false, configErrorf("key %q not found in configmap %q", ref.Key, ref.Name)
+		}
+		return v, true, nil
+	case from.SecretKeyRef != nil:
+		ref := from.SecretKeyRef
+		sec := objs.Secret(pod.Namespace, ref.Name)
+		if sec == nil {
+			if optional(ref.Optional) {
+				return "", false, nil
+			}
+			return "", false, configErrorf("secret %q not found", ref.Name)
+		}
+		v, ok := sec.Data[ref.Key]
+		if !ok {
+			if optional(ref.Optional) {
+				return "", false, nil
+			}
+			return "", false, configErrorf("key %q not found in secret %q", ref.Key, ref.Name)
+		}
+		return string(v), true, nil
+	}
+	return "", false, configErrorf("valueFrom names no source")
+}
+
+// podFieldValue is the downward API's view of a pod field.
+func podFieldValue(pod *v1.Pod, path string, pe podEnv) (string, error) {
+	if key, ok := subscript(path, "metadata.labels"); ok {
+		return pod.Labels[key], nil
+	}
+	if key, ok := subscript(path, "metadata.annotations"); ok {
+		return pod.Annotations[key], nil
+	}
+	switch path {
+	case "metadata.name":
+		return pod.Name, nil
+	case "metadata.namespace":
+		return pod.Namespace, nil
+	case "metadata.uid":
+		return string(pod.UID), nil
+	case "metadata.labels":
+		return formatMap(pod.Labels), nil
+	case "metadata.annotations":
+		return formatMap(pod.Annotations), nil
+	case "spec.nodeName":
+		return pod.Spec.NodeName, nil
+	case "spec.serviceAccountName":
+		return pod.Spec.ServiceAccountName, nil
+	case "status.podIP", "status.podIPs":
+		return pe.PodIP, nil
+	case "status.hostIP", "status.hostIPs":
+		return pe.HostIP, nil
+	}
+	return "", configErrorf("fieldRef %q is not supported", path)
+}
+
+// subscript splits "prefix['key']" into key.
+func subscript(path, prefix string) (string, bool) {
+	rest, ok := strings.CutPrefix(path, prefix+"['")
+	if !ok {
+		return "", false
+	}
+	return strings.CutSuffix(rest, "']")
+}
+
+// formatMap renders labels or annotations as the downward API does:
+// key="value" lines, sorted.
+func formatMap(m map[string]string) string {
+	var b strings.Builder
+	for i, k := range sortedKeys(m) {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(k + "=" + strconv.Quote(m[k]))
+	}
+	return b.String()
+}
+
+// resourceFieldValue renders a container resource, divided by the divisor and
+// rounded up, as the kubelet does; a resource without a limit is the node's
+// capacity.
+func resourceFieldValue(c *v1.Container, ref *v1.ResourceFieldSelector, pe podEnv) (string, error) {
+	divisor := ref.Divisor
+	if divisor.IsZero() {
+		divisor = resource.MustParse("1")
+	}
+	var q resource.Quantity
+	var found bool
+	switch ref.Resource {
+	case "limits.cpu":
+		q, found = c.Resources.Limits[v1.ResourceCPU]
+		if !found {
+			q, found = *resource.NewMilliQuantity(pe.NodeMilliCPU, resource.DecimalSI), true
+		}
+	case "requests.cpu":
+		q, found = c.Resources.Requests[v1.ResourceCPU]
+	case "limits.memory":
+		q, found = c.Resources.Limits[v1.ResourceMemory]
+		if !found {
+			q, found = *resource.NewQuantity(pe.NodeMemory, resource.BinarySI), true
+		}
+	case "requests.memory":
+		q, found = c.Resources.Requests[v1.ResourceMemory]
+	case "limits.ephemeral-storage":
+		q, found = c.Resources.Limits[v1.ResourceEphemeralStorage]
+	case "requests.ephemeral-storage":
+		q, found = c.Resources.Requests[v1.ResourceEphemeralStorage]
+	default:
+		return "", configErrorf("resourceFieldRef %q is not supported", ref.Resource)
+	}
+	if !found {
+		return "0", nil
+	}
+	if strings.HasSuffix(ref.Resource, ".cpu") {
+		v := math.Ceil(float64(q.MilliValue()) / float64(divisor.MilliValue()))
+		return strconv.FormatInt(int64(v), 10), nil
+	}
+	v := math.Ceil(float64(q.Value()) / float64(divisor.Value()))
+	return strconv.FormatInt(int64(v), 10), nil
+}
+
+// CPU shares and quota as the kubelet computes them from millicores.
+const (
+	minShares     = 2
+	sharesPerCPU  = 1024
+	quotaPeriod   = 100000 // microseconds
+	minQuotaPerio = 1000
+)
+
+// containerResources turns a container's requests and limits into cgroup
+// numbers: requests.cpu -> shares (a limit stands in for a missing request,
+// as API defaulting does), limits.cpu -> quota, limits.memory -> memory
+// limit. A memory request alone is not a limit.
+func containerResources(c *v1.Container) Resources {
+	var r Resources
+	cpuReq, ok := c.Resources.Requests[v1.ResourceCPU]
+	if !ok {
+		cpuReq, ok = c.Resources.Limits[v1.ResourceCPU]
+	}
+	r.CPUShares = minShares
+	if ok && !cpuReq.IsZero() {
+		r.CPUShares = max(cpuReq.MilliValue()*sharesPerCPU/1000, minShares)
+	}
+	if lim, ok := c.Resources.Limits[v1.ResourceCPU]; ok && !lim.IsZero() {
+		r.CPUPeriod = quotaPeriod
+		r.CPUQuota = max(lim.MilliValue()*quotaPeriod/1000, minQuotaPerio)
+	}
+	if lim, ok := c.Resources.Limits[v1.ResourceMemory]; ok {
+		r.MemoryLimit = lim.Value()
+	}
+	return r
+}
+
+// securityConfig merges the pod's and the container's security contexts, the
+// container's winning.
+func securityConfig(pod *v1.Pod, c *v1.Container, seccompRoot string) SecurityConfig {
+	var s SecurityConfig
+	psc := pod.Spec.SecurityContext
+	var seccomp *v1.SeccompProfile
+	if psc != nil {
+		s.RunAsUser = psc.RunAsUser
+		s.RunAsGroup = psc.RunAsGroup
+		s.SupplementalGroups = append(s.SupplementalGroups, psc.SupplementalGroups...)
+		if psc.FSGroup != nil {
+			s.SupplementalGroups = append(s.SupplementalGroups, *psc.FSGroup)
+		}
+		seccomp = psc.SeccompProfile
+	}
+	if csc := c.SecurityContext; csc != nil {
+		if csc.RunAsUser != nil {
+			s.RunAsUser = csc.RunAsUser
+		}
+		if csc.RunAsGroup != nil {
+			s.RunAsGroup = csc.RunAsGroup
+		}
+		if csc.ReadOnlyRootFilesystem != nil {
+			s.ReadOnlyRootfs = *csc.ReadOnlyRootFilesystem
+		}
+		if csc.Privileged != nil {
+			s.Privileged = *csc.Privileged
+		}
+		if caps := csc.Capabilities; caps != nil {
+			for _, c := range caps.Add {
+				s.CapAdd = append(s.CapAdd, string(c))
+			}
+			for _, c := range caps.Drop {
+				s.CapDrop = append(s.CapDrop, string(c))
+			}
+		}
+		if csc.AllowPrivilegeEscalation != nil && !*csc.AllowPrivilegeEscalation {
+			s.NoNewPrivileges = true
+		}
+		if csc.SeccompProfile != nil {
+			seccomp = csc.SeccompProfile
+		}
+	}
+	// An unset profile means Docker's default profile (the kubelet's
+	// seccompDefault: true), not unconfined.
+	if seccomp != nil {
+		switch seccomp.Type {
+		case v1.SeccompProfileTypeUnconfined:
+			s.Seccomp = "unconfined"
+		case v1.SeccompProfileTypeLocalhost:
+			if seccomp.LocalhostProfile != nil {
+				s.Seccomp = filepath.Join(seccompRoot, *seccomp.LocalhostProfile)
+			}
+		}
+	}
+	return s
+}
+
+func findContainer(pod *v1.Pod, name string) *v1.Container {
+	for _, c := range allContainers(pod) {
+		if c.Name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+func optional(b *bool) bool { return b != nil && *b }
+
+// terminationMessageFile makes the host file a container's
+// terminationMessagePath is bound to.
+func terminationMessageFile(podDir, container string, attempt int) (string, error) {
+	dir := filepath.Join(podDir, "containers", container)
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return "", err
+	}
+	p := filepath.Join(dir, strconv.Itoa(attempt)+"-termination-log")
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o666)
+	if err != nil {
+		return "", err
+	}
+	if err := f.Close(); err != nil {
+		return "", err
+	}
+	// The container may run as any user; it must be able to write.
+	return p, os.Chmod(p, 0o666)
+}

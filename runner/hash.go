@@ -1,0 +1,97 @@
+package runner
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+
+	v1 "k8s.io/api/core/v1"
+)
+
+// Hashes decide what an update replaces. They are taken over the JSON of the
+// defaulted spec, so a field podrun does not set never changes them: a podrun
+// upgrade does not, by itself, restart anything.
+
+// ContainerHash is the hash of a container's spec without its resources; a
+// change means the container is replaced.
+func ContainerHash(c *v1.Container) string {
+	cp := c.DeepCopy()
+	cp.Resources = v1.ResourceRequirements{}
+	cp.ResizePolicy = nil
+	return hashJSON(cp)
+}
+
+// ResourcesHash is the hash of a container's resources; a change alone is
+// applied in place where the runtime can.
+func ResourcesHash(c *v1.Container) string {
+	return hashJSON(c.Resources)
+}
+
+// sandboxSpec is the part of a pod that lives in the sandbox: a change to it
+// means a new sandbox and so new containers.
+type sandboxSpec struct {
+	HostNetwork bool                   `json:"hostNetwork,omitempty"`
+	HostPID     bool                   `json:"hostPID,omitempty"`
+	HostIPC     bool                   `json:"hostIPC,omitempty"`
+	Share       *bool                  `json:"shareProcessNamespace,omitempty"`
+	Hostname    string                 `json:"hostname,omitempty"`
+	Subdomain   string                 `json:"subdomain,omitempty"`
+	DNSPolicy   v1.DNSPolicy           `json:"dnsPolicy,omitempty"`
+	DNSConfig   *v1.PodDNSConfig       `json:"dnsConfig,omitempty"`
+	HostAliases []v1.HostAlias         `json:"hostAliases,omitempty"`
+	Ports       []v1.ContainerPort     `json:"ports,omitempty"`
+	Volumes     []v1.Volume            `json:"volumes,omitempty"`
+	Sysctls     []v1.Sysctl            `json:"sysctls,omitempty"`
+	Security    *v1.PodSecurityContext `json:"securityContext,omitempty"`
+}
+
+// SandboxHash is the hash of the sandbox-level part of a pod spec: network
+// mode, ports, DNS, hostname, volumes and the pod security context.
+func SandboxHash(pod *v1.Pod) string {
+	s := sandboxSpec{
+		HostNetwork: pod.Spec.HostNetwork,
+		HostPID:     pod.Spec.HostPID,
+		HostIPC:     pod.Spec.HostIPC,
+		Share:       pod.Spec.ShareProcessNamespace,
+		Hostname:    pod.Spec.Hostname,
+		Subdomain:   pod.Spec.Subdomain,
+		DNSPolicy:   pod.Spec.DNSPolicy,
+		DNSConfig:   pod.Spec.DNSConfig,
+		HostAliases: pod.Spec.HostAliases,
+		Volumes:     pod.Spec.Volumes,
+		Security:    pod.Spec.SecurityContext,
+	}
+	if sc := pod.Spec.SecurityContext; sc != nil {
+		s.Sysctls = sc.Sysctls
+	}
+	for _, c := range allContainers(pod) {
+		for _, p := range c.Ports {
+			if p.HostPort != 0 {
+				s.Ports = append(s.Ports, p)
+			}
+		}
+	}
+	return hashJSON(s)
+}
+
+func hashJSON(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		// The API types always marshal; a failure is a programming error.
+		panic("hash: " + err.Error())
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8])
+}
+
+// allContainers returns the init containers followed by the app containers.
+func allContainers(pod *v1.Pod) []*v1.Container {
+	out := make([]*v1.Container, 0, len(pod.Spec.InitContainers)+len(pod.Spec.Containers))
+	for i := range pod.Spec.InitContainers {
+		out = append(out, &pod.Spec.InitContainers[i])
+	}
+	for i := range pod.Spec.Containers {
+		out = append(out, &pod.Spec.Containers[i])
+	}
+	return out
+}

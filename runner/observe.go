@@ -1,0 +1,70 @@
+package runner
+
+import (
+	"context"
+	"sort"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Observe rebuilds this node's pods from the runtime alone, with no
+// manifest: what `podrun ps` shows while no podrun daemon runs. Containers
+// are known by the names and types their labels carry; restart policies are
+// not, so the phase is the one a pod that restarts its containers would have.
+func Observe(ctx context.Context, rt Runtime, runtimeName string) ([]*v1.Pod, error) {
+	states, err := listPods(ctx, rt)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*v1.Pod, 0, len(states))
+	for uid, st := range states {
+		pod := &v1.Pod{}
+		pod.UID = types.UID(uid)
+		ref := PodRef{UID: uid}
+		switch {
+		case len(st.Sandboxes) > 0:
+			ref = st.Sandboxes[0].Pod
+		case len(st.Containers) > 0:
+			ref = st.Containers[0].Pod
+		}
+		pod.Name, pod.Namespace = ref.Name, ref.Namespace
+		pod.Spec.RestartPolicy = v1.RestartPolicyAlways
+		// Oldest first, so containers are listed in the order they began.
+		seen := map[string]bool{}
+		for i := len(st.Containers) - 1; i >= 0; i-- {
+			c := st.Containers[i]
+			if seen[c.Name] {
+				continue
+			}
+			seen[c.Name] = true
+			spec := v1.Container{Name: c.Name, Image: c.Image}
+			if c.Type == ContainerTypeInit {
+				pod.Spec.InitContainers = append(pod.Spec.InitContainers, spec)
+			} else {
+				pod.Spec.Containers = append(pod.Spec.Containers, spec)
+			}
+		}
+		if len(st.Sandboxes) > 0 {
+			pod.CreationTimestamp = metav1.NewTime(st.Sandboxes[len(st.Sandboxes)-1].CreatedAt)
+		}
+		pod.Status = computePodStatus(statusInput{Pod: pod, State: st, Runtime: runtimeName, Now: time.Now()})
+		if sb := st.latestSandbox(); sb == nil || sb.State != StateRunning {
+			// Without a sandbox nothing runs: say so, whatever the
+			// containers' records.
+			if pod.Status.Phase == v1.PodRunning {
+				pod.Status.Phase = v1.PodFailed
+			}
+		}
+		out = append(out, pod)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Namespace != out[j].Namespace {
+			return out[i].Namespace < out[j].Namespace
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out, nil
+}

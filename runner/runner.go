@@ -1,0 +1,429 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/singleflight"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/util/flowcontrol"
+	"k8s.io/utils/clock"
+)
+
+// Config holds a Runner's dependencies and settings.
+type Config struct {
+	Runtime Runtime
+	// RuntimeName prefixes container IDs in pod status ("docker://...").
+	RuntimeName string
+	NodeName    string
+	RootDir     string
+	// InfraImage is the sandbox image; the caller makes sure it exists.
+	InfraImage      string
+	HostIP          string
+	AllowPrivileged bool
+	Objects         *Objects
+	Clock           clock.Clock
+	Log             *slog.Logger
+	// RelistPeriod is how often the runtime's state is re-read to notice
+	// containers that exited (default 1 s, as the kubelet's PLEG).
+	RelistPeriod time.Duration
+	// Node capacity, for resourceFieldRef of resources without a limit.
+	NodeMilliCPU int64
+	NodeMemory   int64
+}
+
+// Op is the kind of a PodUpdate.
+type Op int
+
+const (
+	// OpAdd and OpUpdate set the desired spec of the pods.
+	OpAdd Op = iota
+	OpUpdate
+	// OpRemove stops and removes the pods.
+	OpRemove
+)
+
+// PodUpdate changes the desired state of some pods.
+type PodUpdate struct {
+	Op   Op
+	Pods []*v1.Pod
+}
+
+// Runner is the sync core: it keeps every pod it is given at its spec, with a
+// worker per pod (serialized per pod, parallel across pods), and publishes
+// each pod's status.
+type Runner struct {
+	cfg     Config
+	rt      Runtime
+	log     *slog.Logger
+	clock   clock.Clock
+	backoff *flowcontrol.Backoff
+	cache   *podCache
+	pulls   singleflight.Group
+
+	mu      sync.Mutex
+	workers map[string]*podWorker
+	status  map[string]*v1.Pod // last published pod with status, by UID
+	changed chan struct{}      // closed and replaced on every status change
+	wg      sync.WaitGroup
+}
+
+// New returns a Runner; Run starts it.
+func New(cfg Config) *Runner {
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	if cfg.Objects == nil {
+		cfg.Objects = NewObjects()
+	}
+	if cfg.RelistPeriod <= 0 {
+		cfg.RelistPeriod = time.Second
+	}
+	if cfg.RuntimeName == "" {
+		cfg.RuntimeName = "podrun"
+	}
+	r := &Runner{
+		cfg:     cfg,
+		rt:      cfg.Runtime,
+		log:     cfg.Log,
+		clock:   cfg.Clock,
+		backoff: newBackoff(cfg.Clock),
+		workers: map[string]*podWorker{},
+		status:  map[string]*v1.Pod{},
+		changed: make(chan struct{}),
+	}
+	r.cache = newPodCache(cfg.Runtime, cfg.Log, cfg.RelistPeriod, r.wakePods)
+	return r
+}
+
+// Run applies updates until ctx ends, then waits for the pod workers to
+// stop. Pods keep running when Run returns.
+func (r *Runner) Run(ctx context.Context, updates <-chan PodUpdate) {
+	var loops sync.WaitGroup
+	loops.Add(1)
+	go func() {
+		defer loops.Done()
+		r.cache.run(ctx)
+	}()
+	gc := time.NewTicker(time.Minute)
+	defer gc.Stop()
+	for done := false; !done; {
+		select {
+		case <-ctx.Done():
+			done = true
+		case u, ok := <-updates:
+			if !ok {
+				updates = nil
+				continue
+			}
+			r.apply(ctx, u)
+		case <-gc.C:
+			r.backoff.GC()
+		}
+	}
+	r.wg.Wait()
+	loops.Wait()
+}
+
+// apply hands each pod of an update to its worker.
+func (r *Runner) apply(ctx context.Context, u PodUpdate) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, pod := range u.Pods {
+		uid := string(pod.UID)
+		w := r.workers[uid]
+		if u.Op == OpRemove {
+			if w != nil {
+				w.remove()
+			}
+			continue
+		}
+		if w == nil {
+			w = newPodWorker(r, pod)
+			r.workers[uid] = w
+			r.wg.Add(1)
+			go func() {
+				defer r.wg.Done()
+				w.run(ctx)
+			}()
+			continue
+		}
+		w.update(pod)
+	}
+}
+
+// wakePods asks the workers of the given pods to sync now.
+func (r *Runner) wakePods(uids []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, uid := range uids {
+		if w := r.workers[uid]; w != nil {
+			w.wake()
+		}
+	}
+}
+
+// Pods returns every pod the runner knows, with its last status.
+func (r *Runner) Pods() []*v1.Pod {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]*v1.Pod, 0, len(r.status))
+	for _, p := range r.status {
+		out = append(out, p)
+	}
+	return out
+}
+
+// Pod returns the pod with uid and its last status.
+func (r *Runner) Pod(uid string) (*v1.Pod, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p, ok := r.status[uid]
+	return p, ok
+}
+
+// Changed returns a channel closed at the next status change.
+func (r *Runner) Changed() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.changed
+}
+
+func (r *Runner) publish(pod *v1.Pod, removed bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	uid := string(pod.UID)
+	if removed {
+		delete(r.status, uid)
+		delete(r.workers, uid)
+	} else {
+		r.status[uid] = pod
+	}
+	close(r.changed)
+	r.changed = make(chan struct{})
+}
+
+func (r *Runner) previousStatus(uid string) *v1.PodStatus {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if p, ok := r.status[uid]; ok {
+		return &p.Status
+	}
+	return nil
+}
+
+// podWorker syncs one pod, one sync at a time.
+type podWorker struct {
+	r   *Runner
+	uid string
+
+	mu      sync.Mutex
+	pod     *v1.Pod
+	removed bool
+	wakeCh  chan struct{}
+	// errs are why containers could not start, with when to try again.
+	errs map[string]startError
+}
+
+type startError struct {
+	waiting
+	until time.Time
+}
+
+func newPodWorker(r *Runner, pod *v1.Pod) *podWorker {
+	return &podWorker{r: r, uid: string(pod.UID), pod: pod, wakeCh: make(chan struct{}, 1), errs: map[string]startError{}}
+}
+
+func (w *podWorker) update(pod *v1.Pod) {
+	w.mu.Lock()
+	w.pod = pod
+	w.removed = false
+	w.mu.Unlock()
+	w.wake()
+}
+
+func (w *podWorker) remove() {
+	w.mu.Lock()
+	w.removed = true
+	w.mu.Unlock()
+	w.wake()
+}
+
+func (w *podWorker) wake() {
+	select {
+	case w.wakeCh <- struct{}{}:
+	default:
+	}
+}
+
+func (w *podWorker) desired() (*v1.Pod, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.pod, w.removed
+}
+
+func (w *podWorker) run(ctx context.Context) {
+	r := w.r
+	gen := r.cache.invalidate()
+	for {
+		st, err := r.cache.get(ctx, w.uid, gen)
+		if ctx.Err() != nil {
+			return
+		}
+		pod, removed := w.desired()
+		if removed {
+			grace := gracePeriod(pod)
+			if err := r.teardown(ctx, w.uid, st, grace); err != nil {
+				r.log.Error("remove pod", "pod", podKey(pod), "err", err)
+			} else {
+				r.log.Info("pod removed", "pod", podKey(pod))
+				r.publish(pod, true)
+				return
+			}
+		}
+		var retry time.Duration
+		acted := false
+		if err == nil && !removed {
+			var actions *podActions
+			actions, acted = w.sync(ctx, pod, st)
+			retry = actions.RetryAfter()
+			for _, e := range w.errs {
+				if d := e.until.Sub(r.clock.Now()); d > 0 && (retry == 0 || d < retry) {
+					retry = d
+				}
+			}
+		} else if err != nil {
+			r.log.Warn("runtime state unavailable", "pod", podKey(pod), "err", err)
+			retry = time.Second
+		}
+		if acted {
+			// Look again at once, at state that shows what was just done.
+			gen = r.cache.invalidate()
+			continue
+		}
+		if removed {
+			retry = time.Second // the teardown failed: try again
+		}
+		var timer *time.Timer
+		var fire <-chan time.Time
+		if retry > 0 {
+			timer = time.NewTimer(retry)
+			fire = timer.C
+		}
+		select {
+		case <-ctx.Done():
+		case <-w.wakeCh:
+			gen = 0
+		case <-fire:
+			gen = r.cache.invalidate()
+		}
+		if timer != nil {
+			timer.Stop()
+		}
+		if ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+func podKey(pod *v1.Pod) string {
+	return pod.Namespace + "/" + pod.Name
+}
+
+func gracePeriod(pod *v1.Pod) time.Duration {
+	if pod != nil && pod.Spec.TerminationGracePeriodSeconds != nil {
+		return time.Duration(*pod.Spec.TerminationGracePeriodSeconds) * time.Second
+	}
+	return 30 * time.Second
+}
+
+// errorReason classifies why a container could not be started.
+func errorReason(err error) string {
+	var ce *configError
+	var ie *imageError
+	switch {
+	case errors.As(err, &ie):
+		return ie.reason
+	case errors.As(err, &ce):
+		return "CreateContainerConfigError"
+	}
+	return "RunContainerError"
+}
+
+// sync computes and applies one round of actions, then publishes the pod's
+// status. It reports whether anything was done.
+func (w *podWorker) sync(ctx context.Context, pod *v1.Pod, st *podState) (*podActions, bool) {
+	r := w.r
+	start := r.clock.Now()
+	actions := computePodActions(pod, st, r.backoff)
+
+	// Containers whose last start failed wait out their back-off.
+	w.mu.Lock()
+	errs := map[string]waiting{}
+	for name, e := range w.errs {
+		errs[name] = e.waiting
+	}
+	w.mu.Unlock()
+
+	if !actions.Empty() {
+		if err := r.applyActions(ctx, pod, st, actions, w); err != nil && ctx.Err() == nil {
+			r.log.Warn("sync pod", "pod", podKey(pod), "err", err)
+		}
+		r.log.Debug("synced pod", "pod", podKey(pod), "took", r.clock.Since(start))
+	}
+
+	status := computePodStatus(statusInput{
+		Pod: pod, State: st, Actions: actions, Errors: errs, HostIP: r.cfg.HostIP,
+		Runtime: r.cfg.RuntimeName, Previous: r.previousStatus(w.uid), Now: r.clock.Now(),
+	})
+	out := pod.DeepCopy()
+	out.Status = status
+	r.publish(out, false)
+	return actions, !actions.Empty()
+}
+
+// recordStartError remembers why name did not start, with image-pull style
+// back-off before the next try.
+func (w *podWorker) recordStartError(pod *v1.Pod, c *v1.Container, err error) {
+	r := w.r
+	key := backoffKey(pod, c) + "/start"
+	now := r.clock.Now()
+	r.backoff.Next(key, now)
+	reason := errorReason(err)
+	w.mu.Lock()
+	w.errs[c.Name] = startError{waiting: waiting{Reason: reason, Message: err.Error()}, until: now.Add(r.backoff.Get(key))}
+	w.mu.Unlock()
+}
+
+func (w *podWorker) clearStartError(name string) {
+	w.mu.Lock()
+	delete(w.errs, name)
+	w.mu.Unlock()
+}
+
+// holdStart reports whether name must not be started yet, after a failure.
+// A held image pull shows as ImagePullBackOff, as in the kubelet.
+func (w *podWorker) holdStart(name string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	e, ok := w.errs[name]
+	if !ok || !w.r.clock.Now().Before(e.until) {
+		return false
+	}
+	if e.Reason == reasonErrImagePull {
+		e.Reason = reasonImagePullBackOff
+		w.errs[name] = e
+	}
+	return true
+}
+
+// SetObjects replaces the ConfigMaps and Secrets pods may refer to.
+func (r *Runner) SetObjects(cms []*v1.ConfigMap, secrets []*v1.Secret) {
+	r.cfg.Objects.Set(cms, secrets)
+}

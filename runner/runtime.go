@@ -1,0 +1,268 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"io"
+	"time"
+)
+
+// Runtime is everything the sync core needs from a container engine. Its shape
+// follows the CRI: a pod is one sandbox (holding the network, IPC and UTS
+// namespaces) and containers that join it. runner/docker implements it on
+// Docker; runner/runtimetest holds the conformance suite every implementation
+// must pass, and the in-memory fake the sync core's unit tests use.
+//
+// An implementation is bound to one node name: it lists, and touches, only the
+// objects it labelled with that node name, so several podruns may share an
+// engine without seeing each other's pods.
+type Runtime interface {
+	// RunSandbox creates and starts the sandbox described by cfg and returns
+	// its ID. It is idempotent by (PodUID, Attempt): if that sandbox already
+	// exists (say, a podrun killed mid-call left it), it is adopted: started
+	// if it is not running, and its ID returned. It never makes a duplicate.
+	RunSandbox(ctx context.Context, cfg *SandboxConfig) (string, error)
+	// StopSandbox stops the sandbox's infra container within grace. Stopping a
+	// stopped sandbox is not an error. ErrNotFound if it does not exist.
+	StopSandbox(ctx context.Context, id string, grace time.Duration) error
+	// RemoveSandbox removes a sandbox (stopping it first). It does not remove
+	// the sandbox's containers. A missing sandbox is not an error.
+	RemoveSandbox(ctx context.Context, id string) error
+	// ListSandboxes returns this node's sandboxes, running or not.
+	ListSandboxes(ctx context.Context) ([]*Sandbox, error)
+
+	// CreateContainer creates (but does not start) a container in the sandbox
+	// sandboxID. It is idempotent by (PodUID, Name, Attempt): an existing
+	// container of that identity is returned, not duplicated. ErrNotFound if
+	// the sandbox or the image does not exist.
+	CreateContainer(ctx context.Context, sandboxID string, sandbox *SandboxConfig, cfg *ContainerConfig) (string, error)
+	// StartContainer starts a created container. Starting a running container
+	// is not an error. ErrNotFound if it does not exist.
+	StartContainer(ctx context.Context, id string) error
+	// StopContainer sends the container's stop signal (the image's STOPSIGNAL,
+	// or SIGTERM) and SIGKILL after grace. Stopping a stopped container is not
+	// an error. ErrNotFound if it does not exist.
+	StopContainer(ctx context.Context, id string, grace time.Duration) error
+	// RemoveContainer removes a container, killing it if it runs. A missing
+	// container is not an error.
+	RemoveContainer(ctx context.Context, id string) error
+	// ListContainers returns this node's containers (not sandboxes), in any
+	// state.
+	ListContainers(ctx context.Context) ([]*Container, error)
+
+	// ImageStatus returns the local image ref resolves to, or ErrNotFound.
+	ImageStatus(ctx context.Context, ref string) (*Image, error)
+	// PullImage pulls ref and returns the local image. auth may be nil.
+	PullImage(ctx context.Context, ref string, auth *AuthConfig) (*Image, error)
+}
+
+// ResourceUpdater is implemented by runtimes that can change a running
+// container's resources in place (Docker's update).
+type ResourceUpdater interface {
+	UpdateContainerResources(ctx context.Context, id string, res *Resources) error
+}
+
+// LogReader is implemented by runtimes that can stream a container's output.
+type LogReader interface {
+	ContainerLogs(ctx context.Context, id string, opts LogOptions, stdout, stderr io.Writer) error
+}
+
+// LogOptions selects which part of a container's output to read.
+type LogOptions struct {
+	Follow     bool
+	Tail       int // <0: all lines
+	Timestamps bool
+}
+
+// ErrNotFound is returned (wrapped) when a sandbox, container or image does
+// not exist.
+var ErrNotFound = errors.New("not found")
+
+// ErrUnavailable is returned (wrapped) when the runtime cannot be reached.
+var ErrUnavailable = errors.New("runtime unavailable")
+
+// ContainerType says what role a container plays in its pod.
+type ContainerType string
+
+const (
+	ContainerTypeInit ContainerType = "init"
+	ContainerTypeApp  ContainerType = "app"
+)
+
+// State is the lifecycle state of a container or sandbox, as the runtime
+// reports it.
+type State string
+
+const (
+	StateCreated State = "created"
+	StateRunning State = "running"
+	StateExited  State = "exited"
+	StateUnknown State = "unknown"
+)
+
+// PodRef identifies the pod an object belongs to.
+type PodRef struct {
+	UID       string
+	Name      string
+	Namespace string
+}
+
+// SandboxConfig describes a pod's sandbox: the namespaces its containers share.
+type SandboxConfig struct {
+	Pod     PodRef
+	Attempt int
+	// Hash identifies the sandbox-level part of the pod spec (network mode,
+	// ports, DNS, hostname, volumes); a change means a new sandbox.
+	Hash  string
+	Image string // infra image
+
+	Hostname    string
+	HostNetwork bool
+	HostPID     bool
+	HostIPC     bool
+	Ports       []PortMapping
+	DNS         *DNSConfig        // nil: the runtime's default
+	Sysctls     map[string]string // namespaced sysctls for the pod
+	Labels      map[string]string // the pod's own labels, for people reading `docker ps`
+	// ExtraHosts are "name:ip" entries added to the pod's /etc/hosts.
+	ExtraHosts []string
+	// ShareProcessNamespace puts the pod's containers in the sandbox's PID
+	// namespace (spec.shareProcessNamespace); otherwise each container has
+	// its own PID namespace (unless HostPID).
+	ShareProcessNamespace bool
+}
+
+// PortMapping publishes a container port on the host.
+type PortMapping struct {
+	Protocol      string // TCP, UDP or SCTP
+	ContainerPort int32
+	HostPort      int32
+	HostIP        string
+}
+
+// DNSConfig is the resolv.conf a pod gets.
+type DNSConfig struct {
+	Servers  []string
+	Searches []string
+	Options  []string
+}
+
+// Sandbox is a sandbox as the runtime reports it.
+type Sandbox struct {
+	ID        string
+	Pod       PodRef
+	Attempt   int
+	Hash      string
+	State     State
+	IP        string
+	CreatedAt time.Time
+}
+
+// ContainerConfig is a container fully resolved for the runtime: env
+// expanded, volumes turned into host paths, resources into numbers.
+type ContainerConfig struct {
+	Name    string
+	Type    ContainerType
+	Attempt int
+	// Hash is the hash of the container's spec (resources excluded); a change
+	// means the container is replaced.
+	Hash string
+	// ResourcesHash is the hash of the container's resources; a change alone
+	// is applied in place where the runtime can.
+	ResourcesHash string
+
+	Image      string
+	Command    []string // replaces the image's entrypoint when set
+	Args       []string // replaces the image's cmd when set (or Command is)
+	Env        []EnvVar
+	WorkingDir string
+	Mounts     []Mount
+	Devices    []string
+	Resources  Resources
+	Security   SecurityConfig
+	TTY        bool
+	Stdin      bool
+	StdinOnce  bool
+	// StopSignal overrides the image's STOPSIGNAL when set.
+	StopSignal string
+	// Labels are extra labels; the runtime adds its own identity labels.
+	Labels map[string]string
+}
+
+// EnvVar is one resolved environment variable.
+type EnvVar struct {
+	Name, Value string
+}
+
+// Mount binds a host path (or a tmpfs the runner mounted) into a container.
+type Mount struct {
+	HostPath      string
+	ContainerPath string
+	ReadOnly      bool
+	// Propagation is "", "rprivate", "rslave" or "rshared".
+	Propagation string
+}
+
+// Resources are a container's cgroup settings. Zero means "no limit".
+type Resources struct {
+	CPUShares   int64
+	CPUQuota    int64 // microseconds per CPUPeriod
+	CPUPeriod   int64
+	MemoryLimit int64 // bytes
+}
+
+// SecurityConfig is a container's resolved security context.
+type SecurityConfig struct {
+	RunAsUser          *int64
+	RunAsGroup         *int64
+	SupplementalGroups []int64
+	ReadOnlyRootfs     bool
+	Privileged         bool
+	CapAdd             []string
+	CapDrop            []string
+	NoNewPrivileges    bool
+	// Seccomp is "" (the runtime's default profile), "unconfined", or a path
+	// to a local profile.
+	Seccomp string
+	// AppArmor is "" (runtime default), "unconfined" or a profile name.
+	AppArmor string
+}
+
+// Container is a container as the runtime reports it.
+type Container struct {
+	ID            string
+	SandboxID     string
+	Pod           PodRef
+	Name          string
+	Type          ContainerType
+	Attempt       int
+	Hash          string
+	ResourcesHash string
+	Image         string // as the config named it
+	ImageID       string // the image the container runs
+	State         State
+	CreatedAt     time.Time
+	StartedAt     time.Time
+	FinishedAt    time.Time
+	ExitCode      int
+	OOMKilled     bool
+	// Message is the runtime's error for a container that failed to start.
+	Message string
+}
+
+// Image is a local image.
+type Image struct {
+	ID       string
+	RepoTags []string
+	Size     int64
+}
+
+// AuthConfig are registry credentials for one pull.
+type AuthConfig struct {
+	Username      string
+	Password      string
+	Auth          string // base64 user:password
+	ServerAddress string
+	IdentityToken string
+	RegistryToken string
+}

@@ -1,0 +1,280 @@
+package runner
+
+import (
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// statusInput is what a pod's status is computed from.
+type statusInput struct {
+	Pod     *v1.Pod
+	State   *podState
+	Actions *podActions // may be nil
+	// Errors by container name: why a container could not be created or
+	// started in the last sync (CreateContainerConfigError, ErrImagePull...).
+	Errors     map[string]waiting
+	HostIP     string
+	Runtime    string // "docker": the prefix of container IDs
+	Previous   *v1.PodStatus
+	Now        time.Time
+	Terminated bool // the pod was removed and its containers stopped
+}
+
+// computePodStatus computes a pod's status as the kubelet's
+// generateAPIPodStatus does: container statuses from the runtime's state and
+// the last sync's waiting reasons, then phase and conditions from them.
+func computePodStatus(in statusInput) v1.PodStatus {
+	pod, state := in.Pod, in.State
+	var s v1.PodStatus
+	sb := state.latestSandbox()
+	sandboxID := ""
+	if sb != nil {
+		sandboxID = sb.ID
+	}
+
+	for i := range pod.Spec.InitContainers {
+		s.InitContainerStatuses = append(s.InitContainerStatuses, containerStatus(in, &pod.Spec.InitContainers[i], sandboxID))
+	}
+	for i := range pod.Spec.Containers {
+		s.ContainerStatuses = append(s.ContainerStatuses, containerStatus(in, &pod.Spec.Containers[i], sandboxID))
+	}
+
+	s.HostIP = in.HostIP
+	if in.HostIP != "" {
+		s.HostIPs = []v1.HostIP{{IP: in.HostIP}}
+	}
+	if sb != nil && sb.State == StateRunning {
+		s.PodIP = sb.IP
+		if pod.Spec.HostNetwork {
+			s.PodIP = in.HostIP
+		}
+		if s.PodIP != "" {
+			s.PodIPs = []v1.PodIP{{IP: s.PodIP}}
+		}
+	}
+
+	s.Phase = podPhase(pod, &s, in.Actions != nil && in.Actions.PodFailed)
+	if in.Terminated && s.Phase != v1.PodSucceeded && s.Phase != v1.PodFailed {
+		// A removed pod's containers were stopped on purpose.
+		s.Phase = v1.PodFailed
+	}
+
+	// startTime: when podrun first brought the pod up; after a restart of
+	// podrun, the oldest sandbox's creation.
+	switch {
+	case in.Previous != nil && in.Previous.StartTime != nil:
+		s.StartTime = in.Previous.StartTime
+	case len(state.Sandboxes) > 0:
+		t := metav1.NewTime(state.Sandboxes[len(state.Sandboxes)-1].CreatedAt)
+		s.StartTime = &t
+	default:
+		t := metav1.NewTime(in.Now)
+		s.StartTime = &t
+	}
+
+	s.Conditions = podConditions(pod, &s, sb, in.Previous, in.Now)
+	if in.Actions != nil && in.Actions.PodFailed {
+		s.Reason = "InitContainerFailed"
+	}
+	return s
+}
+
+func containerStatus(in statusInput, c *v1.Container, sandboxID string) v1.ContainerStatus {
+	cs := v1.ContainerStatus{Name: c.Name, Image: c.Image}
+	cur := in.State.latest(c.Name, "")
+	if cur != nil {
+		cs.ContainerID = in.Runtime + "://" + cur.ID
+		cs.ImageID = cur.ImageID
+		cs.RestartCount = int32(cur.Attempt)
+	}
+	switch {
+	case cur == nil:
+		cs.State.Waiting = &v1.ContainerStateWaiting{Reason: "ContainerCreating"}
+	case cur.State == StateRunning:
+		cs.State.Running = &v1.ContainerStateRunning{StartedAt: metav1.NewTime(cur.StartedAt)}
+		t := true
+		cs.Started = &t
+		// Without a readiness probe a running container is ready.
+		cs.Ready = cur.SandboxID == sandboxID && c.ReadinessProbe == nil
+	case cur.State == StateCreated:
+		cs.State.Waiting = &v1.ContainerStateWaiting{Reason: "ContainerCreating"}
+	default:
+		cs.State.Terminated = terminatedState(in.Runtime, cur)
+	}
+	if cur != nil && cur.State != StateExited {
+		if prev := previousRun(in.State, c.Name, cur); prev != nil {
+			cs.LastTerminationState.Terminated = terminatedState(in.Runtime, prev)
+		}
+	}
+	f := false
+	if cs.Started == nil {
+		cs.Started = &f
+	}
+
+	w, ok := in.Errors[c.Name]
+	if !ok && in.Actions != nil {
+		w, ok = in.Actions.Waiting[c.Name]
+	}
+	if ok && (cur == nil || cur.State != StateRunning) {
+		if cs.State.Terminated != nil {
+			cs.LastTerminationState.Terminated = cs.State.Terminated
+			cs.State.Terminated = nil
+		}
+		cs.State.Waiting = &v1.ContainerStateWaiting{Reason: w.Reason, Message: w.Message}
+	}
+	return cs
+}
+
+func terminatedState(runtime string, c *Container) *v1.ContainerStateTerminated {
+	t := &v1.ContainerStateTerminated{
+		ExitCode:    int32(c.ExitCode),
+		StartedAt:   metav1.NewTime(c.StartedAt),
+		FinishedAt:  metav1.NewTime(c.FinishedAt),
+		ContainerID: runtime + "://" + c.ID,
+		Message:     c.Message,
+	}
+	switch {
+	case c.OOMKilled:
+		t.Reason = "OOMKilled"
+	case c.ExitCode == 0 && c.State == StateExited:
+		t.Reason = "Completed"
+	case c.State == StateUnknown:
+		t.Reason = "Unknown"
+	default:
+		t.Reason = "Error"
+	}
+	return t
+}
+
+// previousRun is the run of name before cur.
+func previousRun(state *podState, name string, cur *Container) *Container {
+	for _, c := range state.Containers {
+		if c.Name == name && c != cur && c.Attempt < cur.Attempt {
+			return c
+		}
+	}
+	return nil
+}
+
+// podPhase follows the kubelet's getPhase.
+func podPhase(pod *v1.Pod, s *v1.PodStatus, failed bool) v1.PodPhase {
+	if failed {
+		return v1.PodFailed
+	}
+	for i := range pod.Spec.InitContainers {
+		if isSidecar(&pod.Spec.InitContainers[i]) {
+			continue
+		}
+		st := s.InitContainerStatuses[i]
+		if t := st.State.Terminated; t != nil && t.ExitCode == 0 {
+			continue
+		}
+		// Initialisation may have finished before the init container's
+		// record was collected: app containers exist, so it did.
+		if anyAppStarted(s) {
+			continue
+		}
+		return v1.PodPending
+	}
+	var running, waiting, stopped, succeeded int
+	for _, st := range s.ContainerStatuses {
+		switch {
+		case st.State.Running != nil:
+			running++
+		case st.State.Terminated != nil:
+			stopped++
+			if st.State.Terminated.ExitCode == 0 {
+				succeeded++
+			}
+		case st.State.Waiting != nil:
+			if st.LastTerminationState.Terminated != nil {
+				stopped++
+			} else {
+				waiting++
+			}
+		}
+	}
+	switch {
+	case waiting > 0:
+		return v1.PodPending
+	case running > 0:
+		return v1.PodRunning
+	case stopped > 0:
+		switch {
+		case pod.Spec.RestartPolicy == v1.RestartPolicyAlways:
+			return v1.PodRunning
+		case stopped == succeeded:
+			return v1.PodSucceeded
+		case pod.Spec.RestartPolicy == v1.RestartPolicyNever:
+			return v1.PodFailed
+		default:
+			return v1.PodRunning
+		}
+	}
+	return v1.PodPending
+}
+
+func anyAppStarted(s *v1.PodStatus) bool {
+	for _, st := range s.ContainerStatuses {
+		if st.ContainerID != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// podConditions computes PodScheduled, PodReadyToStartContainers,
+// Initialized, ContainersReady and Ready, keeping each condition's transition
+// time while its status holds.
+func podConditions(pod *v1.Pod, s *v1.PodStatus, sb *Sandbox, prev *v1.PodStatus, now time.Time) []v1.PodCondition {
+	initialized := true
+	for i := range pod.Spec.InitContainers {
+		c := &pod.Spec.InitContainers[i]
+		st := s.InitContainerStatuses[i]
+		if isSidecar(c) {
+			if st.State.Running == nil && !anyAppStarted(s) {
+				initialized = false
+			}
+			continue
+		}
+		if t := st.State.Terminated; (t == nil || t.ExitCode != 0) && !anyAppStarted(s) {
+			initialized = false
+		}
+	}
+	ready := len(s.ContainerStatuses) > 0
+	for _, st := range s.ContainerStatuses {
+		if !st.Ready {
+			ready = false
+		}
+	}
+	// A finished pod is not ready, whatever its containers were.
+	if s.Phase == v1.PodSucceeded || s.Phase == v1.PodFailed {
+		ready = false
+	}
+	cond := func(t v1.PodConditionType, ok bool, reason string) v1.PodCondition {
+		c := v1.PodCondition{Type: t, Status: v1.ConditionFalse, LastTransitionTime: metav1.NewTime(now)}
+		if ok {
+			c.Status = v1.ConditionTrue
+		} else {
+			c.Reason = reason
+		}
+		if prev != nil {
+			for _, p := range prev.Conditions {
+				if p.Type == t && p.Status == c.Status {
+					c.LastTransitionTime = p.LastTransitionTime
+				}
+			}
+		}
+		return c
+	}
+	sandboxReady := sb != nil && sb.State == StateRunning
+	return []v1.PodCondition{
+		cond(v1.PodReadyToStartContainers, sandboxReady, ""),
+		cond(v1.PodInitialized, initialized, "ContainersNotInitialized"),
+		cond(v1.ContainersReady, ready, "ContainersNotReady"),
+		cond(v1.PodReady, ready, "ContainersNotReady"),
+		cond(v1.PodScheduled, true, ""),
+	}
+}
