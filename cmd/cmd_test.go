@@ -1,0 +1,200 @@
+package cmd
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// parse runs a command's flag parsing with the work function replaced.
+func parse(t *testing.T, build func(*globalOptions) *cobra.Command, args ...string) error {
+	t.Helper()
+	g := &globalOptions{In: strings.NewReader(""), Out: &bytes.Buffer{}, ErrOut: &bytes.Buffer{}}
+	root := &cobra.Command{Use: "podrun", SilenceErrors: true, SilenceUsage: true}
+	root.PersistentFlags().StringVar(&g.NodeName, "node-name", "n", "")
+	root.AddCommand(build(g))
+	root.SetArgs(args)
+	root.SetOut(&bytes.Buffer{})
+	root.SetErr(&bytes.Buffer{})
+	return root.ExecuteContext(context.Background())
+}
+
+func TestOnceFlags(t *testing.T) {
+	var got *onceOptions
+	build := func(g *globalOptions) *cobra.Command {
+		return newOnceCmd(g, func(_ context.Context, o *onceOptions) error { got = o; return nil })
+	}
+	if err := parse(t, build, "once", "a.yaml", "dir/", "--wait", "complete", "--timeout", "90s", "-o", "json", "--rm"); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(got.Paths, ",") != "a.yaml,dir/" || got.Wait != waitComplete || got.Timeout != 90*time.Second ||
+		got.Output != "json" || !got.Remove {
+		t.Fatalf("options: %+v", got)
+	}
+	for _, bad := range [][]string{
+		{"once", "a.yaml", "--wait", "forever"},
+		{"once", "a.yaml", "-o", "xml"},
+		{"once", "a.yaml", "--rm"},
+	} {
+		err := parse(t, build, bad...)
+		if exitCode(err) != exitBadInput {
+			t.Errorf("%v: want bad input, got %v", bad, err)
+		}
+	}
+}
+
+func TestDownFlags(t *testing.T) {
+	var got *downOptions
+	build := func(g *globalOptions) *cobra.Command {
+		return newDownCmd(g, func(_ context.Context, o *downOptions) error { got = o; return nil })
+	}
+	if err := parse(t, build, "down", "--all", "--grace-period", "3s"); err != nil {
+		t.Fatal(err)
+	}
+	if !got.All || got.Grace != 3*time.Second {
+		t.Fatalf("options: %+v", got)
+	}
+	for _, bad := range [][]string{{"down"}, {"down", "--all", "x.yaml"}} {
+		if err := parse(t, build, bad...); exitCode(err) != exitBadInput {
+			t.Errorf("%v: want bad input, got %v", bad, err)
+		}
+	}
+}
+
+func TestExitCodes(t *testing.T) {
+	cases := map[error]int{
+		nil:                         exitOK,
+		errors.New("x"):             exitPodFailed,
+		podsFailed(errors.New("")):  exitPodFailed,
+		badInputf("x"):              exitBadInput,
+		unreachable(errors.New("")): exitUnreachable,
+	}
+	for err, want := range cases {
+		if got := exitCode(err); got != want {
+			t.Errorf("exitCode(%v) = %d, want %d", err, got, want)
+		}
+	}
+}
+
+// TestValidateReportsFileLineField runs the real command end to end without
+// Docker: a bad manifest is exit 2 with its file, line and field.
+func TestValidateReportsFileLineField(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "pod.yaml")
+	os.WriteFile(p, []byte("apiVersion: v1\nkind: Pod\nmetadata:\n  name: x\nspec:\n  containers:\n  - name: c\n    image: busybox:1\n    bogus: 1\n"), 0o600)
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), []string{"validate", "--config", "", "--node-name", "n1", p}, strings.NewReader(""), &out, &errOut)
+	if code != exitBadInput {
+		t.Fatalf("exit %d, want 2; stderr:\n%s", code, errOut.String())
+	}
+	if !strings.Contains(errOut.String(), p+":9") || !strings.Contains(errOut.String(), "bogus") {
+		t.Fatalf("error does not name file:line and field:\n%s", errOut.String())
+	}
+
+	out.Reset()
+	errOut.Reset()
+	good := "apiVersion: v1\nkind: Pod\nmetadata:\n  name: x\nspec:\n  containers:\n  - name: c\n    image: busybox:1\n"
+	code = run(context.Background(), []string{"validate", "--config", "", "--node-name", "n1", "-"}, strings.NewReader(good), &out, &errOut)
+	if code != exitOK || !strings.Contains(out.String(), "default/x-n1") {
+		t.Fatalf("exit %d; stdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())
+	}
+}
+
+// TestConfigPrecedence: flag > PODRUN_* > config file > default.
+func TestConfigPrecedence(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "config.yaml")
+	os.WriteFile(cfg, []byte("node-name: from-file\nroot-dir: /from/file\nlog-level: debug\n"), 0o600)
+	t.Setenv("PODRUN_ROOT_DIR", "/from/env")
+
+	var got *validateOptions
+	g := &globalOptions{In: strings.NewReader(""), Out: &bytes.Buffer{}, ErrOut: &bytes.Buffer{}}
+	root := newRootCmd(g)
+	for _, c := range root.Commands() {
+		if c.Name() == "validate" {
+			root.RemoveCommand(c)
+		}
+	}
+	root.AddCommand(newValidateCmd(g, func(_ context.Context, o *validateOptions) error { got = o; return nil }))
+	root.SetArgs([]string{"validate", "--config", cfg, "--log-level", "warn", "x.yaml"})
+	if err := root.ExecuteContext(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got.NodeName != "from-file" || got.RootDir != "/from/env" || got.LogLevel != "warn" {
+		t.Fatalf("node %q root %q level %q", got.NodeName, got.RootDir, got.LogLevel)
+	}
+}
+
+func TestConditionMet(t *testing.T) {
+	pod := func(phase v1.PodPhase, policy v1.RestartPolicy, states ...v1.ContainerState) *v1.Pod {
+		p := &v1.Pod{}
+		p.Spec.RestartPolicy = policy
+		p.Status.Phase = phase
+		for _, s := range states {
+			p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, v1.ContainerStatus{State: s})
+		}
+		return p
+	}
+	running := v1.ContainerState{Running: &v1.ContainerStateRunning{}}
+	waiting := v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}
+	done := v1.ContainerState{Terminated: &v1.ContainerStateTerminated{ExitCode: 0}}
+	cases := []struct {
+		name        string
+		pods        []*v1.Pod
+		cond        string
+		met, failed bool
+	}{
+		{"all running", []*v1.Pod{pod(v1.PodRunning, v1.RestartPolicyAlways, running, running)}, waitRunning, true, false},
+		{"one container waiting", []*v1.Pod{pod(v1.PodRunning, v1.RestartPolicyAlways, running, waiting)}, waitRunning, false, false},
+		{"pending", []*v1.Pod{pod(v1.PodPending, v1.RestartPolicyAlways)}, waitRunning, false, false},
+		{"job finished counts as up", []*v1.Pod{pod(v1.PodSucceeded, v1.RestartPolicyNever, done)}, waitRunning, true, false},
+		{"running is not complete", []*v1.Pod{pod(v1.PodRunning, v1.RestartPolicyAlways, running)}, waitComplete, false, false},
+		{"complete", []*v1.Pod{pod(v1.PodSucceeded, v1.RestartPolicyNever, done)}, waitComplete, true, false},
+		{"failed ends the wait", []*v1.Pod{pod(v1.PodFailed, v1.RestartPolicyNever), pod(v1.PodPending, v1.RestartPolicyAlways)}, waitComplete, false, true},
+	}
+	for _, c := range cases {
+		met, failed := conditionMet(c.pods, c.cond)
+		if met != c.met || failed != c.failed {
+			t.Errorf("%s: met %v failed %v, want %v %v", c.name, met, failed, c.met, c.failed)
+		}
+	}
+}
+
+func TestReportTable(t *testing.T) {
+	p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "job-n", Namespace: "default"}}
+	p.Status.Phase = v1.PodFailed
+	p.Status.InitContainerStatuses = []v1.ContainerStatus{{Name: "init",
+		State: v1.ContainerState{Terminated: &v1.ContainerStateTerminated{Reason: "Completed"}}}}
+	p.Status.ContainerStatuses = []v1.ContainerStatus{{Name: "main", RestartCount: 2,
+		State: v1.ContainerState{Terminated: &v1.ContainerStateTerminated{ExitCode: 3, Reason: "Error"}}}}
+	var b bytes.Buffer
+	if err := writeReport(&b, "table", []*v1.Pod{p}); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"NAMESPACE  POD    PHASE   CONTAINER    STATE                   RESTARTS  EXIT CODE",
+		"default    job-n  Failed  init (init)  Terminated (Completed)  0         0",
+		"default    job-n  Failed  main         Terminated (Error)      2         3",
+	}
+	if got := strings.TrimSpace(b.String()); got != strings.Join(want, "\n") {
+		t.Fatalf("table:\n%s\nwant:\n%s", got, strings.Join(want, "\n"))
+	}
+	b.Reset()
+	if err := writeReport(&b, "yaml", []*v1.Pod{p}); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"kind: List", "kind: Pod", "phase: Failed", "exitCode: 3"} {
+		if !strings.Contains(b.String(), s) {
+			t.Errorf("yaml report lacks %q:\n%s", s, b.String())
+		}
+	}
+}

@@ -1,0 +1,171 @@
+package cmd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"runtime"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/podrun/podrun/manifest"
+	"github.com/podrun/podrun/runner"
+	"github.com/podrun/podrun/runner/docker"
+)
+
+// connect opens the Docker runtime for this node and checks it answers.
+// Failing to reach it is exit code 3.
+func connect(ctx context.Context, g *globalOptions) (*docker.Runtime, error) {
+	if err := checkNodeName(g.NodeName); err != nil {
+		return nil, err
+	}
+	rt, err := docker.New(docker.Options{Host: g.DockerHost, NodeName: g.NodeName, Logger: g.Log})
+	if err != nil {
+		return nil, unreachable(fmt.Errorf("docker: %w", err))
+	}
+	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := rt.Ping(pingCtx); err != nil {
+		rt.Close()
+		return nil, unreachable(fmt.Errorf("cannot reach the Docker Engine (is dockerd running? see --docker-host): %w", err))
+	}
+	return rt, nil
+}
+
+func checkNodeName(name string) error {
+	if name == "" {
+		return badInputf("--node-name is empty and the hostname is unknown: set --node-name")
+	}
+	if name != strings.ToLower(name) {
+		return badInputf("--node-name %q: must be lower case", name)
+	}
+	return nil
+}
+
+// newRunner builds the sync core on rt, making sure the infra image exists
+// (building podrun's own when it cannot be pulled).
+func newRunner(ctx context.Context, g *globalOptions, rt *docker.Runtime, allowPrivileged bool) (*runner.Runner, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("find podrun's executable: %w", err)
+	}
+	infra, err := rt.EnsureInfraImage(ctx, g.InfraImage, exe)
+	if err != nil {
+		if errors.Is(err, runner.ErrUnavailable) {
+			return nil, unreachable(err)
+		}
+		return nil, fmt.Errorf("infra image: %w", err)
+	}
+	var si unix.Sysinfo_t
+	var memory int64
+	if unix.Sysinfo(&si) == nil {
+		memory = int64(si.Totalram) * int64(si.Unit)
+	}
+	return runner.New(runner.Config{
+		Runtime:         rt,
+		RuntimeName:     "docker",
+		NodeName:        g.NodeName,
+		RootDir:         g.RootDir,
+		InfraImage:      infra,
+		HostIP:          hostIP(),
+		AllowPrivileged: allowPrivileged,
+		Log:             g.Log,
+		NodeMilliCPU:    int64(runtime.NumCPU()) * 1000,
+		NodeMemory:      memory,
+	}), nil
+}
+
+// hostIP is the node's address for status.hostIP: the first global unicast
+// IPv4 address of an interface that is up and not a container bridge, else
+// 127.0.0.1.
+func hostIP() string {
+	ifaces, err := net.Interfaces()
+	if err != nil {
+		return "127.0.0.1"
+	}
+	for _, ifc := range ifaces {
+		if ifc.Flags&net.FlagUp == 0 || ifc.Flags&net.FlagLoopback != 0 ||
+			strings.HasPrefix(ifc.Name, "docker") || strings.HasPrefix(ifc.Name, "veth") || strings.HasPrefix(ifc.Name, "br-") {
+			continue
+		}
+		addrs, err := ifc.Addrs()
+		if err != nil {
+			continue
+		}
+		for _, a := range addrs {
+			if ipn, ok := a.(*net.IPNet); ok && ipn.IP.To4() != nil && ipn.IP.IsGlobalUnicast() {
+				return ipn.IP.String()
+			}
+		}
+	}
+	return "127.0.0.1"
+}
+
+// loadManifests reads every path ("-" is standard input) into one snapshot
+// per argument. Any invalid manifest is exit code 2, and nothing is started.
+func loadManifests(g *globalOptions, paths []string) ([]*manifest.Snapshot, error) {
+	opts := manifest.Options{NodeName: g.NodeName}
+	var snaps []*manifest.Snapshot
+	var errs []error
+	for _, p := range paths {
+		var snap *manifest.Snapshot
+		var err error
+		if p == "-" {
+			data, rerr := readLimited(g.In)
+			if rerr != nil {
+				errs = append(errs, fmt.Errorf("read standard input: %w", rerr))
+				continue
+			}
+			snap, err = manifest.Parse("-", data, opts)
+		} else {
+			snap, err = manifest.ReadPath(p, opts)
+		}
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, w := range snap.Warnings {
+			g.Log.Warn(w)
+		}
+		snaps = append(snaps, snap)
+	}
+	if len(errs) > 0 {
+		return nil, badInput(errors.Join(errs...))
+	}
+	return snaps, nil
+}
+
+// allPods flattens snapshots into their pods, first source first; a pod
+// that two sources define is kept from the first only.
+func allPods(snaps []*manifest.Snapshot) ([]*podSource, error) {
+	seen := map[string]string{}
+	var out []*podSource
+	var errs []error
+	for _, s := range snaps {
+		for _, p := range s.Pods {
+			key := p.Namespace + "/" + p.Name
+			if first, ok := seen[key]; ok {
+				errs = append(errs, fmt.Errorf("%s: pod %s is also defined in %s", s.Source, key, first))
+				continue
+			}
+			seen[key] = s.Source
+			out = append(out, &podSource{Pod: p, Source: s.Source})
+		}
+	}
+	if len(errs) > 0 {
+		return nil, badInput(errors.Join(errs...))
+	}
+	return out, nil
+}
+
+// newTeardownRunner is a runner for removing pods: it starts nothing, so it
+// needs no infra image.
+func newTeardownRunner(g *globalOptions, rt *docker.Runtime) (*runner.Runner, error) {
+	return runner.New(runner.Config{
+		Runtime: rt, RuntimeName: "docker", NodeName: g.NodeName, RootDir: g.RootDir, Log: g.Log,
+	}), nil
+}

@@ -1,0 +1,267 @@
+package cmd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/spf13/cobra"
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/podrun/podrun/manifest"
+	"github.com/podrun/podrun/runner"
+)
+
+// Wait conditions of `once`.
+const (
+	waitRunning  = "running"
+	waitComplete = "complete"
+)
+
+type onceOptions struct {
+	*globalOptions
+	Paths           []string
+	Wait            string
+	Timeout         time.Duration
+	Output          string
+	Remove          bool
+	AllowPrivileged bool
+}
+
+func newOnceCmd(g *globalOptions, runF func(context.Context, *onceOptions) error) *cobra.Command {
+	opts := &onceOptions{globalOptions: g}
+	cmd := &cobra.Command{
+		Use:   "once PATH|- ...",
+		Short: "Start the pods of the manifests, wait until they are up (or done), report and exit",
+		Long: `Start the pods of the manifest files and directories given (- reads standard
+input), wait until every pod is running (--wait running) or finished
+(--wait complete), print a report and exit. Pods keep running after once exits;
+--rm removes them after --wait complete. Running once again on unchanged
+manifests changes nothing.
+
+Exit status: 0 all pods good, 1 a pod failed or the wait timed out, 2 bad
+input (nothing is started), 3 the Docker Engine cannot be reached.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Paths = args
+			if opts.Wait != waitRunning && opts.Wait != waitComplete {
+				return badInputf("--wait %q: want running or complete", opts.Wait)
+			}
+			if err := checkOutput(opts.Output); err != nil {
+				return err
+			}
+			if opts.Remove && opts.Wait != waitComplete {
+				return badInputf("--rm needs --wait complete")
+			}
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return onceRun(cmd.Context(), opts)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&opts.Wait, "wait", waitRunning, "what to wait for: running or complete")
+	f.DurationVar(&opts.Timeout, "timeout", 5*time.Minute, "how long to wait")
+	f.StringVarP(&opts.Output, "output", "o", "table", "report format: table, json or yaml")
+	f.BoolVar(&opts.Remove, "rm", false, "remove the pods after they complete (with --wait complete)")
+	f.BoolVar(&opts.AllowPrivileged, "allow-privileged", false, "allow privileged containers")
+	return cmd
+}
+
+func onceRun(ctx context.Context, opts *onceOptions) error {
+	snaps, err := loadManifests(opts.globalOptions, opts.Paths)
+	if err != nil {
+		return err
+	}
+	pods, err := allPods(snaps)
+	if err != nil {
+		return err
+	}
+	if err := admit(pods, opts.AllowPrivileged); err != nil {
+		return err
+	}
+	if len(pods) == 0 {
+		fmt.Fprintln(opts.ErrOut, "podrun: the manifests define no pods")
+		return nil
+	}
+
+	rt, err := connect(ctx, opts.globalOptions)
+	if err != nil {
+		return err
+	}
+	defer rt.Close()
+	r, err := newRunner(ctx, opts.globalOptions, rt, opts.AllowPrivileged)
+	if err != nil {
+		return err
+	}
+	setObjects(r, snaps)
+
+	runCtx, stop := context.WithCancel(ctx)
+	updates := make(chan runner.PodUpdate, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.Run(runCtx, updates)
+	}()
+	desired := make([]*v1.Pod, len(pods))
+	for i, p := range pods {
+		desired[i] = p.Pod
+	}
+	updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: desired}
+
+	result, waitErr := waitFor(ctx, r, desired, opts.Wait, opts.Timeout)
+	stop()
+	<-done
+
+	if err := writeReport(opts.Out, opts.Output, result); err != nil {
+		return err
+	}
+	if waitErr != nil {
+		return podsFailed(waitErr)
+	}
+	if opts.Remove {
+		if err := removePods(ctx, r, desired); err != nil {
+			return err
+		}
+	}
+	if failed := failedPods(result); len(failed) > 0 {
+		return podsFailed(fmt.Errorf("pods failed: %v", failed))
+	}
+	return nil
+}
+
+// admit refuses what podrun will not run before anything starts.
+func admit(pods []*podSource, allowPrivileged bool) error {
+	if allowPrivileged {
+		return nil
+	}
+	var errs []error
+	for _, ps := range pods {
+		for _, c := range append(append([]v1.Container(nil), ps.Pod.Spec.InitContainers...), ps.Pod.Spec.Containers...) {
+			if sc := c.SecurityContext; sc != nil && sc.Privileged != nil && *sc.Privileged {
+				errs = append(errs, fmt.Errorf("%s: pod %s: container %s is privileged; pass --allow-privileged to run it",
+					ps.Source, ps.Pod.Name, c.Name))
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return badInput(errors.Join(errs...))
+	}
+	return nil
+}
+
+// setObjects gives the runner the ConfigMaps and Secrets of the sources.
+func setObjects(r *runner.Runner, snaps []*manifest.Snapshot) {
+	var cms []*v1.ConfigMap
+	var secrets []*v1.Secret
+	for _, s := range snaps {
+		cms = append(cms, s.ConfigMaps...)
+		secrets = append(secrets, s.Secrets...)
+	}
+	r.SetObjects(cms, secrets)
+}
+
+// waitFor waits until every pod meets the condition, one has failed, or the
+// timeout passes, and returns the pods with their last status.
+func waitFor(ctx context.Context, r *runner.Runner, pods []*v1.Pod, cond string, timeout time.Duration) ([]*v1.Pod, error) {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for {
+		changed := r.Changed()
+		current := currentPods(r, pods)
+		if met, failed := conditionMet(current, cond); met || failed {
+			return current, nil
+		}
+		select {
+		case <-changed:
+		case <-deadline.C:
+			return currentPods(r, pods), fmt.Errorf("timed out after %s waiting for pods to be %s", timeout, cond)
+		case <-ctx.Done():
+			return currentPods(r, pods), fmt.Errorf("interrupted while waiting for pods to be %s", cond)
+		}
+	}
+}
+
+func currentPods(r *runner.Runner, pods []*v1.Pod) []*v1.Pod {
+	out := make([]*v1.Pod, len(pods))
+	for i, p := range pods {
+		if cur, ok := r.Pod(string(p.UID)); ok {
+			out[i] = cur
+		} else {
+			out[i] = p
+		}
+	}
+	return out
+}
+
+// conditionMet reports whether every pod meets cond, and whether any pod has
+// failed (which ends the wait).
+func conditionMet(pods []*v1.Pod, cond string) (met, failed bool) {
+	met = true
+	for _, p := range pods {
+		switch p.Status.Phase {
+		case v1.PodFailed:
+			failed = true
+		case v1.PodSucceeded:
+		case v1.PodRunning:
+			if cond == waitComplete || !allRunning(p) {
+				met = false
+			}
+		default:
+			met = false
+		}
+	}
+	return met, failed
+}
+
+// allRunning reports whether every app container of the pod runs (or, for
+// a pod that does not restart them, has finished).
+func allRunning(p *v1.Pod) bool {
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.State.Running != nil {
+			continue
+		}
+		if t := cs.State.Terminated; t != nil && p.Spec.RestartPolicy != v1.RestartPolicyAlways &&
+			(t.ExitCode == 0 || p.Spec.RestartPolicy == v1.RestartPolicyNever) {
+			continue
+		}
+		return false
+	}
+	return len(p.Status.ContainerStatuses) > 0
+}
+
+func failedPods(pods []*v1.Pod) []string {
+	var out []string
+	for _, p := range pods {
+		if p.Status.Phase == v1.PodFailed {
+			out = append(out, p.Namespace+"/"+p.Name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// removePods stops and removes pods and their directories, in parallel.
+func removePods(ctx context.Context, r *runner.Runner, pods []*v1.Pod) error {
+	errs := make(chan error, len(pods))
+	for _, p := range pods {
+		go func() {
+			grace := 30 * time.Second
+			if p.Spec.TerminationGracePeriodSeconds != nil {
+				grace = time.Duration(*p.Spec.TerminationGracePeriodSeconds) * time.Second
+			}
+			if err := r.Teardown(ctx, string(p.UID), grace); err != nil {
+				errs <- fmt.Errorf("remove %s/%s: %w", p.Namespace, p.Name, err)
+				return
+			}
+			errs <- nil
+		}()
+	}
+	var all []error
+	for range pods {
+		all = append(all, <-errs)
+	}
+	return errors.Join(all...)
+}

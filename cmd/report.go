@@ -1,0 +1,127 @@
+package cmd
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	v1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+)
+
+func checkOutput(format string) error {
+	switch format {
+	case "table", "json", "yaml":
+		return nil
+	}
+	return badInputf("--output %q: want table, json or yaml", format)
+}
+
+// writeReport prints pods with their status: a table of one row per
+// container, or a v1.PodList as JSON or YAML.
+func writeReport(w io.Writer, format string, pods []*v1.Pod) error {
+	sorted := append([]*v1.Pod(nil), pods...)
+	sort.Slice(sorted, func(i, j int) bool {
+		a, b := sorted[i], sorted[j]
+		if a.Namespace != b.Namespace {
+			return a.Namespace < b.Namespace
+		}
+		return a.Name < b.Name
+	})
+	switch format {
+	case "json", "yaml":
+		return writeList(w, format, sorted)
+	}
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAMESPACE\tPOD\tPHASE\tCONTAINER\tSTATE\tRESTARTS\tEXIT CODE")
+	for _, p := range sorted {
+		statuses := append(append([]v1.ContainerStatus(nil), p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...)
+		if len(statuses) == 0 {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t-\t-\t-\t-\n", p.Namespace, p.Name, phase(p))
+		}
+		for i, cs := range statuses {
+			name := cs.Name
+			if i < len(p.Status.InitContainerStatuses) {
+				name += " (init)"
+			}
+			exit := "-"
+			if t := terminated(cs); t != nil {
+				exit = strconv.Itoa(int(t.ExitCode))
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", p.Namespace, p.Name, phase(p), name, stateText(cs), cs.RestartCount, exit)
+		}
+	}
+	return tw.Flush()
+}
+
+func writeList(w io.Writer, format string, pods []*v1.Pod) error {
+	list := &v1.PodList{}
+	list.APIVersion, list.Kind = "v1", "List"
+	for _, p := range pods {
+		cp := p.DeepCopy()
+		cp.APIVersion, cp.Kind = "v1", "Pod"
+		list.Items = append(list.Items, *cp)
+	}
+	var out []byte
+	var err error
+	if format == "json" {
+		out, err = json.MarshalIndent(list, "", "  ")
+		out = append(out, '\n')
+	} else {
+		out, err = yaml.Marshal(list)
+	}
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(out)
+	return err
+}
+
+func phase(p *v1.Pod) string {
+	if p.Status.Phase == "" {
+		return string(v1.PodPending)
+	}
+	return string(p.Status.Phase)
+}
+
+// terminated is the container's last exit: its current state, or the one
+// before a restart that is waiting.
+func terminated(cs v1.ContainerStatus) *v1.ContainerStateTerminated {
+	if cs.State.Terminated != nil {
+		return cs.State.Terminated
+	}
+	if cs.State.Waiting != nil {
+		return cs.LastTerminationState.Terminated
+	}
+	return nil
+}
+
+// stateText renders a container state as kubectl does: Running,
+// Terminated (Completed), Waiting (CrashLoopBackOff: ...).
+func stateText(cs v1.ContainerStatus) string {
+	switch {
+	case cs.State.Running != nil:
+		return "Running"
+	case cs.State.Terminated != nil:
+		return "Terminated (" + cs.State.Terminated.Reason + ")"
+	case cs.State.Waiting != nil:
+		s := "Waiting (" + cs.State.Waiting.Reason
+		if m := cs.State.Waiting.Message; m != "" && cs.State.Waiting.Reason != "CrashLoopBackOff" {
+			s += ": " + oneLine(m)
+		}
+		return s + ")"
+	}
+	return "Unknown"
+}
+
+func oneLine(s string) string {
+	s = strings.ReplaceAll(s, "\n", " ")
+	if len(s) > 120 {
+		s = s[:117] + "..."
+	}
+	return s
+}

@@ -1,0 +1,143 @@
+// Package cmd holds podrun's commands. Each is thin: it parses flags into an
+// options struct and calls a function that does the work against io.Writers,
+// so it can be tested without a terminal.
+package cmd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"github.com/spf13/viper"
+)
+
+// globalOptions are the flags every command takes.
+type globalOptions struct {
+	NodeName   string
+	RootDir    string
+	DockerHost string
+	InfraImage string
+	LogLevel   string
+	ConfigFile string
+
+	In     io.Reader
+	Out    io.Writer
+	ErrOut io.Writer
+	Log    *slog.Logger
+}
+
+const defaultConfigFile = "/etc/podrun/config.yaml"
+
+// Execute runs podrun with os.Args and exits with its status.
+func Execute() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run runs podrun with args and returns the exit status.
+func run(ctx context.Context, args []string, in io.Reader, out, errOut io.Writer) int {
+	g := &globalOptions{In: in, Out: out, ErrOut: errOut}
+	root := newRootCmd(g)
+	root.SetArgs(args)
+	root.SetIn(in)
+	root.SetOut(out)
+	root.SetErr(errOut)
+	err := root.ExecuteContext(ctx)
+	if err != nil && !errors.Is(err, errSilent) {
+		fmt.Fprintf(errOut, "podrun: %v\n", err)
+	}
+	return exitCode(err)
+}
+
+func newRootCmd(g *globalOptions) *cobra.Command {
+	v := viper.New()
+	root := &cobra.Command{
+		Use:           "podrun",
+		Short:         "Run Kubernetes Pod manifests on one machine, without a cluster",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			if err := loadConfig(v, cmd, g.ConfigFile); err != nil {
+				return badInput(err)
+			}
+			return setupLogging(g)
+		},
+	}
+	hostname, _ := os.Hostname()
+	pf := root.PersistentFlags()
+	pf.StringVar(&g.NodeName, "node-name", strings.ToLower(hostname), "name of this node; pods are named <name>-<node-name>")
+	pf.StringVar(&g.RootDir, "root-dir", "/var/lib/podrun", "directory for pod directories and volumes")
+	pf.StringVar(&g.DockerHost, "docker-host", "", "Docker Engine address (default: $DOCKER_HOST, else the local socket)")
+	pf.StringVar(&g.InfraImage, "pod-infra-image", "registry.k8s.io/pause:3.10",
+		"sandbox image; when absent and not pullable, podrun builds one from its own binary")
+	pf.StringVarP(&g.LogLevel, "log-level", "v", "info", "log level: debug, info, warn or error")
+	pf.StringVar(&g.ConfigFile, "config", defaultConfigFile, "config file (YAML); flags and PODRUN_* variables win over it")
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return badInput(err) })
+
+	root.AddCommand(
+		newOnceCmd(g, nil),
+		newDownCmd(g, nil),
+		newPsCmd(g, nil),
+		newValidateCmd(g, nil),
+		newPauseCmd(),
+		newVersionCmd(g),
+	)
+	return root
+}
+
+// loadConfig fills every flag not set on the command line from PODRUN_<FLAG>
+// or the config file, in that order.
+func loadConfig(v *viper.Viper, cmd *cobra.Command, file string) error {
+	v.SetEnvPrefix("PODRUN")
+	v.SetEnvKeyReplacer(strings.NewReplacer("-", "_"))
+	v.AutomaticEnv()
+	if file != "" {
+		v.SetConfigFile(file)
+		v.SetConfigType("yaml")
+		// The default file is optional; a file that was named must exist.
+		if err := v.ReadInConfig(); err != nil && !(file == defaultConfigFile && errors.Is(err, fs.ErrNotExist)) {
+			return fmt.Errorf("config file %s: %w", file, err)
+		}
+	}
+	var errs []error
+	cmd.Flags().VisitAll(func(f *pflag.Flag) {
+		if f.Changed || f.Name == "config" || !v.IsSet(f.Name) {
+			return
+		}
+		var val string
+		switch raw := v.Get(f.Name).(type) {
+		case []any:
+			parts := make([]string, len(raw))
+			for i, p := range raw {
+				parts[i] = fmt.Sprint(p)
+			}
+			val = strings.Join(parts, ",")
+		default:
+			val = v.GetString(f.Name)
+		}
+		if err := f.Value.Set(val); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", f.Name, err))
+		}
+	})
+	return errors.Join(errs...)
+}
+
+func setupLogging(g *globalOptions) error {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(g.LogLevel)); err != nil {
+		return badInputf("--log-level %q: want debug, info, warn or error", g.LogLevel)
+	}
+	g.Log = slog.New(slog.NewTextHandler(g.ErrOut, &slog.HandlerOptions{Level: level}))
+	return nil
+}

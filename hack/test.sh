@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Runs every podrun test: prepares the machine (hack/setup.sh: Docker, the
+# local test image), checks formatting and vet, then `go test -race` over all
+# packages, end-to-end tests against the real dockerd included.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH=/usr/local/go/bin:$PATH
+
+bash hack/setup.sh
+
+echo "== gofmt"
+unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
+if [ -n "$unformatted" ]; then
+	echo "gofmt would change:" >&2
+	echo "$unformatted" >&2
+	exit 1
+fi
+echo "== go vet"
+go vet ./...
+echo "== go test -race"
+go test -race -count=1 -timeout 45m "$@" ./...
