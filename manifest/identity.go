@@ -1,0 +1,117 @@
+package manifest
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Annotations podrun sets on every static pod. The kubernetes.io ones are
+// the kubelet's (pkg/kubelet/types), so tools that know static pods read
+// podrun's too.
+const (
+	// AnnotationConfigHash holds ContentHash of the pod. (The kubelet stores
+	// its content-derived UID here; podrun's UID is not content-derived.)
+	AnnotationConfigHash = "kubernetes.io/config.hash"
+	// AnnotationConfigSource is the kind of source: ConfigSourceFile,
+	// ConfigSourceHTTP or ConfigSourceAPI.
+	AnnotationConfigSource = "kubernetes.io/config.source"
+	// AnnotationConfigSeen is when the pod was read, RFC 3339 with
+	// nanoseconds.
+	AnnotationConfigSeen = "kubernetes.io/config.seen"
+	// AnnotationSource is the file path or URL the pod was read from.
+	AnnotationSource = "podrun.io/source"
+
+	ConfigSourceFile = "file"
+	ConfigSourceHTTP = "http"
+	ConfigSourceAPI  = "api"
+)
+
+// staticPodName is the kubelet's name for a static pod: unique among nodes.
+func staticPodName(name, nodeName string) string {
+	return name + "-" + nodeName
+}
+
+// StaticPodUID is the UID podrun gives a static pod: a hash of where the pod
+// is defined (node, source, namespace, name as written) and not of what it
+// says, so that editing a manifest updates the pod instead of replacing it.
+// It is formatted as an RFC 9562 version 8 UUID (the kind for
+// application-defined hashes).
+func StaticPodUID(nodeName, source, namespace, name string) types.UID {
+	h := sha256.New()
+	// Length-prefixed parts, so that no two different tuples hash alike.
+	for _, part := range []string{"podrun static pod v1", nodeName, source, namespace, name} {
+		fmt.Fprintf(h, "%d:%s;", len(part), part)
+	}
+	var b [16]byte
+	copy(b[:], h.Sum(nil))
+	b[6] = b[6]&0x0f | 0x80 // version 8
+	b[8] = b[8]&0x3f | 0x80 // RFC 9562 variant
+	s := hex.EncodeToString(b[:])
+	return types.UID(s[0:8] + "-" + s[8:12] + "-" + s[12:16] + "-" + s[16:20] + "-" + s[20:32])
+}
+
+// SourceKind is the kubernetes.io/config.source value for a source as given
+// on the command line: "http" for http(s) URLs, "file" for the rest
+// (paths and "-" for stdin). Pods of the apiserver source are "api" and do
+// not come through Parse.
+func SourceKind(source string) string {
+	lower := strings.ToLower(source)
+	if strings.HasPrefix(lower, "http://") || strings.HasPrefix(lower, "https://") {
+		return ConfigSourceHTTP
+	}
+	return ConfigSourceFile
+}
+
+// applyIdentity turns a defaulted, validated pod into the static pod podrun
+// runs: name <name>-<node>, spec.nodeName, UID and annotations. source is the
+// identity source (an absolute path or a URL).
+func applyIdentity(pod *v1.Pod, nodeName, source string, seen time.Time) {
+	if pod.Namespace == "" {
+		pod.Namespace = "default"
+	}
+	if pod.UID == "" {
+		pod.UID = StaticPodUID(nodeName, source, pod.Namespace, pod.Name)
+	}
+	pod.Name = staticPodName(pod.Name, nodeName)
+	pod.Spec.NodeName = nodeName
+	if pod.Annotations == nil {
+		pod.Annotations = map[string]string{}
+	}
+	pod.Annotations[AnnotationSource] = source
+	pod.Annotations[AnnotationConfigSource] = SourceKind(source)
+	pod.Annotations[AnnotationConfigHash] = ContentHash(pod)
+	pod.Annotations[AnnotationConfigSeen] = seen.UTC().Format(time.RFC3339Nano)
+}
+
+// ContentHash is the hex SHA-256 of the pod's content as podrun runs it:
+// metadata and spec, defaulted, without podrun's own annotations (which
+// change on every read) and without status. Two reads of an unchanged
+// manifest give the same hash; any change to what the pod says gives
+// another. The sync core compares it to decide whether a pod changed.
+func ContentHash(pod *v1.Pod) string {
+	c := v1.Pod{TypeMeta: pod.TypeMeta, ObjectMeta: *pod.ObjectMeta.DeepCopy(), Spec: pod.Spec}
+	for _, k := range []string{AnnotationConfigHash, AnnotationConfigSource, AnnotationConfigSeen, AnnotationSource, "kubernetes.io/config.mirror"} {
+		delete(c.Annotations, k)
+	}
+	if len(c.Annotations) == 0 {
+		c.Annotations = nil
+	}
+	// Metadata that the API server (not the manifest) owns does not count.
+	c.ResourceVersion, c.Generation, c.ManagedFields = "", 0, nil
+	// encoding/json writes struct fields in a fixed order and map keys
+	// sorted: the same pod always gives the same bytes.
+	data, err := json.Marshal(&c)
+	if err != nil {
+		// A decoded v1.Pod always marshals; a failure is a programming error.
+		panic(fmt.Sprintf("manifest: marshal pod %s/%s: %v", pod.Namespace, pod.Name, err))
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
+}

@@ -1,0 +1,330 @@
+package manifest
+
+import (
+	"bytes"
+	"strconv"
+	"strings"
+
+	yaml "go.yaml.in/yaml/v3"
+)
+
+// document is one YAML or JSON document of a file, with where it starts, so
+// that every line reported is a line of the file and not of the document.
+type document struct {
+	data []byte
+	// line is the file line (1-based) of data's first line.
+	line int
+	// json is set when the document is a JSON value: it is decoded as is,
+	// without the YAML conversion, as the kubelet does.
+	json bool
+}
+
+// splitDocuments cuts a file into its documents at "---" separator lines, the
+// way apimachinery's YAML reader does, while keeping each document's first
+// line. A separator line may carry content after "---" (say "--- {...}"): the
+// marker is blanked and the rest stays in the next document, so columns and
+// lines are unchanged. Documents that hold only blanks and comments are
+// dropped here: they are empty, not errors.
+func splitDocuments(data []byte) []document {
+	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf")) // a UTF-8 BOM, as some editors write
+	var docs []document
+	var cur []byte
+	start := 1
+	flush := func() {
+		if !blankYAML(cur) {
+			trimmed := bytes.TrimLeft(cur, " \t\r\n")
+			docs = append(docs, document{data: cur, line: start, json: len(trimmed) > 0 && trimmed[0] == '{'})
+		}
+		cur = nil
+	}
+	lineNo := 0
+	for len(data) > 0 {
+		lineNo++
+		var line []byte
+		if i := bytes.IndexByte(data, '\n'); i >= 0 {
+			line, data = data[:i+1], data[i+1:]
+		} else {
+			line, data = data, nil
+		}
+		if isSeparator(line) {
+			flush()
+			start = lineNo
+			line = append([]byte("   "), line[3:]...)
+		}
+		cur = append(cur, line...)
+	}
+	flush()
+	return docs
+}
+
+// isSeparator reports whether line starts a new YAML document: "---" at the
+// start of the line, followed by nothing, blanks, a comment or content.
+func isSeparator(line []byte) bool {
+	if !bytes.HasPrefix(line, []byte("---")) {
+		return false
+	}
+	rest := line[3:]
+	return len(rest) == 0 || rest[0] == ' ' || rest[0] == '\t' || rest[0] == '\n' || rest[0] == '\r'
+}
+
+// blankYAML reports whether data holds nothing but blanks and comments.
+func blankYAML(data []byte) bool {
+	for _, line := range bytes.Split(data, []byte("\n")) {
+		line = bytes.TrimSpace(line)
+		if len(line) > 0 && line[0] != '#' {
+			return false
+		}
+	}
+	return true
+}
+
+// lineOfOffset is the file line of byte offset off in a document.
+func (d document) lineOfOffset(off int64) int {
+	if off < 0 {
+		off = 0
+	}
+	if off > int64(len(d.data)) {
+		off = int64(len(d.data))
+	}
+	return d.line + bytes.Count(d.data[:off], []byte("\n"))
+}
+
+// indentedWithTab reports whether the document's line n (1-based) is
+// indented with a tab: the most common cause of a baffling YAML error.
+func (d document) indentedWithTab(n int) bool {
+	lines := bytes.Split(d.data, []byte("\n"))
+	if n < 1 || n > len(lines) {
+		return false
+	}
+	indent := lines[n-1][:len(lines[n-1])-len(bytes.TrimLeft(lines[n-1], " \t"))]
+	return bytes.IndexByte(indent, '\t') >= 0
+}
+
+// yamlErrorLine picks the line out of a go-yaml error ("yaml: line 3: ...")
+// and returns the message without the prefix. go-yaml leaves the line out
+// when the problem is on the document's first line, hence 1.
+func yamlErrorLine(err error) (int, string) {
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	line := 1
+	if rest, ok := strings.CutPrefix(msg, "line "); ok {
+		if i := strings.IndexByte(rest, ':'); i > 0 {
+			if n, convErr := strconv.Atoi(rest[:i]); convErr == nil {
+				line = n
+				msg = strings.TrimSpace(rest[i+1:])
+			}
+		}
+	}
+	return line, msg
+}
+
+// locator finds the file line of a field path in one object. root is the
+// object's node (a document's content, or a List item); lines of root are
+// document lines, which offset turns into file lines. prefix is prepended to
+// the reported field paths ("items[2]" for a List item).
+type locator struct {
+	root   *yaml.Node
+	offset int
+	// line is where the object starts: the answer when root is missing
+	// (the YAML tree could not be built) or the path leads nowhere.
+	line   int
+	prefix string
+}
+
+// field is the path as reported to the user: the prefix and the path.
+func (l locator) field(path string) string {
+	switch {
+	case l.prefix == "":
+		return path
+	case path == "":
+		return l.prefix
+	case strings.HasPrefix(path, "["):
+		return l.prefix + path
+	default:
+		return l.prefix + "." + path
+	}
+}
+
+// child returns a locator for the object at path below l (a List item).
+func (l locator) child(path string) locator {
+	return locator{root: l.node(path), offset: l.offset, line: l.lineOf(path), prefix: l.field(path)}
+}
+
+// node returns the node at path, or nil.
+func (l locator) node(path string) *yaml.Node {
+	n, _, complete := walkPath(l.root, parsePath(path))
+	if !complete {
+		return nil
+	}
+	return n
+}
+
+// lineOf returns the file line of the field at path. Where the path leads
+// past what the document holds (a defaulted field, say), it is the line of
+// the deepest part that exists: the user's nearest text.
+func (l locator) lineOf(path string) int {
+	if l.root == nil {
+		return l.line
+	}
+	_, line, _ := walkPath(l.root, parsePath(path))
+	if line == 0 {
+		return l.line
+	}
+	return line + l.offset
+}
+
+// walkPath follows path from n. It returns the node reached, the line of the
+// deepest part found (the key's line for a mapping entry, which is where a
+// user looks for a field), and whether the whole path was found. Aliases are
+// followed, and merge keys ("<<") searched, as YAML resolves them.
+func walkPath(n *yaml.Node, path []string) (*yaml.Node, int, bool) {
+	n = resolve(n)
+	if n == nil {
+		return nil, 0, false
+	}
+	line := n.Line
+	for _, elem := range path {
+		switch n.Kind {
+		case yaml.MappingNode:
+			key, val := mappingEntry(n, elem, 0)
+			if val == nil {
+				return n, line, false
+			}
+			line = key.Line
+			n = resolve(val)
+		case yaml.SequenceNode:
+			i, err := strconv.Atoi(elem)
+			if err != nil || i < 0 || i >= len(n.Content) {
+				return n, line, false
+			}
+			n = resolve(n.Content[i])
+			line = n.Line
+		default:
+			return n, line, false
+		}
+	}
+	return n, line, true
+}
+
+// mappingEntry finds key name in mapping m, looking through merge keys.
+// depth guards against merge cycles in malformed input.
+func mappingEntry(m *yaml.Node, name string, depth int) (key, val *yaml.Node) {
+	if depth > 16 {
+		return nil, nil
+	}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if k := m.Content[i]; k.Kind == yaml.ScalarNode && k.Value == name && k.Tag != "!!merge" {
+			return k, m.Content[i+1]
+		}
+	}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Tag != "!!merge" {
+			continue
+		}
+		merged := resolve(m.Content[i+1])
+		sources := []*yaml.Node{merged}
+		if merged != nil && merged.Kind == yaml.SequenceNode {
+			sources = merged.Content
+		}
+		for _, s := range sources {
+			if s = resolve(s); s != nil && s.Kind == yaml.MappingNode {
+				if k, v := mappingEntry(s, name, depth+1); v != nil {
+					return k, v
+				}
+			}
+		}
+	}
+	return nil, nil
+}
+
+// resolve unwraps document and alias nodes.
+func resolve(n *yaml.Node) *yaml.Node {
+	for i := 0; n != nil && i < 16; i++ {
+		switch {
+		case n.Kind == yaml.DocumentNode && len(n.Content) > 0:
+			n = n.Content[0]
+		case n.Kind == yaml.AliasNode:
+			n = n.Alias
+		default:
+			return n
+		}
+	}
+	return n
+}
+
+// parsePath splits a field path as apimachinery's field.Path and
+// sigs.k8s.io/json print it ("spec.containers[0].resources.limits[memory]")
+// into its parts: names, indexes and map keys alike, since a mapping is
+// searched by key and a sequence by index. Keys in brackets may hold dots.
+func parsePath(path string) []string {
+	var elems []string
+	for path != "" {
+		switch path[0] {
+		case '.':
+			path = path[1:]
+		case '[':
+			end := strings.IndexByte(path, ']')
+			if end < 0 {
+				return append(elems, path[1:])
+			}
+			elems = append(elems, path[1:end])
+			path = path[end+1:]
+		default:
+			end := strings.IndexAny(path, ".[")
+			if end < 0 {
+				end = len(path)
+			}
+			elems = append(elems, path[:end])
+			path = path[end:]
+		}
+	}
+	return elems
+}
+
+// duplicateKey is a key given twice in one mapping.
+type duplicateKey struct {
+	path      string
+	line      int // of the second key, in document lines
+	firstLine int
+}
+
+// findDuplicateKeys lists keys that appear twice in one mapping. YAML
+// forbids them, and the conversion to JSON would silently keep only one of
+// the values: the kind of edit that should not go unnoticed. Aliases are not
+// followed, so each duplicate is reported once, where it is written.
+func findDuplicateKeys(n *yaml.Node, path string, out *[]duplicateKey) {
+	if n == nil {
+		return
+	}
+	switch n.Kind {
+	case yaml.DocumentNode:
+		for _, c := range n.Content {
+			findDuplicateKeys(c, path, out)
+		}
+	case yaml.SequenceNode:
+		for i, c := range n.Content {
+			findDuplicateKeys(c, path+"["+strconv.Itoa(i)+"]", out)
+		}
+	case yaml.MappingNode:
+		seen := make(map[string]int, len(n.Content)/2)
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k := n.Content[i]
+			childPath := joinPath(path, k.Value)
+			if k.Kind == yaml.ScalarNode && k.Tag != "!!merge" {
+				if first, dup := seen[k.Value]; dup {
+					*out = append(*out, duplicateKey{path: childPath, line: k.Line, firstLine: first})
+				} else {
+					seen[k.Value] = k.Line
+				}
+			}
+			findDuplicateKeys(n.Content[i+1], childPath, out)
+		}
+	}
+}
+
+// joinPath appends a field name to a path.
+func joinPath(path, name string) string {
+	if path == "" {
+		return name
+	}
+	return path + "." + name
+}

@@ -1,0 +1,87 @@
+package manifest
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+)
+
+func TestSplitDocuments(t *testing.T) {
+	data := "\xef\xbb\xbfa: 1\n---\n# comment only\n--- # a comment\nb: 2\n---   \n\n---{c: 3}\n--- {d: 4}\n----\n"
+	docs := splitDocuments([]byte(data))
+	type doc struct {
+		line int
+		json bool
+	}
+	var got []doc
+	for _, d := range docs {
+		got = append(got, doc{d.line, d.json})
+	}
+	// "---{c: 3}" and "----" are not separators: they stay in their
+	// documents (and are YAML errors there).
+	want := []doc{{1, false}, {4, false}, {6, false}, {9, true}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("documents = %+v, want %+v", got, want)
+	}
+}
+
+func TestParsePath(t *testing.T) {
+	tests := map[string][]string{
+		"":                                 nil,
+		"kind":                             {"kind"},
+		"spec.containers[0].ports[1].name": {"spec", "containers", "0", "ports", "1", "name"},
+		"spec.containers[0].resources.limits[memory]":     {"spec", "containers", "0", "resources", "limits", "memory"},
+		"metadata.annotations[kubernetes.io/config.hash]": {"metadata", "annotations", "kubernetes.io/config.hash"},
+		"items[2]": {"items", "2"},
+	}
+	for path, want := range tests {
+		if got := parsePath(path); !reflect.DeepEqual(got, want) {
+			t.Errorf("parsePath(%q) = %q, want %q", path, got, want)
+		}
+	}
+}
+
+func TestYAMLErrorLine(t *testing.T) {
+	tests := []struct {
+		err  string
+		line int
+		msg  string
+	}{
+		{"yaml: line 3: mapping values are not allowed in this context", 3, "mapping values are not allowed in this context"},
+		{"yaml: found character that cannot start any token", 1, "found character that cannot start any token"},
+	}
+	for _, tt := range tests {
+		line, msg := yamlErrorLine(errors.New(tt.err))
+		if line != tt.line || msg != tt.msg {
+			t.Errorf("yamlErrorLine(%q) = %d, %q", tt.err, line, msg)
+		}
+	}
+}
+
+func TestLinesThroughAnchorsAndMergeKeys(t *testing.T) {
+	errs := parseErrors(t, "pod.yaml", dedent(`
+		apiVersion: v1
+		kind: Pod
+		metadata:
+		  name: web
+		spec:
+		  containers:
+		  - &app
+		    name: app
+		    image: nginx
+		    ports:
+		    - containerPort: 99999
+		  - <<: *app
+		    name: app2
+		`))
+	// The bad port is reported where it is written, for both containers.
+	findError(t, errs, 11, "spec.containers[0].ports[0].containerPort", "between 1 and 65535")
+	findError(t, errs, 11, "spec.containers[1].ports[0].containerPort", "between 1 and 65535")
+}
+
+func TestLineOfAMissingFieldIsItsParent(t *testing.T) {
+	// spec.containers[0].image is not written: the error points at the
+	// container.
+	errs := parseErrors(t, "pod.yaml", "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n  containers:\n  - name: app\n")
+	findError(t, errs, 7, "spec.containers[0].image", "Required value")
+}

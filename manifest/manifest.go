@@ -1,0 +1,124 @@
+// Package manifest turns Kubernetes manifests into the static pods podrun
+// runs: it decodes YAML or JSON strictly, applies the API's defaults,
+// validates, and gives each pod the static-pod identity of DESIGN.md
+// ("Identity"). Every problem is reported with its file, line and field path;
+// every field podrun does not implement is a warning, never silence.
+//
+// It knows nothing of Docker, of the merger or of how sources are watched:
+// a source hands it bytes (Parse) or a path (ReadPath) and gets a Snapshot.
+// It keeps no state: every function is safe for concurrent use.
+package manifest
+
+import (
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// Options for turning manifests into static pods.
+type Options struct {
+	// NodeName is the node's name (--node-name); required. It is lowercased,
+	// as the kubelet does, and must be a DNS-1123 subdomain.
+	NodeName string
+	// Now returns the time recorded in kubernetes.io/config.seen; nil means
+	// time.Now. For tests.
+	Now func() time.Time
+	// Logger receives debug messages (files skipped in a directory); nil
+	// means slog.Default().
+	Logger *slog.Logger
+}
+
+// complete checks the options and fills in their defaults.
+func (o Options) complete() (Options, error) {
+	o.NodeName = strings.ToLower(strings.TrimSpace(o.NodeName))
+	if o.NodeName == "" {
+		return o, fmt.Errorf("manifest: a node name is required (--node-name)")
+	}
+	if msgs := validation.IsDNS1123Subdomain(o.NodeName); len(msgs) > 0 {
+		return o, fmt.Errorf("manifest: node name %q is invalid: %s", o.NodeName, strings.Join(msgs, "; "))
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o, nil
+}
+
+// Snapshot is everything one source (a file, a directory, a URL, stdin)
+// yields.
+type Snapshot struct {
+	// Source is the file path, URL or "-" as given.
+	Source string
+	// Pods are defaulted, validated, with the static identity applied, in
+	// document order (for a directory: by file name, then document order).
+	Pods       []*v1.Pod
+	ConfigMaps []*v1.ConfigMap
+	Secrets    []*v1.Secret
+	// Warnings name fields podrun ignores, e.g.
+	// "pod.yaml:12: spec.affinity: not supported yet by podrun, ignored".
+	Warnings []string
+
+	// origins maps each object above to "file:line" where it is defined, to
+	// name both places when two definitions conflict.
+	origins map[any]origin
+}
+
+// Origin returns "file:line" where obj (a Pod, ConfigMap or Secret of this
+// snapshot) is defined, or "" when it is not from this snapshot.
+func (s *Snapshot) Origin(obj any) string {
+	o, ok := s.origins[obj]
+	if !ok {
+		return ""
+	}
+	return o.String()
+}
+
+// Empty reports whether the snapshot holds no object at all.
+func (s *Snapshot) Empty() bool {
+	return len(s.Pods) == 0 && len(s.ConfigMaps) == 0 && len(s.Secrets) == 0
+}
+
+func newSnapshot(source string) *Snapshot {
+	return &Snapshot{Source: source, origins: map[any]origin{}}
+}
+
+// Parse decodes data read from source: any number of YAML or JSON documents,
+// each a v1 Pod, ConfigMap, Secret or List of them. source names the data in
+// messages and is part of each pod's UID: give the same source (an absolute
+// path, a URL) for the same manifest every time.
+//
+// On any problem Parse returns an ErrorList holding every problem found, each
+// naming source, line and field, together with a Snapshot of the objects that
+// were valid and the warnings. Such a snapshot is for reporting only: a
+// source must keep its last good snapshot rather than apply a partial one.
+// An error that is not an ErrorList means the options are wrong.
+func Parse(source string, data []byte, opts Options) (*Snapshot, error) {
+	opts, err := opts.complete()
+	if err != nil {
+		return nil, err
+	}
+	return parse(source, source, data, opts)
+}
+
+// parse is Parse with the name shown in messages (display) apart from the
+// one that identifies pods (identity): ReadPath shows paths as the user gave
+// them but identifies pods by absolute path.
+func parse(display, identity string, data []byte, opts Options) (*Snapshot, error) {
+	p := &parser{
+		display:  display,
+		identity: identity,
+		opts:     opts,
+		seen:     opts.Now(),
+		snap:     newSnapshot(display),
+	}
+	for _, doc := range splitDocuments(data) {
+		p.document(doc)
+	}
+	return p.snap, p.errs.orNil()
+}

@@ -1,0 +1,229 @@
+package manifest
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// MaxFileSize is the largest manifest file read: a static pod manifest is a
+// few KiB, so anything this large is a mistake (a log, an image) and
+// reading it whole would only cost memory.
+const MaxFileSize = 10 << 20
+
+// manifestExtensions are the names read from a directory, as the kubelet
+// reads them; anything else (editor backups and swap files such as x.yaml~,
+// .x.yaml.swp, *.bak, vim's 4913 probe) is ignored.
+func manifestExtensions() []string { return []string{".yaml", ".yml", ".json"} }
+
+// ReadPath reads a file or a directory (not recursively, like the kubelet's
+// staticPodPath): in a directory only *.yaml, *.yml and *.json files are
+// read, in name order, and dotfiles, subdirectories and all else are ignored
+// (logged at debug level, once per file and call). A file named explicitly
+// is read whatever its name. Files over MaxFileSize are an error.
+//
+// The pods of all files are merged into one Snapshot with Source = path;
+// pods are identified by each file's absolute path. Problems of all files are
+// collected: manifest problems as one ErrorList, I/O problems (path missing,
+// unreadable) joined to it. As with Parse, a snapshot returned with an error
+// is for reporting only.
+func ReadPath(path string, opts Options) (*Snapshot, error) {
+	opts, err := opts.complete()
+	if err != nil {
+		return nil, err
+	}
+	files, err := ManifestFiles(path, opts.Logger)
+	if err != nil {
+		return nil, err
+	}
+	var snaps []*Snapshot
+	var ioErrs []error
+	var invalid ErrorList
+	for _, f := range files {
+		snap, err := readFile(f, opts)
+		if errors.Is(err, fs.ErrNotExist) && f != path {
+			// Gone since the directory was listed: an editor renaming files
+			// as it saves. The next scan sees the new state.
+			opts.Logger.Debug("manifest file vanished while reading", "path", f)
+			continue
+		}
+		var list ErrorList
+		switch {
+		case errors.As(err, &list):
+			invalid = append(invalid, list...)
+		case err != nil:
+			ioErrs = append(ioErrs, err)
+		}
+		if snap != nil {
+			snaps = append(snaps, snap)
+		}
+	}
+	merged, err := Merge(path, snaps...)
+	var conflicts ErrorList
+	if errors.As(err, &conflicts) {
+		invalid = append(invalid, conflicts...)
+	}
+	if len(ioErrs) == 0 {
+		return merged, invalid.orNil()
+	}
+	if len(invalid) > 0 {
+		ioErrs = append(ioErrs, invalid)
+	}
+	return merged, errors.Join(ioErrs...)
+}
+
+// ReadFile reads and parses one manifest file. It is ReadPath for a single
+// file, for sources that keep one last good snapshot per file.
+func ReadFile(path string, opts Options) (*Snapshot, error) {
+	opts, err := opts.complete()
+	if err != nil {
+		return nil, err
+	}
+	return readFile(path, opts)
+}
+
+func readFile(path string, opts Options) (*Snapshot, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("read manifest: %w", err)
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("read manifest: %w", err)
+	}
+	if !info.Mode().IsRegular() {
+		return nil, fmt.Errorf("read manifest %s: not a regular file (%s)", path, info.Mode().Type())
+	}
+	// The size is checked on what is read, not only on what Stat said: the
+	// file may grow in between.
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("read manifest %s: %w", path, err)
+	}
+	if len(data) > MaxFileSize || info.Size() > MaxFileSize {
+		size := max(info.Size(), int64(len(data)))
+		return nil, ErrorList{{Source: path, Message: fmt.Sprintf(
+			"file is %.1f MiB, over the %d MiB limit for a manifest: is it really a manifest?",
+			float64(size)/(1<<20), MaxFileSize>>20)}}
+	}
+	identity, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("read manifest: %w", err)
+	}
+	return parse(path, identity, data, opts)
+}
+
+// ManifestFiles lists what ReadPath reads: path itself when it is a file, or
+// the manifest files directly in it when it is a directory, in name order.
+// logger (nil: slog.Default()) hears about each file left out.
+func ManifestFiles(path string, logger *slog.Logger) ([]string, error) {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	info, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("read manifests: %w", err)
+	}
+	if !info.IsDir() {
+		return []string{path}, nil
+	}
+	entries, err := os.ReadDir(path) // sorted by name
+	if err != nil {
+		return nil, fmt.Errorf("read manifests: %w", err)
+	}
+	var files []string
+	for _, e := range entries {
+		full := filepath.Join(path, e.Name())
+		if reason := skipReason(full, e); reason != "" {
+			logger.Debug("ignoring file in manifest directory", "path", full, "reason", reason)
+			continue
+		}
+		files = append(files, full)
+	}
+	return files, nil
+}
+
+// skipReason says why a directory entry is not a manifest to read, or "".
+func skipReason(full string, e fs.DirEntry) string {
+	name := e.Name()
+	if strings.HasPrefix(name, ".") {
+		return "hidden file"
+	}
+	ext := strings.ToLower(filepath.Ext(name))
+	known := false
+	for _, want := range manifestExtensions() {
+		known = known || ext == want
+	}
+	if !known {
+		if e.IsDir() {
+			return "directory (manifest directories are not read recursively)"
+		}
+		return "not a *.yaml, *.yml or *.json file"
+	}
+	// Follow a symlink; read only regular files: a FIFO would block the
+	// read forever, and directories are not descended into.
+	info, err := os.Stat(full)
+	switch {
+	case err != nil:
+		return "cannot stat: " + err.Error()
+	case info.IsDir():
+		return "directory (manifest directories are not read recursively)"
+	case !info.Mode().IsRegular():
+		return "not a regular file"
+	}
+	return ""
+}
+
+// Merge joins the snapshots of several files (in the order given) into one
+// with Source = source. When two define the same namespace/name, the first
+// is kept and the later one reported as a conflict (an ErrorList), so that
+// neither flaps.
+func Merge(source string, snaps ...*Snapshot) (*Snapshot, error) {
+	merged := newSnapshot(source)
+	var errs ErrorList
+	type key struct{ kind, namespace, name string }
+	seen := map[key]origin{}
+	// claim records obj's name and reports whether it was free.
+	claim := func(s *Snapshot, obj any, kind, namespace, name string) bool {
+		o, ok := s.origins[obj]
+		if !ok {
+			o = origin{source: s.Source}
+		}
+		k := key{kind, namespace, name}
+		if first, taken := seen[k]; taken {
+			errs = append(errs, &Error{Source: o.source, Line: o.line, Field: o.field, Message: fmt.Sprintf(
+				"%s %s/%s conflicts with the %s defined at %s; the first one is kept", kind, namespace, name, kind, first)})
+			return false
+		}
+		seen[k] = o
+		merged.origins[obj] = o
+		return true
+	}
+	for _, s := range snaps {
+		for _, pod := range s.Pods {
+			// Conflicts are named by the name the manifests give.
+			name := strings.TrimSuffix(pod.Name, "-"+pod.Spec.NodeName)
+			if claim(s, pod, "pod", pod.Namespace, name) {
+				merged.Pods = append(merged.Pods, pod)
+			}
+		}
+		for _, cm := range s.ConfigMaps {
+			if claim(s, cm, "ConfigMap", cm.Namespace, cm.Name) {
+				merged.ConfigMaps = append(merged.ConfigMaps, cm)
+			}
+		}
+		for _, sec := range s.Secrets {
+			if claim(s, sec, "Secret", sec.Namespace, sec.Name) {
+				merged.Secrets = append(merged.Secrets, sec)
+			}
+		}
+		merged.Warnings = append(merged.Warnings, s.Warnings...)
+	}
+	return merged, errs.orNil()
+}

@@ -1,0 +1,189 @@
+package manifest
+
+import (
+	"bytes"
+	"errors"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+func writeFile(t *testing.T, path, data string, mode os.FileMode) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(data), mode); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func podNamed(name string) string {
+	return strings.Replace(minimalPod, "name: web", "name: "+name, 1)
+}
+
+func podNames(s *Snapshot) []string {
+	var names []string
+	for _, p := range s.Pods {
+		names = append(names, p.Name)
+	}
+	return names
+}
+
+func TestReadPathDirectory(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "b.yaml"), podNamed("b"), 0o644)
+	writeFile(t, filepath.Join(dir, "a.yml"), podNamed("a"), 0o600) // kubeadm writes 0600
+	writeFile(t, filepath.Join(dir, "c.json"), `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"c"},"spec":{"containers":[{"name":"x","image":"y"}]}}`, 0o644)
+	// Everything else an editor or a person leaves around is ignored.
+	for _, name := range []string{".hidden.yaml", ".b.yaml.swp", "b.yaml.swp", "4913", "b.yaml~", "b.yaml.bak", "README.md", "x.yaml.orig"} {
+		writeFile(t, filepath.Join(dir, name), "this: [is not valid", 0o644)
+	}
+	// Not recursive.
+	writeFile(t, filepath.Join(dir, "sub", "d.yaml"), podNamed("d"), 0o644)
+	writeFile(t, filepath.Join(dir, "sub.yaml", "e.yaml"), podNamed("e"), 0o644)
+	// A FIFO would block a read forever.
+	if err := syscall.Mkfifo(filepath.Join(dir, "fifo.yaml"), 0o644); err != nil {
+		t.Logf("no FIFO: %v", err)
+	}
+
+	var logs bytes.Buffer
+	opts := testOptions()
+	opts.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	snap, err := ReadPath(dir, opts)
+	if err != nil {
+		t.Fatalf("ReadPath: %v", err)
+	}
+	if got := strings.Join(podNames(snap), ","); got != "a-node1,b-node1,c-node1" {
+		t.Errorf("pods = %s, want a, b, c in file name order", got)
+	}
+	if snap.Source != dir {
+		t.Errorf("Source = %q, want %q", snap.Source, dir)
+	}
+	abs, _ := filepath.Abs(filepath.Join(dir, "a.yml"))
+	if got := snap.Pods[0].Annotations[AnnotationSource]; got != abs {
+		t.Errorf("pod source = %q, want the file's absolute path %q", got, abs)
+	}
+	if got := snap.Origin(snap.Pods[1]); got != filepath.Join(dir, "b.yaml")+":4" {
+		t.Errorf("Origin = %q", got)
+	}
+	for _, name := range []string{".hidden.yaml", "4913", "b.yaml~", "b.yaml.bak", "sub.yaml", "fifo.yaml"} {
+		if n := strings.Count(logs.String(), filepath.Join(dir, name)+" "); n != 1 {
+			t.Errorf("%s logged %d times, want once:\n%s", name, n, logs.String())
+		}
+	}
+}
+
+func TestReadPathUIDIsPerFile(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "web.yaml"), podNamed("web"), 0o644)
+	fromDir, err := ReadPath(dir, testOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromFile, err := ReadPath(filepath.Join(dir, "web.yaml"), testOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fromDir.Pods[0].UID != fromFile.Pods[0].UID {
+		t.Errorf("the same file read through its directory or by name must give the same UID")
+	}
+}
+
+func TestReadPathFileNamedExplicitly(t *testing.T) {
+	// A file given by name is read whatever its name, as the kubelet does.
+	path := filepath.Join(t.TempDir(), "web.manifest")
+	writeFile(t, path, podNamed("web"), 0o600)
+	snap, err := ReadPath(path, testOptions())
+	if err != nil || len(snap.Pods) != 1 {
+		t.Fatalf("ReadPath = %v, %v", snap, err)
+	}
+}
+
+func TestReadPathTooLarge(t *testing.T) {
+	dir := t.TempDir()
+	big := filepath.Join(dir, "big.yaml")
+	writeFile(t, big, "# "+strings.Repeat("x", MaxFileSize)+"\n", 0o644)
+	writeFile(t, filepath.Join(dir, "ok.yaml"), podNamed("ok"), 0o644)
+	snap, err := ReadPath(dir, testOptions())
+	if !IsInvalid(err) {
+		t.Fatalf("err = %v, want an invalid-manifest error", err)
+	}
+	var list ErrorList
+	errors.As(err, &list)
+	if len(list) != 1 || list[0].Source != big || !strings.Contains(list[0].Message, "over the 10 MiB limit") {
+		t.Errorf("errors = %v", list)
+	}
+	if len(snap.Pods) != 1 {
+		t.Errorf("the other file's pods must still be reported")
+	}
+}
+
+func TestReadPathCollectsErrorsOfAllFiles(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "a.yaml"), "apiVersion: v1\nkind: Pod\nmetadata:\n  name: a\nspec:\n  containers:\n  - name: x\n    imag: y\n", 0o644)
+	writeFile(t, filepath.Join(dir, "b.yaml"), "kind: [\n", 0o644)
+	writeFile(t, filepath.Join(dir, "c.yaml"), podNamed("c"), 0o644)
+	writeFile(t, filepath.Join(dir, "d.yaml"), podNamed("c"), 0o644)
+	snap, err := ReadPath(dir, testOptions())
+	var list ErrorList
+	if !errors.As(err, &list) {
+		t.Fatalf("err = %v", err)
+	}
+	want := []string{
+		filepath.Join(dir, "a.yaml") + ":8: spec.containers[0].imag: unknown field",
+		filepath.Join(dir, "b.yaml") + ":1: invalid YAML",
+		filepath.Join(dir, "d.yaml") + ":4: metadata.name: pod default/c conflicts with the pod defined at " + filepath.Join(dir, "c.yaml") + ":4",
+	}
+	if len(list) != len(want) {
+		t.Fatalf("errors:\n%v\nwant %d", list, len(want))
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(list[i].Error(), w) {
+			t.Errorf("error %d = %q, want prefix %q", i, list[i].Error(), w)
+		}
+	}
+	if got := strings.Join(podNames(snap), ","); got != "c-node1" {
+		t.Errorf("pods = %s", got)
+	}
+}
+
+func TestReadPathMissing(t *testing.T) {
+	_, err := ReadPath(filepath.Join(t.TempDir(), "nope"), testOptions())
+	if !errors.Is(err, fs.ErrNotExist) || IsInvalid(err) {
+		t.Errorf("err = %v, want a not-exist error that is not IsInvalid", err)
+	}
+}
+
+func TestReadPathUnreadableFile(t *testing.T) {
+	dir := t.TempDir()
+	// A file whose read fails whoever reads it (root ignores modes):
+	// /proc/self/mem is a regular file whose offset 0 is never mapped, so
+	// read(2) returns EIO.
+	if err := os.Symlink("/proc/self/mem", filepath.Join(dir, "a.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	_, err := ReadPath(dir, testOptions())
+	if err == nil || IsInvalid(err) {
+		t.Errorf("err = %v, want an I/O error", err)
+	}
+}
+
+func TestMergeKeepsTheFirst(t *testing.T) {
+	a := mustParse(t, "a.yaml", podNamed("web"))
+	b := mustParse(t, "b.yaml", podNamed("web")+"---\n"+podNamed("other"))
+	merged, err := Merge("dir", a, b)
+	if !IsInvalid(err) || !strings.Contains(err.Error(), "b.yaml:4: metadata.name: pod default/web conflicts with the pod defined at a.yaml:4") {
+		t.Errorf("err = %v", err)
+	}
+	if got := strings.Join(podNames(merged), ","); got != "web-node1,other-node1" {
+		t.Errorf("pods = %s", got)
+	}
+	if merged.Pods[0] != a.Pods[0] {
+		t.Errorf("the first definition must win")
+	}
+}
