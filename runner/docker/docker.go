@@ -1,0 +1,352 @@
+// Package docker implements runner.Runtime on the Docker Engine API.
+//
+// A pod is one infra ("sandbox") container holding the network, IPC and UTS
+// namespaces, and the pod's containers join it (container:<id> modes), as
+// the kubelet's dockershim did. Every object carries podrun's labels
+// (node, pod identity, container identity, hashes, attempt) and a
+// deterministic name, so podrun keeps no state of its own: a restarted
+// podrun lists by label and adopts, and a name conflict on create means
+// "adopt what is there", never "make another".
+//
+// Only Engine API 1.41 features are used (Docker 20.10).
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/client"
+
+	"github.com/podrun/podrun/runner"
+)
+
+// Labels podrun puts on every object it makes.
+const (
+	LabelNode          = "io.podrun.node"
+	LabelPodUID        = "io.podrun.pod.uid"
+	LabelPodName       = "io.podrun.pod.name"
+	LabelPodNamespace  = "io.podrun.pod.namespace"
+	LabelContainerName = "io.podrun.container.name"
+	LabelContainerType = "io.podrun.container.type"
+	LabelContainerHash = "io.podrun.container.hash"
+	LabelResourcesHash = "io.podrun.container.resources-hash"
+	// LabelImage is the image as the container's config named it (Docker
+	// reports the image ID instead once the tag has moved).
+	LabelImage       = "io.podrun.container.image"
+	LabelSandboxHash = "io.podrun.sandbox.hash"
+	// LabelPodSource and LabelGracePeriod keep, on the sandbox, where the
+	// pod was defined and its termination grace period (a Go duration).
+	LabelPodSource   = "io.podrun.pod.source"
+	LabelGracePeriod = "io.podrun.pod.grace-period"
+	LabelSandboxID   = "io.podrun.sandbox.id"
+	LabelAttempt     = "io.podrun.attempt"
+	// LabelPodLabelPrefix prefixes the pod's own labels, copied onto the
+	// sandbox for people reading `docker ps`; podrun never reads them.
+	LabelPodLabelPrefix = "io.podrun.pod.label."
+
+	// TypeSandbox is the LabelContainerType of infra containers; containers
+	// carry runner.ContainerTypeInit or runner.ContainerTypeApp.
+	TypeSandbox = "sandbox"
+	// SandboxContainerName is the container name part of a sandbox's name.
+	SandboxContainerName = "POD"
+)
+
+// DefaultInfraPullTimeout bounds the pull of the infra image in
+// EnsureInfraImage.
+const DefaultInfraPullTimeout = 60 * time.Second
+
+// Options configure a Runtime.
+type Options struct {
+	// Host is the engine's address ("unix:///var/run/docker.sock",
+	// "tcp://..."). Empty: DOCKER_HOST, or the default socket.
+	Host string
+	// NodeName is the node this runtime works for: it labels everything it
+	// makes with it and sees nothing else. Required.
+	NodeName string
+	// Logger; nil means slog.Default().
+	Logger *slog.Logger
+	// InfraPullTimeout bounds EnsureInfraImage's pull; 0 means
+	// DefaultInfraPullTimeout.
+	InfraPullTimeout time.Duration
+	// PullProgress, when set, receives every progress message of a pull (as
+	// Docker reports them: a status per layer), for a progress display.
+	PullProgress func(ref string, p PullProgress)
+}
+
+// PullProgress is one progress message of an image pull.
+type PullProgress struct {
+	ID      string // the layer, or "" for the image as a whole
+	Status  string // "Downloading", "Pull complete", ...
+	Current int64  // bytes done, when known
+	Total   int64  // bytes in all, when known
+}
+
+// Runtime is runner.Runtime on Docker, bound to one node name.
+type Runtime struct {
+	cli              *client.Client
+	node             string
+	log              *slog.Logger
+	infraPullTimeout time.Duration
+	pullProgress     func(string, PullProgress)
+
+	mu sync.Mutex
+	// kinds remembers the type label of IDs known to be this node's, so
+	// that calls by ID need not inspect to check ownership.
+	kinds map[string]string
+	// details caches what only inspect tells of a container, for states in
+	// which it cannot change: StartedAt of a running container, and all of
+	// an exited one's.
+	details map[string]detail
+	// starts counts StartContainer calls per ID: an inspect that overlapped
+	// one may describe the run before it, and is not cached.
+	starts map[string]int
+}
+
+var (
+	_ runner.Runtime         = (*Runtime)(nil)
+	_ runner.ResourceUpdater = (*Runtime)(nil)
+	_ runner.LogReader       = (*Runtime)(nil)
+)
+
+// New makes a Runtime. It does not contact the engine: use Ping for that.
+func New(opts Options) (*Runtime, error) {
+	if opts.NodeName == "" {
+		return nil, errors.New("docker runtime: node name is required")
+	}
+	copts := []client.Opt{client.FromEnv, client.WithAPIVersionNegotiation()}
+	if opts.Host != "" {
+		copts = append(copts, client.WithHost(opts.Host))
+	}
+	cli, err := client.NewClientWithOpts(copts...)
+	if err != nil {
+		return nil, fmt.Errorf("docker client: %w", err)
+	}
+	r := &Runtime{
+		cli:              cli,
+		node:             opts.NodeName,
+		log:              opts.Logger,
+		infraPullTimeout: opts.InfraPullTimeout,
+		pullProgress:     opts.PullProgress,
+		kinds:            map[string]string{},
+		details:          map[string]detail{},
+		starts:           map[string]int{},
+	}
+	if r.log == nil {
+		r.log = slog.Default()
+	}
+	if r.infraPullTimeout <= 0 {
+		r.infraPullTimeout = DefaultInfraPullTimeout
+	}
+	return r, nil
+}
+
+// NodeName is the node this runtime works for.
+func (r *Runtime) NodeName() string { return r.node }
+
+// Close releases the client's connections.
+func (r *Runtime) Close() error { return r.cli.Close() }
+
+// Ping checks that the engine answers. Its error wraps runner.ErrUnavailable
+// when the engine cannot be reached.
+func (r *Runtime) Ping(ctx context.Context) error {
+	if _, err := r.cli.Ping(ctx); err != nil {
+		return fmt.Errorf("docker at %s: %w: %v", r.cli.DaemonHost(), runner.ErrUnavailable, err)
+	}
+	return nil
+}
+
+// wrap gives err the runner sentinel it stands for, if any, keeping its text.
+func wrap(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case client.IsErrConnectionFailed(err):
+		return fmt.Errorf("%w: %v", runner.ErrUnavailable, err)
+	case cerrdefs.IsNotFound(err):
+		return fmt.Errorf("%w: %v", runner.ErrNotFound, err)
+	}
+	return err
+}
+
+// objectName is the deterministic Docker name of a pod's container (or
+// sandbox, with container "POD") at an attempt.
+func objectName(pod runner.PodRef, container string, attempt int) string {
+	uid := pod.UID
+	if len(uid) > 8 {
+		uid = uid[:8]
+	}
+	return "podrun_" + sanitize(container) + "_" + sanitize(pod.Name) + "_" +
+		sanitize(pod.Namespace) + "_" + sanitize(uid) + "_" + strconv.Itoa(attempt)
+}
+
+var invalidNameChars = regexp.MustCompile(`[^a-zA-Z0-9_.-]`)
+
+// sanitize keeps a name part within what Docker accepts in names (Kubernetes
+// names already are).
+func sanitize(s string) string { return invalidNameChars.ReplaceAllString(s, "-") }
+
+// identityLabels are the labels every object of a pod carries.
+func (r *Runtime) identityLabels(pod runner.PodRef, name, typ string, attempt int) map[string]string {
+	return map[string]string{
+		LabelNode:          r.node,
+		LabelPodUID:        pod.UID,
+		LabelPodName:       pod.Name,
+		LabelPodNamespace:  pod.Namespace,
+		LabelContainerName: name,
+		LabelContainerType: typ,
+		LabelAttempt:       strconv.Itoa(attempt),
+	}
+}
+
+func podRef(labels map[string]string) runner.PodRef {
+	return runner.PodRef{
+		UID:       labels[LabelPodUID],
+		Name:      labels[LabelPodName],
+		Namespace: labels[LabelPodNamespace],
+	}
+}
+
+func attemptOf(labels map[string]string) int {
+	n, _ := strconv.Atoi(labels[LabelAttempt])
+	return n
+}
+
+// remember records that id is this node's, of type typ.
+func (r *Runtime) remember(id, typ string) {
+	r.mu.Lock()
+	r.kinds[id] = typ
+	r.mu.Unlock()
+}
+
+// forget drops what is known of id (after its removal).
+func (r *Runtime) forget(id string) {
+	r.mu.Lock()
+	delete(r.kinds, id)
+	delete(r.details, id)
+	delete(r.starts, id)
+	r.mu.Unlock()
+}
+
+// own checks that id names an object of this node whose type is one of
+// types (sandbox, or init/app) and returns its full ID. An object of another
+// node, or not podrun's, is ErrNotFound: this runtime does not see it.
+func (r *Runtime) own(ctx context.Context, id string, sandbox bool) (string, error) {
+	r.mu.Lock()
+	typ, ok := r.kinds[id]
+	r.mu.Unlock()
+	if !ok {
+		ins, err := r.cli.ContainerInspect(ctx, id)
+		if err != nil {
+			return "", wrap(err)
+		}
+		if ins.Config == nil || ins.Config.Labels[LabelNode] != r.node {
+			return "", fmt.Errorf("container %s: %w on node %s", id, runner.ErrNotFound, r.node)
+		}
+		typ = ins.Config.Labels[LabelContainerType]
+		if ins.ID != id {
+			// A name or a short ID: work with the full one, remember nothing.
+			id = ins.ID
+		} else {
+			r.remember(id, typ)
+		}
+	}
+	if (typ == TypeSandbox) != sandbox {
+		what := "container"
+		if sandbox {
+			what = "sandbox"
+		}
+		return "", fmt.Errorf("%s %s: %w on node %s", what, id, runner.ErrNotFound, r.node)
+	}
+	return id, nil
+}
+
+// adopt inspects the object holding name after a create conflict and returns
+// its ID when it is the one the caller wanted to make (same node, pod and
+// container name; the name carries the attempt). ok is false when the name
+// became free meanwhile.
+func (r *Runtime) adopt(ctx context.Context, name string, pod runner.PodRef, cname string) (ins container.InspectResponse, ok bool, err error) {
+	ins, err = r.cli.ContainerInspect(ctx, name)
+	if cerrdefs.IsNotFound(err) {
+		return ins, false, nil
+	}
+	if err != nil {
+		return ins, false, fmt.Errorf("inspect %s: %w", name, wrap(err))
+	}
+	l := map[string]string{}
+	if ins.Config != nil && ins.Config.Labels != nil {
+		l = ins.Config.Labels
+	}
+	if l[LabelNode] != r.node || l[LabelPodUID] != pod.UID || l[LabelContainerName] != cname {
+		return ins, false, fmt.Errorf("name %s is taken by container %.12s, which is not this pod's on node %s (node %q, pod uid %q): remove it or change the pod",
+			name, ins.ID, r.node, l[LabelNode], l[LabelPodUID])
+	}
+	r.log.Info("adopted existing container", "name", name, "id", shortID(ins.ID), "state", stateOf(ins))
+	return ins, true, nil
+}
+
+func stateOf(ins container.InspectResponse) string {
+	if ins.ContainerJSONBase == nil || ins.State == nil {
+		return ""
+	}
+	return ins.State.Status
+}
+
+func shortID(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}
+
+// graceSeconds is grace as Docker's stop timeout: whole seconds, rounded up.
+func graceSeconds(grace time.Duration) int {
+	if grace <= 0 {
+		return 0
+	}
+	return int((grace + time.Second - 1) / time.Second)
+}
+
+// stop stops a container of this node within grace (Docker sends the
+// container's stop signal, then SIGKILL).
+func (r *Runtime) stop(ctx context.Context, id string, grace time.Duration, sandbox bool) error {
+	full, err := r.own(ctx, id, sandbox)
+	if err != nil {
+		return err
+	}
+	secs := graceSeconds(grace)
+	if err := r.cli.ContainerStop(ctx, full, container.StopOptions{Timeout: &secs}); err != nil {
+		return wrap(err)
+	}
+	return nil
+}
+
+// remove force-removes a container of this node with its anonymous volumes.
+// A missing one is not an error.
+func (r *Runtime) remove(ctx context.Context, id string, sandbox bool) error {
+	full, err := r.own(ctx, id, sandbox)
+	if errors.Is(err, runner.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	err = r.cli.ContainerRemove(ctx, full, container.RemoveOptions{Force: true, RemoveVolumes: true})
+	switch {
+	case err == nil, cerrdefs.IsNotFound(err):
+	case cerrdefs.IsConflict(err) && strings.Contains(err.Error(), "already in progress"):
+		// Another remove of it is under way: it is going.
+	default:
+		return wrap(err)
+	}
+	r.forget(full)
+	return nil
+}

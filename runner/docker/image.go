@@ -1,0 +1,111 @@
+package docker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/api/types/registry"
+
+	"github.com/podrun/podrun/runner"
+)
+
+// ImageStatus returns the local image ref names, or ErrNotFound.
+func (r *Runtime) ImageStatus(ctx context.Context, ref string) (*runner.Image, error) {
+	img, err := r.cli.ImageInspect(ctx, ref)
+	if err != nil {
+		return nil, fmt.Errorf("image %s: %w", ref, wrap(err))
+	}
+	return &runner.Image{ID: img.ID, RepoTags: img.RepoTags, Size: img.Size}, nil
+}
+
+// PullImage pulls ref (with auth, when given) and returns the local image.
+// It reads Docker's progress stream to its end: a pull that fails midway
+// reports its error there, not in the HTTP status.
+func (r *Runtime) PullImage(ctx context.Context, ref string, auth *runner.AuthConfig) (*runner.Image, error) {
+	var opts image.PullOptions
+	if auth != nil {
+		enc, err := registry.EncodeAuthConfig(registry.AuthConfig{
+			Username:      auth.Username,
+			Password:      auth.Password,
+			Auth:          auth.Auth,
+			ServerAddress: auth.ServerAddress,
+			IdentityToken: auth.IdentityToken,
+			RegistryToken: auth.RegistryToken,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("pull %s: encode credentials: %w", ref, err)
+		}
+		opts.RegistryAuth = enc
+	}
+	r.log.Info("pulling image", "ref", ref)
+	rc, err := r.cli.ImagePull(ctx, ref, opts)
+	if err != nil {
+		return nil, fmt.Errorf("pull %s: %w", ref, wrapPull(err))
+	}
+	defer rc.Close()
+	if err := r.readProgress(rc, ref); err != nil {
+		return nil, fmt.Errorf("pull %s: %w", ref, err)
+	}
+	img, err := r.ImageStatus(ctx, ref)
+	if err != nil {
+		return nil, fmt.Errorf("pull %s: %w", ref, err)
+	}
+	r.log.Info("pulled image", "ref", ref, "id", img.ID)
+	return img, nil
+}
+
+// wrapPull is wrap for pull errors: a registry's "not found" (no such
+// repository or tag) is the image's ErrNotFound too.
+func wrapPull(err error) error {
+	if cerrdefs.IsNotFound(err) {
+		return fmt.Errorf("%w: %v", runner.ErrNotFound, err)
+	}
+	return wrap(err)
+}
+
+// jsonMessage is one message of Docker's progress streams (pull, import).
+type jsonMessage struct {
+	ID             string `json:"id"`
+	Status         string `json:"status"`
+	ProgressDetail struct {
+		Current int64 `json:"current"`
+		Total   int64 `json:"total"`
+	} `json:"progressDetail"`
+	Error       string `json:"error"`
+	ErrorDetail *struct {
+		Message string `json:"message"`
+	} `json:"errorDetail"`
+}
+
+// readProgress consumes a progress stream to its end and returns the error
+// it reports, if any. Pull messages go to the PullProgress hook.
+func (r *Runtime) readProgress(rd io.Reader, ref string) error {
+	dec := json.NewDecoder(rd)
+	for {
+		var m jsonMessage
+		if err := dec.Decode(&m); errors.Is(err, io.EOF) {
+			return nil
+		} else if err != nil {
+			return fmt.Errorf("reading progress: %w", wrap(err))
+		}
+		if m.ErrorDetail != nil && m.ErrorDetail.Message != "" {
+			return errors.New(m.ErrorDetail.Message)
+		}
+		if m.Error != "" {
+			return errors.New(m.Error)
+		}
+		if r.pullProgress != nil {
+			r.pullProgress(ref, PullProgress{
+				ID:      m.ID,
+				Status:  m.Status,
+				Current: m.ProgressDetail.Current,
+				Total:   m.ProgressDetail.Total,
+			})
+		}
+	}
+}

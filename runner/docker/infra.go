@@ -1,0 +1,353 @@
+package docker
+
+import (
+	"archive/tar"
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"debug/elf"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/docker/docker/api/types/image"
+
+	"github.com/podrun/podrun/runner"
+)
+
+// InfraImageRepo is the repository of the infra images podrun builds from
+// its own binary; the tag is a short hash of the binary.
+const InfraImageRepo = "podrun/pause"
+
+// LabelInfraImage marks the infra images podrun builds (for image GC and
+// for people).
+const LabelInfraImage = "io.podrun.infra"
+
+// EnsureInfraImage returns a local image to run sandboxes with: ref itself
+// when it is present or can be pulled within the infra pull timeout;
+// otherwise (an air-gapped box) an image built from the podrun executable exe
+// (os.Executable() in production), whose entrypoint is `/podrun pause`. The
+// built image is tagged podrun/pause:<short sha256 of exe> and reused while
+// that tag exists. An empty ref skips straight to the built image.
+func (r *Runtime) EnsureInfraImage(ctx context.Context, ref, exe string) (string, error) {
+	if ref != "" {
+		_, err := r.ImageStatus(ctx, ref)
+		if err == nil {
+			r.log.Info("infra image present", "image", ref)
+			return ref, nil
+		}
+		if !errors.Is(err, runner.ErrNotFound) {
+			return "", fmt.Errorf("infra image: %w", err)
+		}
+		pctx, cancel := context.WithTimeout(ctx, r.infraPullTimeout)
+		_, err = r.PullImage(pctx, ref, nil)
+		cancel()
+		if err == nil {
+			r.log.Info("infra image pulled", "image", ref)
+			return ref, nil
+		}
+		if ctx.Err() != nil {
+			return "", fmt.Errorf("infra image: %w", ctx.Err())
+		}
+		if errors.Is(err, runner.ErrUnavailable) {
+			return "", fmt.Errorf("infra image: %w", err)
+		}
+		r.log.Warn("infra image cannot be pulled; using one built from the podrun binary", "image", ref, "err", err)
+	}
+	if exe == "" {
+		return "", errors.New("infra image: no podrun executable to build one from")
+	}
+	sum, err := fileSHA256(exe)
+	if err != nil {
+		return "", fmt.Errorf("infra image: %w", err)
+	}
+	tag := InfraImageRepo + ":" + sum[:12]
+	if _, err := r.ImageStatus(ctx, tag); err == nil {
+		r.log.Info("infra image built before", "image", tag)
+		return tag, nil
+	} else if !errors.Is(err, runner.ErrNotFound) {
+		return "", fmt.Errorf("infra image: %w", err)
+	}
+	if err := r.buildInfraImage(ctx, tag, exe); err != nil {
+		return "", fmt.Errorf("infra image: build %s from %s: %w", tag, exe, err)
+	}
+	r.log.Info("infra image built from the podrun binary", "image", tag, "exe", exe)
+	return tag, nil
+}
+
+// buildInfraImage imports (as `docker import`) a rootfs holding exe at
+// /podrun and, when exe is dynamically linked, its ELF interpreter and the
+// shared libraries it needs, streamed as a tar.
+func (r *Runtime) buildInfraImage(ctx context.Context, tag, exe string) error {
+	files, libDirs, err := infraRootfs(exe)
+	if err != nil {
+		return err
+	}
+	changes := []string{
+		`ENTRYPOINT ["/podrun","pause"]`,
+		"LABEL " + LabelInfraImage + "=true",
+	}
+	if len(libDirs) > 0 {
+		// The loader finds the libraries where they were found on this host,
+		// whatever its built-in search path.
+		changes = append(changes, "ENV LD_LIBRARY_PATH="+strings.Join(libDirs, ":"))
+	}
+	pr, pw := io.Pipe()
+	go func() { pw.CloseWithError(writeRootfs(pw, files)) }()
+	defer pr.Close()
+	rc, err := r.cli.ImageImport(ctx, image.ImportSource{Source: pr, SourceName: "-"}, tag,
+		image.ImportOptions{Changes: changes, Message: "podrun infra image, built from " + filepath.Base(exe)})
+	if err != nil {
+		return wrap(err)
+	}
+	defer rc.Close()
+	return r.readProgress(rc, tag)
+}
+
+// rootfsFile is one file of the infra image: src on this host, at path in
+// the image.
+type rootfsFile struct {
+	path string
+	src  string
+}
+
+// infraRootfs lists the files of the infra image for exe, and the
+// directories its libraries are in (none for a static exe).
+func infraRootfs(exe string) ([]rootfsFile, []string, error) {
+	files := []rootfsFile{{path: "/podrun", src: exe}}
+	f, err := elf.Open(exe)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", exe, err)
+	}
+	defer f.Close()
+	interp, err := interpreter(f)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", exe, err)
+	}
+	if interp == "" {
+		return files, nil, nil // static: the binary is all it needs
+	}
+	files = append(files, rootfsFile{path: interp, src: interp})
+
+	dirs := libSearchDirs(f, filepath.Dir(exe))
+	type need struct{ name, by string }
+	var queue []need
+	libs, err := f.ImportedLibraries()
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", exe, err)
+	}
+	for _, l := range libs {
+		queue = append(queue, need{l, exe})
+	}
+	seen := map[string]bool{}
+	var libDirs []string
+	dirSeen := map[string]bool{}
+	for len(queue) > 0 {
+		n := queue[0]
+		queue = queue[1:]
+		if seen[n.name] {
+			continue
+		}
+		seen[n.name] = true
+		path, lf, err := findLibrary(n.name, dirs, f.Machine, f.Class)
+		if err != nil {
+			return nil, nil, fmt.Errorf("library %s needed by %s: %w", n.name, n.by, err)
+		}
+		files = append(files, rootfsFile{path: path, src: path})
+		if d := filepath.Dir(path); !dirSeen[d] {
+			dirSeen[d] = true
+			libDirs = append(libDirs, d)
+		}
+		more, err := lf.ImportedLibraries()
+		dirs = append(dirs, libSearchDirs(lf, filepath.Dir(path))...)
+		lf.Close()
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", path, err)
+		}
+		for _, m := range more {
+			queue = append(queue, need{m, path})
+		}
+	}
+	return files, libDirs, nil
+}
+
+// interpreter is the ELF interpreter (PT_INTERP) of f; "" for a static
+// binary.
+func interpreter(f *elf.File) (string, error) {
+	for _, p := range f.Progs {
+		if p.Type != elf.PT_INTERP {
+			continue
+		}
+		b, err := io.ReadAll(p.Open())
+		if err != nil {
+			return "", fmt.Errorf("read PT_INTERP: %w", err)
+		}
+		return strings.TrimRight(string(b), "\x00"), nil
+	}
+	return "", nil
+}
+
+// findLibrary finds a shared library the way the dynamic loader would:
+// a name with a slash is a path; otherwise the first file of that name in
+// dirs that is an ELF object of the same machine and class.
+func findLibrary(name string, dirs []string, machine elf.Machine, class elf.Class) (string, *elf.File, error) {
+	candidates := dirs
+	if strings.Contains(name, "/") {
+		candidates = []string{""}
+	}
+	for _, d := range candidates {
+		path := name
+		if d != "" {
+			path = filepath.Join(d, name)
+		}
+		lf, err := elf.Open(path)
+		if err != nil {
+			continue
+		}
+		if lf.Machine == machine && lf.Class == class {
+			return path, lf, nil
+		}
+		lf.Close()
+	}
+	return "", nil, fmt.Errorf("not found in %s", strings.Join(dirs, ":"))
+}
+
+// libSearchDirs are the directories the loader searches for f's libraries:
+// its RUNPATH/RPATH ($ORIGIN is origin), LD_LIBRARY_PATH, ld.so.conf.d, and
+// the usual system directories.
+func libSearchDirs(f *elf.File, origin string) []string {
+	var dirs []string
+	for _, tag := range []elf.DynTag{elf.DT_RUNPATH, elf.DT_RPATH} {
+		vals, _ := f.DynString(tag)
+		for _, v := range vals {
+			for _, d := range strings.Split(v, ":") {
+				d = strings.ReplaceAll(d, "${ORIGIN}", origin)
+				d = strings.ReplaceAll(d, "$ORIGIN", origin)
+				if d != "" {
+					dirs = append(dirs, d)
+				}
+			}
+		}
+	}
+	for _, d := range filepath.SplitList(os.Getenv("LD_LIBRARY_PATH")) {
+		if d != "" {
+			dirs = append(dirs, d)
+		}
+	}
+	confs, _ := filepath.Glob("/etc/ld.so.conf.d/*.conf")
+	for _, c := range confs {
+		dirs = append(dirs, ldConfDirs(c)...)
+	}
+	if t := multiarchTriplet(); t != "" {
+		dirs = append(dirs, "/lib/"+t, "/usr/lib/"+t)
+	}
+	return append(dirs, "/lib64", "/usr/lib64", "/lib", "/usr/lib", "/usr/local/lib")
+}
+
+// ldConfDirs are the directories an ld.so.conf file names.
+func ldConfDirs(path string) []string {
+	fh, err := os.Open(path)
+	if err != nil {
+		return nil
+	}
+	defer fh.Close()
+	var dirs []string
+	sc := bufio.NewScanner(fh)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if strings.HasPrefix(line, "/") {
+			dirs = append(dirs, line)
+		}
+	}
+	return dirs
+}
+
+// multiarchTriplet is Debian's multiarch directory name for this machine.
+func multiarchTriplet() string {
+	return map[string]string{
+		"amd64":   "x86_64-linux-gnu",
+		"arm64":   "aarch64-linux-gnu",
+		"arm":     "arm-linux-gnueabihf",
+		"386":     "i386-linux-gnu",
+		"ppc64le": "powerpc64le-linux-gnu",
+		"s390x":   "s390x-linux-gnu",
+		"riscv64": "riscv64-linux-gnu",
+	}[runtime.GOARCH]
+}
+
+// writeRootfs writes files (symlinks followed: each is a regular file) and
+// their parent directories as a tar.
+func writeRootfs(w io.Writer, files []rootfsFile) error {
+	mtime := time.Unix(0, 0)
+	tw := tar.NewWriter(w)
+	dirs := map[string]bool{}
+	for _, f := range files {
+		for d := filepath.Dir(f.path); d != "/" && d != "."; d = filepath.Dir(d) {
+			dirs[d] = true
+		}
+	}
+	sorted := make([]string, 0, len(dirs))
+	for d := range dirs {
+		sorted = append(sorted, d)
+	}
+	sort.Strings(sorted) // parents first
+	for _, d := range sorted {
+		if err := tw.WriteHeader(&tar.Header{
+			Typeflag: tar.TypeDir, Name: strings.TrimPrefix(d, "/") + "/", Mode: 0o755, ModTime: mtime,
+		}); err != nil {
+			return err
+		}
+	}
+	written := map[string]bool{}
+	for _, f := range files {
+		if written[f.path] {
+			continue
+		}
+		written[f.path] = true
+		if err := writeFile(tw, f, mtime); err != nil {
+			return err
+		}
+	}
+	return tw.Close()
+}
+
+func writeFile(tw *tar.Writer, f rootfsFile, mtime time.Time) error {
+	fh, err := os.Open(f.src)
+	if err != nil {
+		return err
+	}
+	defer fh.Close()
+	st, err := fh.Stat()
+	if err != nil {
+		return err
+	}
+	if err := tw.WriteHeader(&tar.Header{
+		Typeflag: tar.TypeReg, Name: strings.TrimPrefix(f.path, "/"), Mode: 0o755, Size: st.Size(), ModTime: mtime,
+	}); err != nil {
+		return err
+	}
+	if _, err := io.Copy(tw, fh); err != nil {
+		return fmt.Errorf("%s: %w", f.src, err)
+	}
+	return nil
+}
+
+func fileSHA256(path string) (string, error) {
+	fh, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer fh.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, fh); err != nil {
+		return "", fmt.Errorf("%s: %w", path, err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}

@@ -1,0 +1,177 @@
+package docker
+
+import (
+	"context"
+	"debug/elf"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/image"
+
+	"github.com/podrun/podrun/runner"
+)
+
+func TestInfraImageFromBinary(t *testing.T) {
+	cgoOK := false
+	if out, err := exec.Command("go", "env", "CGO_ENABLED").Output(); err == nil && strings.TrimSpace(string(out)) == "1" {
+		cgoOK = true
+	}
+	for _, tc := range []struct {
+		name string
+		cgo  bool
+	}{{"static", false}, {"cgo", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if tc.cgo && !cgoOK {
+				t.Skip("cgo is not available")
+			}
+			testInfraImage(t, tc.cgo)
+		})
+	}
+}
+
+func testInfraImage(t *testing.T, cgo bool) {
+	r := newRuntime(t, "rt-"+randHex(8))
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	exe, err := buildPauseBin(t.TempDir(), randHex(12), cgo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := elf.Open(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	interp, err := interpreter(f)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cgo != (interp != "") {
+		t.Fatalf("cgo=%v build has ELF interpreter %q", cgo, interp)
+	}
+
+	// No registry is reachable: the pull of ref fails, and the image is
+	// built from exe.
+	ref := "podrun.invalid/pause:3.10"
+	tag, err := r.EnsureInfraImage(ctx, ref, exe)
+	if err != nil {
+		t.Fatalf("EnsureInfraImage: %v", err)
+	}
+	t.Cleanup(func() {
+		if _, err := r.cli.ImageRemove(context.Background(), tag, image.RemoveOptions{Force: true, PruneChildren: true}); err != nil {
+			t.Errorf("remove %s: %v", tag, err)
+		}
+	})
+	sum, err := fileSHA256(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := InfraImageRepo + ":" + sum[:12]; tag != want {
+		t.Fatalf("EnsureInfraImage = %s, want %s", tag, want)
+	}
+	img, err := r.cli.ImageInspect(ctx, tag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ep := img.Config.Entrypoint; len(ep) != 2 || ep[0] != "/podrun" || ep[1] != "pause" {
+		t.Errorf("entrypoint %q", ep)
+	}
+	if img.Config.Labels[LabelInfraImage] != "true" {
+		t.Errorf("labels %v", img.Config.Labels)
+	}
+
+	// Made once: the next call reuses the tag.
+	again, err := r.EnsureInfraImage(ctx, ref, exe)
+	if err != nil || again != tag {
+		t.Fatalf("second EnsureInfraImage = %s, %v; want %s", again, err, tag)
+	}
+	again2, err := r.ImageStatus(ctx, tag)
+	if err != nil || again2.ID != img.ID {
+		t.Fatalf("the image was rebuilt: %v", err)
+	}
+
+	// A sandbox runs it, and stops at once on SIGTERM (exit 0: the process
+	// handled it; SIGKILL would be 137).
+	sb := &runner.SandboxConfig{Pod: runner.PodRef{UID: randHex(32), Name: "infra", Namespace: "default"}, Image: tag, Hostname: "infra"}
+	id, err := r.RunSandbox(ctx, sb)
+	if err != nil {
+		t.Fatalf("RunSandbox: %v", err)
+	}
+	time.Sleep(time.Second)
+	ins, err := r.cli.ContainerInspect(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ins.State.Running {
+		t.Fatalf("the infra container is not running: %+v", ins.State)
+	}
+	start := time.Now()
+	if err := r.StopSandbox(ctx, id, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("stopping the sandbox took %s: SIGTERM not handled", took)
+	}
+	ins, err = r.cli.ContainerInspect(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ins.State.ExitCode != 0 {
+		t.Errorf("infra container exit code %d, want 0", ins.State.ExitCode)
+	}
+	if err := r.RemoveSandbox(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestInfraImagePresent(t *testing.T) {
+	t.Parallel()
+	r := newRuntime(t, "rt-"+randHex(8))
+	ctx := context.Background()
+	// A present ref is used as it is, without building anything.
+	got, err := r.EnsureInfraImage(ctx, testImage, "/nonexistent/podrun")
+	if err != nil || got != testImage {
+		t.Fatalf("EnsureInfraImage(present) = %s, %v; want %s", got, err, testImage)
+	}
+	if _, err := r.EnsureInfraImage(ctx, "", "/nonexistent/podrun"); err == nil {
+		t.Errorf("building from a missing executable: nil error")
+	}
+}
+
+func TestInfraRootfsOfDynamicBinary(t *testing.T) {
+	// /bin/sh is dynamically linked on the usual distributions: its rootfs
+	// holds it, its interpreter and its libraries.
+	f, err := elf.Open("/bin/sh")
+	if err != nil {
+		t.Skip(err)
+	}
+	interp, _ := interpreter(f)
+	f.Close()
+	if interp == "" {
+		t.Skip("/bin/sh is static here")
+	}
+	files, dirs, err := infraRootfs("/bin/sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	paths := map[string]bool{}
+	for _, f := range files {
+		paths[f.path] = true
+	}
+	if !paths["/podrun"] || !paths[interp] {
+		t.Errorf("rootfs %v lacks /podrun or %s", paths, interp)
+	}
+	libc := false
+	for p := range paths {
+		if strings.Contains(p, "libc.so") || strings.Contains(p, "ld-musl") {
+			libc = true
+		}
+	}
+	if !libc || len(dirs) == 0 {
+		t.Errorf("rootfs %v (dirs %v) lacks the C library", paths, dirs)
+	}
+}

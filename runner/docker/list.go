@@ -1,0 +1,254 @@
+package docker
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+
+	"github.com/podrun/podrun/runner"
+)
+
+// detail is what only inspect tells of a container.
+type detail struct {
+	state      runner.State
+	startedAt  time.Time
+	finishedAt time.Time
+	exitCode   int
+	oomKilled  bool
+	message    string
+}
+
+// list is one ContainerList of this node's objects (sandboxes only, or all),
+// filtered by the engine.
+func (r *Runtime) list(ctx context.Context, sandboxesOnly bool) ([]container.Summary, error) {
+	f := filters.NewArgs(filters.Arg("label", LabelNode+"="+r.node))
+	if sandboxesOnly {
+		f.Add("label", LabelContainerType+"="+TypeSandbox)
+	}
+	cs, err := r.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
+	if err != nil {
+		return nil, wrap(err)
+	}
+	return cs, nil
+}
+
+// ListSandboxes returns this node's sandboxes, from one ContainerList call.
+func (r *Runtime) ListSandboxes(ctx context.Context) ([]*runner.Sandbox, error) {
+	cs, err := r.list(ctx, true)
+	if err != nil {
+		return nil, fmt.Errorf("list sandboxes: %w", err)
+	}
+	out := make([]*runner.Sandbox, 0, len(cs))
+	seen := make(map[string]bool, len(cs))
+	for _, c := range cs {
+		seen[c.ID] = true
+		r.remember(c.ID, TypeSandbox)
+		grace, _ := time.ParseDuration(c.Labels[LabelGracePeriod])
+		out = append(out, &runner.Sandbox{
+			ID:          c.ID,
+			Pod:         podRef(c.Labels),
+			Attempt:     attemptOf(c.Labels),
+			Hash:        c.Labels[LabelSandboxHash],
+			State:       sandboxState(c.State),
+			IP:          sandboxIP(c),
+			CreatedAt:   time.Unix(c.Created, 0),
+			Source:      c.Labels[LabelPodSource],
+			GracePeriod: grace,
+		})
+	}
+	r.prune(seen, true)
+	return out, nil
+}
+
+// sandboxState maps Docker's state of an infra container.
+func sandboxState(s string) runner.State {
+	switch s {
+	case container.StateCreated:
+		return runner.StateCreated
+	case container.StateRunning, container.StatePaused, container.StateRestarting:
+		return runner.StateRunning
+	case container.StateExited, container.StateDead, container.StateRemoving:
+		return runner.StateExited
+	}
+	return runner.StateUnknown
+}
+
+// sandboxIP is the infra container's address on its network; "" with the
+// host's network (the caller uses the host's address) or when not running.
+func sandboxIP(c container.Summary) string {
+	if c.HostConfig.NetworkMode == "host" || c.NetworkSettings == nil {
+		return ""
+	}
+	if n := c.NetworkSettings.Networks["bridge"]; n != nil && n.IPAddress != "" {
+		return n.IPAddress
+	}
+	names := make([]string, 0, len(c.NetworkSettings.Networks))
+	for name := range c.NetworkSettings.Networks {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if n := c.NetworkSettings.Networks[name]; n != nil && n.IPAddress != "" {
+			return n.IPAddress
+		}
+	}
+	return ""
+}
+
+// ListContainers returns this node's containers. It costs one ContainerList
+// call, plus one inspect for each container seen for the first time in its
+// present state (what inspect tells of a running or exited container does
+// not change, and is cached) and for each created one.
+func (r *Runtime) ListContainers(ctx context.Context) ([]*runner.Container, error) {
+	cs, err := r.list(ctx, false)
+	if err != nil {
+		return nil, fmt.Errorf("list containers: %w", err)
+	}
+	out := make([]*runner.Container, 0, len(cs))
+	seen := make(map[string]bool, len(cs))
+	for _, c := range cs {
+		typ := c.Labels[LabelContainerType]
+		if typ == TypeSandbox {
+			continue
+		}
+		seen[c.ID] = true
+		r.remember(c.ID, typ)
+		d, err := r.detail(ctx, c.ID, c.State)
+		if cerrdefs.IsNotFound(err) {
+			continue // removed since the list
+		}
+		if err != nil {
+			return nil, fmt.Errorf("list containers: inspect %s: %w", shortID(c.ID), wrap(err))
+		}
+		image := c.Labels[LabelImage]
+		if image == "" {
+			image = c.Image
+		}
+		out = append(out, &runner.Container{
+			ID:            c.ID,
+			SandboxID:     c.Labels[LabelSandboxID],
+			Pod:           podRef(c.Labels),
+			Name:          c.Labels[LabelContainerName],
+			Type:          runner.ContainerType(typ),
+			Attempt:       attemptOf(c.Labels),
+			Hash:          c.Labels[LabelContainerHash],
+			ResourcesHash: c.Labels[LabelResourcesHash],
+			Image:         image,
+			ImageID:       c.ImageID,
+			State:         d.state,
+			CreatedAt:     time.Unix(c.Created, 0),
+			StartedAt:     d.startedAt,
+			FinishedAt:    d.finishedAt,
+			ExitCode:      d.exitCode,
+			OOMKilled:     d.oomKilled,
+			Message:       d.message,
+		})
+	}
+	r.prune(seen, false)
+	return out, nil
+}
+
+// detail returns what inspect tells of container id, which the list saw in
+// Docker state listState: from the cache when it holds the container in that
+// state, else by inspecting it.
+func (r *Runtime) detail(ctx context.Context, id, listState string) (detail, error) {
+	want := runner.StateUnknown
+	switch listState {
+	case container.StateRunning, container.StatePaused, container.StateRestarting:
+		want = runner.StateRunning
+	case container.StateExited, container.StateDead, container.StateRemoving:
+		want = runner.StateExited
+	}
+	r.mu.Lock()
+	d, ok := r.details[id]
+	starts := r.starts[id]
+	r.mu.Unlock()
+	if ok && d.state == want {
+		return d, nil
+	}
+	ins, err := r.cli.ContainerInspect(ctx, id)
+	if err != nil {
+		return detail{}, err
+	}
+	d = detailOf(ins)
+	if d.state == runner.StateRunning || d.state == runner.StateExited {
+		r.mu.Lock()
+		if r.starts[id] == starts {
+			r.details[id] = d
+		}
+		r.mu.Unlock()
+	}
+	return d, nil
+}
+
+// detailOf maps an inspected container's state. A container whose start
+// failed stays "created" in Docker, with an exit code and an error: it is
+// reported as exited (at its creation), as the kubelet did.
+func detailOf(ins container.InspectResponse) detail {
+	if ins.ContainerJSONBase == nil || ins.State == nil {
+		return detail{state: runner.StateUnknown}
+	}
+	st := ins.State
+	d := detail{
+		startedAt:  dockerTime(st.StartedAt),
+		finishedAt: dockerTime(st.FinishedAt),
+		exitCode:   st.ExitCode,
+		oomKilled:  st.OOMKilled,
+		message:    st.Error,
+	}
+	if !d.finishedAt.IsZero() && d.finishedAt.Before(d.startedAt) {
+		// A process that exits at once may do so before Docker stamps its
+		// start: it did not finish before it started.
+		d.startedAt = d.finishedAt
+	}
+	switch st.Status {
+	case container.StateRunning, container.StatePaused, container.StateRestarting:
+		d.state = runner.StateRunning
+	case container.StateExited, container.StateDead, container.StateRemoving:
+		d.state = runner.StateExited
+	case container.StateCreated:
+		d.state = runner.StateCreated
+		if st.ExitCode != 0 || st.Error != "" {
+			d.state = runner.StateExited
+			created := dockerTime(ins.Created)
+			if d.startedAt.IsZero() {
+				d.startedAt = created
+			}
+			if d.finishedAt.IsZero() {
+				d.finishedAt = created
+			}
+		}
+	default:
+		d.state = runner.StateUnknown
+	}
+	return d
+}
+
+// dockerTime parses Docker's RFC 3339 times; Docker's "0001-01-01T00:00:00Z"
+// (never) and anything unparsable are the zero time.
+func dockerTime(s string) time.Time {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil || t.IsZero() || t.Year() <= 1 {
+		return time.Time{}
+	}
+	return t
+}
+
+// prune forgets the objects of one class (sandboxes, or containers) that a
+// complete list of that class did not return: they are gone.
+func (r *Runtime) prune(seen map[string]bool, sandboxes bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for id, typ := range r.kinds {
+		if (typ == TypeSandbox) == sandboxes && !seen[id] {
+			delete(r.kinds, id)
+			delete(r.details, id)
+			delete(r.starts, id)
+		}
+	}
+}

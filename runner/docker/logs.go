@@ -1,0 +1,60 @@
+package docker
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strconv"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/pkg/stdcopy"
+
+	"github.com/podrun/podrun/runner"
+)
+
+// ContainerLogs copies a container's output to stdout and stderr (nil
+// discards). With opts.Follow it streams until the container stops or ctx is
+// done, which is not an error. A TTY container has one stream, all of it
+// going to stdout.
+func (r *Runtime) ContainerLogs(ctx context.Context, id string, opts runner.LogOptions, stdout, stderr io.Writer) error {
+	ins, err := r.cli.ContainerInspect(ctx, id)
+	if err != nil {
+		return fmt.Errorf("logs %s: %w", shortID(id), wrap(err))
+	}
+	if ins.Config == nil || ins.Config.Labels[LabelNode] != r.node {
+		return fmt.Errorf("logs %s: %w on node %s", shortID(id), runner.ErrNotFound, r.node)
+	}
+	if stdout == nil {
+		stdout = io.Discard
+	}
+	if stderr == nil {
+		stderr = io.Discard
+	}
+	tail := "all"
+	if opts.Tail >= 0 {
+		tail = strconv.Itoa(opts.Tail)
+	}
+	rc, err := r.cli.ContainerLogs(ctx, ins.ID, container.LogsOptions{
+		ShowStdout: true,
+		ShowStderr: true,
+		Follow:     opts.Follow,
+		Tail:       tail,
+		Timestamps: opts.Timestamps,
+	})
+	if err != nil {
+		return fmt.Errorf("logs %s: %w", shortID(id), wrap(err))
+	}
+	defer rc.Close()
+	if ins.Config.Tty {
+		_, err = io.Copy(stdout, rc)
+	} else {
+		_, err = stdcopy.StdCopy(stdout, stderr, rc)
+	}
+	if err != nil && opts.Follow && ctx.Err() != nil {
+		return nil // following until ctx is done
+	}
+	if err != nil {
+		return fmt.Errorf("logs %s: %w", shortID(id), err)
+	}
+	return nil
+}

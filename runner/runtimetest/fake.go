@@ -1,0 +1,859 @@
+package runtimetest
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/podrun/podrun/runner"
+)
+
+// FakeScript is the first word of a command line the fake acts out (see
+// Fake). Any other command "runs" until it is stopped, removed, or made to
+// exit with Fake.Exit.
+const FakeScript = "fake"
+
+// Fake is an in-memory runner.Runtime (also a ResourceUpdater and a
+// LogReader) for the sync core's unit tests. It passes the conformance suite,
+// so it behaves as runner/docker does where the sync core can tell: images
+// must be present to create from, names are unique per (pod UID, container,
+// attempt) across nodes, a started container whose sandbox is not running
+// fails to start, and so on.
+//
+// It has no processes. A started container runs until Exit, StopContainer or
+// RemoveContainer ends it, unless its command line (Command then Args) is a
+// script, "fake" followed by:
+//
+//	exit N        exits at once with N (N may be $VAR, from the env)
+//	echo WORDS    writes WORDS and a newline to stdout, exits 0
+//	oom           is killed at once for memory: exit 137, OOMKilled
+//	start-fails   fails to start: StartContainer errs, exit 127
+//	ignore-term   ignores the stop signal: StopContainer kills it after
+//	              grace (FinishedAt = time of the stop + grace), exit 137
+//	run           the default: runs; exits 143 on the stop signal
+//
+// Exec acts out the same scripts' "exit N" and "echo WORDS"; any other
+// command exits 0 with no output, unless SetExecHandler says otherwise.
+// Events reports start, die, oom and destroy as Docker does.
+//
+// Test hooks: Exit and OOMKill end a running container; FailNext makes the
+// next call of a method fail; Calls counts calls per method; SetClock sets
+// the time the fake stamps; AddImage and SetPullError set up images;
+// SetExecHandler replaces Exec; Resync sends subscribers a Resync event.
+//
+// All methods are safe for concurrent use. Views of one fake for other nodes
+// (ForNode) share its objects, images, clock, hooks and counters, as several
+// podruns share one Docker.
+type Fake struct {
+	node string
+	s    *fakeStore
+}
+
+var (
+	_ runner.Runtime         = (*Fake)(nil)
+	_ runner.ResourceUpdater = (*Fake)(nil)
+	_ runner.LogReader       = (*Fake)(nil)
+	_ runner.Execer          = (*Fake)(nil)
+	_ runner.EventSource     = (*Fake)(nil)
+)
+
+type fakeStore struct {
+	mu        sync.Mutex
+	clock     func() time.Time
+	seq       int
+	ips       int
+	sandboxes map[string]*fakeSandbox
+	ctrs      map[string]*fakeContainer
+	names     map[string]string // identity key -> ID
+	images    map[string]*runner.Image
+	pullErrs  map[string]error
+	failNext  map[string][]error
+	calls     map[string]int
+	exec      func(id string, cmd []string) (int, []byte, error)
+	subs      map[*fakeSub]bool
+}
+
+// fakeSub is one Events subscriber: a queue its goroutine delivers from.
+type fakeSub struct {
+	node string
+	mu   sync.Mutex
+	q    []runner.Event
+	wake chan struct{}
+}
+
+type fakeSandbox struct {
+	node string
+	key  string
+	cfg  runner.SandboxConfig
+	sb   runner.Sandbox
+	ip   string
+}
+
+type fakeContainer struct {
+	node      string
+	key       string
+	sandboxID string
+	cfg       runner.ContainerConfig
+	c         runner.Container
+	logs      []logLine
+	done      chan struct{} // closed when a run ends; nil when not running
+}
+
+type logLine struct {
+	at     time.Time
+	stderr bool
+	text   string // with its newline
+}
+
+// NewFake returns an empty fake for node nodeName, on the real clock.
+func NewFake(nodeName string) *Fake {
+	return &Fake{node: nodeName, s: &fakeStore{
+		clock:     time.Now,
+		sandboxes: map[string]*fakeSandbox{},
+		ctrs:      map[string]*fakeContainer{},
+		names:     map[string]string{},
+		images:    map[string]*runner.Image{},
+		pullErrs:  map[string]error{},
+		failNext:  map[string][]error{},
+		calls:     map[string]int{},
+		subs:      map[*fakeSub]bool{},
+	}}
+}
+
+// ForNode returns a view of the same fake engine for another node.
+func (f *Fake) ForNode(nodeName string) *Fake { return &Fake{node: nodeName, s: f.s} }
+
+// NodeName is the node this view works for.
+func (f *Fake) NodeName() string { return f.node }
+
+// SetClock sets the clock the fake stamps times with (time.Now by default).
+func (f *Fake) SetClock(now func() time.Time) {
+	f.s.mu.Lock()
+	defer f.s.mu.Unlock()
+	f.s.clock = now
+}
+
+// AddImage makes ref a local image and returns it.
+func (f *Fake) AddImage(ref string) *runner.Image {
+	f.s.mu.Lock()
+	defer f.s.mu.Unlock()
+	return f.s.addImage(ref)
+}
+
+func (s *fakeStore) addImage(ref string) *runner.Image {
+	if img, ok := s.images[ref]; ok {
+		return img
+	}
+	sum := sha256.Sum256([]byte(ref))
+	img := &runner.Image{ID: "sha256:" + hex.EncodeToString(sum[:]), RepoTags: []string{ref}, Size: 1 << 20}
+	s.images[ref] = img
+	return img
+}
+
+// RemoveImage removes a local image.
+func (f *Fake) RemoveImage(ref string) {
+	f.s.mu.Lock()
+	defer f.s.mu.Unlock()
+	delete(f.s.images, ref)
+}
+
+// SetPullError makes every pull of ref fail with err (nil: pulls succeed
+// again).
+func (f *Fake) SetPullError(ref string, err error) {
+	f.s.mu.Lock()
+	defer f.s.mu.Unlock()
+	if err == nil {
+		delete(f.s.pullErrs, ref)
+	} else {
+		f.s.pullErrs[ref] = err
+	}
+}
+
+// FailNext makes the next call of method (a method name of runner.Runtime,
+// ResourceUpdater or LogReader, e.g. "StartContainer") return err without
+// doing anything. Several calls queue up.
+func (f *Fake) FailNext(method string, err error) {
+	f.s.mu.Lock()
+	defer f.s.mu.Unlock()
+	f.s.failNext[method] = append(f.s.failNext[method], err)
+}
+
+// Calls returns how many times method was called (failed calls included).
+func (f *Fake) Calls(method string) int {
+	f.s.mu.Lock()
+	defer f.s.mu.Unlock()
+	return f.s.calls[method]
+}
+
+// ResetCalls sets every call counter back to zero.
+func (f *Fake) ResetCalls() {
+	f.s.mu.Lock()
+	defer f.s.mu.Unlock()
+	f.s.calls = map[string]int{}
+}
+
+// Exit makes a running container exit with code, now.
+func (f *Fake) Exit(id string, code int) error {
+	f.s.mu.Lock()
+	defer f.s.mu.Unlock()
+	c, err := f.ctr(id)
+	if err != nil {
+		return err
+	}
+	if c.c.State != runner.StateRunning {
+		return fmt.Errorf("exit %s: container is %s, not running", id, c.c.State)
+	}
+	f.s.exit(c, code, false, f.s.clock())
+	return nil
+}
+
+// OOMKill makes a running container die for memory, now (exit 137).
+func (f *Fake) OOMKill(id string) error {
+	f.s.mu.Lock()
+	defer f.s.mu.Unlock()
+	c, err := f.ctr(id)
+	if err != nil {
+		return err
+	}
+	if c.c.State != runner.StateRunning {
+		return fmt.Errorf("oom-kill %s: container is %s, not running", id, c.c.State)
+	}
+	f.s.exit(c, 137, true, f.s.clock())
+	return nil
+}
+
+// ContainerConfig returns (a copy of) the config a container was created
+// with, or nil when this node has no such container.
+func (f *Fake) ContainerConfig(id string) *runner.ContainerConfig {
+	f.s.mu.Lock()
+	defer f.s.mu.Unlock()
+	c, err := f.ctr(id)
+	if err != nil {
+		return nil
+	}
+	cfg := c.cfg
+	return &cfg
+}
+
+// SandboxConfig returns (a copy of) the config a sandbox was made with, or
+// nil when this node has no such sandbox.
+func (f *Fake) SandboxConfig(id string) *runner.SandboxConfig {
+	f.s.mu.Lock()
+	defer f.s.mu.Unlock()
+	sb, err := f.sandbox(id)
+	if err != nil {
+		return nil
+	}
+	cfg := sb.cfg
+	return &cfg
+}
+
+// CreateSandboxOnly makes, without starting it, the sandbox RunSandbox would
+// make for cfg: what a podrun killed between the two steps leaves behind.
+func (f *Fake) CreateSandboxOnly(cfg *runner.SandboxConfig) (string, error) {
+	f.s.mu.Lock()
+	defer f.s.mu.Unlock()
+	sb, err := f.createSandbox(cfg)
+	if err != nil {
+		return "", err
+	}
+	return sb.sb.ID, nil
+}
+
+// call counts a call of method and returns the error FailNext queued for it.
+func (f *Fake) call(method string) error {
+	f.s.calls[method]++
+	if q := f.s.failNext[method]; len(q) > 0 {
+		f.s.failNext[method] = q[1:]
+		return q[0]
+	}
+	return nil
+}
+
+func (s *fakeStore) newID() string {
+	s.seq++
+	sum := sha256.Sum256([]byte("fake-" + strconv.Itoa(s.seq)))
+	return hex.EncodeToString(sum[:])
+}
+
+func (f *Fake) sandbox(id string) (*fakeSandbox, error) {
+	sb, ok := f.s.sandboxes[id]
+	if !ok || sb.node != f.node {
+		return nil, fmt.Errorf("sandbox %.12s: %w on node %s", id, runner.ErrNotFound, f.node)
+	}
+	return sb, nil
+}
+
+func (f *Fake) ctr(id string) (*fakeContainer, error) {
+	c, ok := f.s.ctrs[id]
+	if !ok || c.node != f.node {
+		return nil, fmt.Errorf("container %.12s: %w on node %s", id, runner.ErrNotFound, f.node)
+	}
+	return c, nil
+}
+
+// claim returns the ID holding the identity key, if any: one of this node's
+// (adopt) or an error (another node's: not ours to touch).
+func (f *Fake) claim(key string, node func(id string) string) (string, error) {
+	id, ok := f.s.names[key]
+	if !ok {
+		return "", nil
+	}
+	if n := node(id); n != f.node {
+		return "", fmt.Errorf("name %s is taken by %.12s of node %q, not this pod's on node %s", key, id, n, f.node)
+	}
+	return id, nil
+}
+
+func sandboxKey(cfg *runner.SandboxConfig) string {
+	return fmt.Sprintf("POD_%s_%s_%s_%d", cfg.Pod.Name, cfg.Pod.Namespace, cfg.Pod.UID, cfg.Attempt)
+}
+
+func (f *Fake) createSandbox(cfg *runner.SandboxConfig) (*fakeSandbox, error) {
+	key := sandboxKey(cfg)
+	id, err := f.claim(key, func(id string) string { return f.s.sandboxes[id].node })
+	if err != nil {
+		return nil, err
+	}
+	if id != "" {
+		return f.s.sandboxes[id], nil
+	}
+	if _, ok := f.s.images[cfg.Image]; !ok {
+		return nil, fmt.Errorf("image %s: %w", cfg.Image, runner.ErrNotFound)
+	}
+	sb := &fakeSandbox{node: f.node, key: key, cfg: *cfg}
+	sb.sb = runner.Sandbox{
+		ID:          f.s.newID(),
+		Pod:         cfg.Pod,
+		Attempt:     cfg.Attempt,
+		Hash:        cfg.Hash,
+		State:       runner.StateCreated,
+		CreatedAt:   f.s.clock(),
+		Source:      cfg.Source,
+		GracePeriod: cfg.GracePeriod,
+	}
+	f.s.sandboxes[sb.sb.ID] = sb
+	f.s.names[key] = sb.sb.ID
+	return sb, nil
+}
+
+// RunSandbox creates and starts a sandbox, or adopts (and starts) the one of
+// the same (pod UID, attempt).
+func (f *Fake) RunSandbox(ctx context.Context, cfg *runner.SandboxConfig) (string, error) {
+	f.s.mu.Lock()
+	defer f.s.mu.Unlock()
+	if err := f.call("RunSandbox"); err != nil {
+		return "", err
+	}
+	sb, err := f.createSandbox(cfg)
+	if err != nil {
+		return "", fmt.Errorf("run sandbox: %w", err)
+	}
+	if sb.sb.State != runner.StateRunning {
+		sb.sb.State = runner.StateRunning
+		if !sb.cfg.HostNetwork {
+			f.s.ips++
+			sb.ip = fmt.Sprintf("10.88.%d.%d", f.s.ips/250, f.s.ips%250+2)
+		}
+		f.s.emit(f.node, sb.cfg.Pod.UID, sb.sb.ID, "start")
+	}
+	return sb.sb.ID, nil
+}
+
+// StopSandbox stops a sandbox.
+func (f *Fake) StopSandbox(ctx context.Context, id string, grace time.Duration) error {
+	f.s.mu.Lock()
+	defer f.s.mu.Unlock()
+	if err := f.call("StopSandbox"); err != nil {
+		return err
+	}
+	sb, err := f.sandbox(id)
+	if err != nil {
+		return fmt.Errorf("stop sandbox: %w", err)
+	}
+	if sb.sb.State == runner.StateRunning {
+		sb.sb.State = runner.StateExited
+		sb.ip = ""
+		f.s.emit(f.node, sb.cfg.Pod.UID, id, "die")
+	}
+	return nil
+}
+
+// RemoveSandbox removes a sandbox (not its containers).
+func (f *Fake) RemoveSandbox(ctx context.Context, id string) error {
+	f.s.mu.Lock()
+	defer f.s.mu.Unlock()
+	if err := f.call("RemoveSandbox"); err != nil {
+		return err
+	}
+	sb, err := f.sandbox(id)
+	if err != nil {
+		return nil
+	}
+	if sb.sb.State == runner.StateRunning {
+		f.s.emit(f.node, sb.cfg.Pod.UID, id, "die")
+	}
+	delete(f.s.sandboxes, id)
+	delete(f.s.names, sb.key)
+	f.s.emit(f.node, sb.cfg.Pod.UID, id, "destroy")
+	return nil
+}
+
+// ListSandboxes returns this node's sandboxes.
+func (f *Fake) ListSandboxes(ctx context.Context) ([]*runner.Sandbox, error) {
+	f.s.mu.Lock()
+	defer f.s.mu.Unlock()
+	if err := f.call("ListSandboxes"); err != nil {
+		return nil, err
+	}
+	var out []*runner.Sandbox
+	for _, sb := range f.s.sandboxes {
+		if sb.node != f.node {
+			continue
+		}
+		s := sb.sb
+		s.IP = sb.ip
+		out = append(out, &s)
+	}
+	return out, nil
+}
+
+// CreateContainer creates a container, or returns the one of the same (pod
+// UID, name, attempt).
+func (f *Fake) CreateContainer(ctx context.Context, sandboxID string, sandbox *runner.SandboxConfig, cfg *runner.ContainerConfig) (string, error) {
+	f.s.mu.Lock()
+	defer f.s.mu.Unlock()
+	if err := f.call("CreateContainer"); err != nil {
+		return "", err
+	}
+	if _, err := f.sandbox(sandboxID); err != nil {
+		return "", fmt.Errorf("create %s: sandbox: %w", cfg.Name, err)
+	}
+	key := fmt.Sprintf("%s_%s_%s_%s_%d", cfg.Name, sandbox.Pod.Name, sandbox.Pod.Namespace, sandbox.Pod.UID, cfg.Attempt)
+	id, err := f.claim(key, func(id string) string { return f.s.ctrs[id].node })
+	if err != nil {
+		return "", fmt.Errorf("create %s: %w", cfg.Name, err)
+	}
+	if id != "" {
+		return id, nil
+	}
+	if _, ok := f.s.images[cfg.Image]; !ok {
+		return "", fmt.Errorf("create %s: image %s: %w", cfg.Name, cfg.Image, runner.ErrNotFound)
+	}
+	typ := cfg.Type
+	if typ == "" {
+		typ = runner.ContainerTypeApp
+	}
+	c := &fakeContainer{node: f.node, key: key, sandboxID: sandboxID, cfg: *cfg}
+	c.c = runner.Container{
+		ID:            f.s.newID(),
+		SandboxID:     sandboxID,
+		Pod:           sandbox.Pod,
+		Name:          cfg.Name,
+		Type:          typ,
+		Attempt:       cfg.Attempt,
+		Hash:          cfg.Hash,
+		ResourcesHash: cfg.ResourcesHash,
+		Image:         cfg.Image,
+		ImageID:       f.s.images[cfg.Image].ID,
+		State:         runner.StateCreated,
+		CreatedAt:     f.s.clock(),
+	}
+	f.s.ctrs[c.c.ID] = c
+	f.s.names[key] = c.c.ID
+	return c.c.ID, nil
+}
+
+// argv is the container's command line, with $VAR expanded from its env.
+func (c *fakeContainer) argv() []string {
+	env := map[string]string{}
+	for _, e := range c.cfg.Env {
+		env[e.Name] = e.Value
+	}
+	var out []string
+	for _, a := range append(append([]string(nil), c.cfg.Command...), c.cfg.Args...) {
+		out = append(out, os.Expand(a, func(k string) string { return env[k] }))
+	}
+	return out
+}
+
+// script is the fake command the container runs ("run" when none).
+func (c *fakeContainer) script() []string {
+	argv := c.argv()
+	if len(argv) < 2 || argv[0] != FakeScript {
+		return []string{"run"}
+	}
+	return argv[1:]
+}
+
+// StartContainer starts a container, acting out its script.
+func (f *Fake) StartContainer(ctx context.Context, id string) error {
+	f.s.mu.Lock()
+	defer f.s.mu.Unlock()
+	if err := f.call("StartContainer"); err != nil {
+		return err
+	}
+	c, err := f.ctr(id)
+	if err != nil {
+		return fmt.Errorf("start: %w", err)
+	}
+	if c.c.State == runner.StateRunning {
+		return nil
+	}
+	now := f.s.clock()
+	fail := func(code int, msg string) error {
+		c.c.State = runner.StateExited
+		c.c.StartedAt, c.c.FinishedAt = c.c.CreatedAt, c.c.CreatedAt
+		c.c.ExitCode, c.c.OOMKilled, c.c.Message = code, false, msg
+		return fmt.Errorf("start %s: %s", c.cfg.Name, msg)
+	}
+	if sb, ok := f.s.sandboxes[c.sandboxID]; !ok || sb.sb.State != runner.StateRunning {
+		return fail(128, "cannot join the namespaces of sandbox "+c.sandboxID[:12]+": it is not running")
+	}
+	script := c.script()
+	if script[0] == "start-fails" {
+		return fail(127, "exec: "+strings.Join(c.argv(), " ")+": not found")
+	}
+	c.c.State = runner.StateRunning
+	c.c.StartedAt, c.c.FinishedAt = now, time.Time{}
+	c.c.ExitCode, c.c.OOMKilled, c.c.Message = 0, false, ""
+	c.done = make(chan struct{})
+	f.s.emit(c.node, c.c.Pod.UID, c.c.ID, "start")
+	switch script[0] {
+	case "exit":
+		code := 0
+		if len(script) > 1 {
+			n, err := strconv.Atoi(script[1])
+			if err != nil {
+				n = 2 // as sh says of "exit abc"
+			}
+			code = n
+		}
+		f.s.exit(c, code, false, now)
+	case "echo":
+		c.logs = append(c.logs, logLine{at: now, text: strings.Join(script[1:], " ") + "\n"})
+		f.s.exit(c, 0, false, now)
+	case "oom":
+		f.s.exit(c, 137, true, now)
+	}
+	return nil
+}
+
+// exit ends a running container's run.
+func (s *fakeStore) exit(c *fakeContainer, code int, oom bool, at time.Time) {
+	c.c.State = runner.StateExited
+	c.c.ExitCode, c.c.OOMKilled, c.c.FinishedAt = code, oom, at
+	if c.done != nil {
+		close(c.done)
+		c.done = nil
+	}
+	if oom {
+		s.emit(c.node, c.c.Pod.UID, c.c.ID, "oom")
+	}
+	s.emit(c.node, c.c.Pod.UID, c.c.ID, "die")
+}
+
+// emit queues an event for node's subscribers.
+func (s *fakeStore) emit(node, podUID, id, action string) {
+	for sub := range s.subs {
+		if sub.node != node {
+			continue
+		}
+		sub.push(runner.Event{PodUID: podUID, ContainerID: id, Action: action})
+	}
+}
+
+func (sub *fakeSub) push(ev runner.Event) {
+	sub.mu.Lock()
+	sub.q = append(sub.q, ev)
+	sub.mu.Unlock()
+	select {
+	case sub.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Events reports this node's start, die, oom and destroy events from the
+// call on, until ctx ends.
+func (f *Fake) Events(ctx context.Context) <-chan runner.Event {
+	sub := &fakeSub{node: f.node, wake: make(chan struct{}, 1)}
+	f.s.mu.Lock()
+	f.s.calls["Events"]++
+	f.s.subs[sub] = true
+	f.s.mu.Unlock()
+	out := make(chan runner.Event)
+	go func() {
+		defer close(out)
+		defer func() {
+			f.s.mu.Lock()
+			delete(f.s.subs, sub)
+			f.s.mu.Unlock()
+		}()
+		for {
+			sub.mu.Lock()
+			if len(sub.q) == 0 {
+				sub.mu.Unlock()
+				select {
+				case <-sub.wake:
+					continue
+				case <-ctx.Done():
+					return
+				}
+			}
+			ev := sub.q[0]
+			sub.q = sub.q[1:]
+			sub.mu.Unlock()
+			select {
+			case out <- ev:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out
+}
+
+// Resync sends every subscriber of this node a Resync event, as a runtime
+// does after reconnecting to its engine.
+func (f *Fake) Resync() {
+	f.s.mu.Lock()
+	defer f.s.mu.Unlock()
+	for sub := range f.s.subs {
+		if sub.node == f.node {
+			sub.push(runner.Event{Resync: true})
+		}
+	}
+}
+
+// SetExecHandler makes Exec call h (nil: the default, which acts out
+// "fake exit N" and "fake echo WORDS" and otherwise exits 0 silently).
+// Exec still fails, before calling h, for a container that is not running.
+func (f *Fake) SetExecHandler(h func(id string, cmd []string) (int, []byte, error)) {
+	f.s.mu.Lock()
+	defer f.s.mu.Unlock()
+	f.s.exec = h
+}
+
+// Exec runs cmd in a running container, in the fake's way (SetExecHandler).
+func (f *Fake) Exec(ctx context.Context, id string, cmd []string) (int, []byte, error) {
+	f.s.mu.Lock()
+	if err := f.call("Exec"); err != nil {
+		f.s.mu.Unlock()
+		return -1, nil, err
+	}
+	c, err := f.ctr(id)
+	if err != nil {
+		f.s.mu.Unlock()
+		return -1, nil, fmt.Errorf("exec: %w", err)
+	}
+	if c.c.State != runner.StateRunning {
+		f.s.mu.Unlock()
+		return -1, nil, fmt.Errorf("exec in %s: container is not running", c.cfg.Name)
+	}
+	h := f.s.exec
+	env := map[string]string{}
+	for _, e := range c.cfg.Env {
+		env[e.Name] = e.Value
+	}
+	f.s.mu.Unlock()
+	if h != nil {
+		return h(id, cmd)
+	}
+	var argv []string
+	for _, a := range cmd {
+		argv = append(argv, os.Expand(a, func(k string) string { return env[k] }))
+	}
+	if len(argv) < 2 || argv[0] != FakeScript {
+		return 0, nil, nil
+	}
+	switch argv[1] {
+	case "exit":
+		code := 0
+		if len(argv) > 2 {
+			if n, err := strconv.Atoi(argv[2]); err == nil {
+				code = n
+			} else {
+				code = 2
+			}
+		}
+		return code, nil, nil
+	case "echo":
+		return 0, []byte(strings.Join(argv[2:], " ") + "\n"), nil
+	}
+	return 0, nil, nil
+}
+
+// StopContainer stops a running container: at once with exit 143, or, for
+// the "ignore-term" script, after grace with exit 137.
+func (f *Fake) StopContainer(ctx context.Context, id string, grace time.Duration) error {
+	f.s.mu.Lock()
+	defer f.s.mu.Unlock()
+	if err := f.call("StopContainer"); err != nil {
+		return err
+	}
+	c, err := f.ctr(id)
+	if err != nil {
+		return fmt.Errorf("stop: %w", err)
+	}
+	if c.c.State != runner.StateRunning {
+		return nil
+	}
+	now := f.s.clock()
+	if c.script()[0] == "ignore-term" {
+		if grace < 0 {
+			grace = 0
+		}
+		f.s.exit(c, 137, false, now.Add(grace))
+		return nil
+	}
+	f.s.exit(c, 143, false, now)
+	return nil
+}
+
+// RemoveContainer removes a container, killing it if it runs.
+func (f *Fake) RemoveContainer(ctx context.Context, id string) error {
+	f.s.mu.Lock()
+	defer f.s.mu.Unlock()
+	if err := f.call("RemoveContainer"); err != nil {
+		return err
+	}
+	c, err := f.ctr(id)
+	if err != nil {
+		return nil
+	}
+	if c.c.State == runner.StateRunning {
+		f.s.exit(c, 137, false, f.s.clock())
+	}
+	delete(f.s.ctrs, id)
+	delete(f.s.names, c.key)
+	f.s.emit(c.node, c.c.Pod.UID, id, "destroy")
+	return nil
+}
+
+// ListContainers returns this node's containers.
+func (f *Fake) ListContainers(ctx context.Context) ([]*runner.Container, error) {
+	f.s.mu.Lock()
+	defer f.s.mu.Unlock()
+	if err := f.call("ListContainers"); err != nil {
+		return nil, err
+	}
+	var out []*runner.Container
+	for _, c := range f.s.ctrs {
+		if c.node != f.node {
+			continue
+		}
+		cc := c.c
+		out = append(out, &cc)
+	}
+	return out, nil
+}
+
+// ImageStatus returns a local image, or ErrNotFound.
+func (f *Fake) ImageStatus(ctx context.Context, ref string) (*runner.Image, error) {
+	f.s.mu.Lock()
+	defer f.s.mu.Unlock()
+	if err := f.call("ImageStatus"); err != nil {
+		return nil, err
+	}
+	img, ok := f.s.images[ref]
+	if !ok {
+		return nil, fmt.Errorf("image %s: %w", ref, runner.ErrNotFound)
+	}
+	cp := *img
+	return &cp, nil
+}
+
+// PullImage makes ref local, unless SetPullError set an error for it.
+func (f *Fake) PullImage(ctx context.Context, ref string, auth *runner.AuthConfig) (*runner.Image, error) {
+	f.s.mu.Lock()
+	defer f.s.mu.Unlock()
+	if err := f.call("PullImage"); err != nil {
+		return nil, err
+	}
+	if err := f.s.pullErrs[ref]; err != nil {
+		return nil, fmt.Errorf("pull %s: %w", ref, err)
+	}
+	cp := *f.s.addImage(ref)
+	return &cp, nil
+}
+
+// UpdateContainerResources changes a container's recorded resources. As on
+// Docker, a memory limit cannot be removed in place.
+func (f *Fake) UpdateContainerResources(ctx context.Context, id string, res *runner.Resources) error {
+	f.s.mu.Lock()
+	defer f.s.mu.Unlock()
+	if err := f.call("UpdateContainerResources"); err != nil {
+		return err
+	}
+	c, err := f.ctr(id)
+	if err != nil {
+		return fmt.Errorf("update: %w", err)
+	}
+	if res.MemoryLimit == 0 && c.cfg.Resources.MemoryLimit > 0 {
+		return fmt.Errorf("update %s: removing the memory limit: cannot be changed in place", c.cfg.Name)
+	}
+	c.cfg.Resources = *res
+	return nil
+}
+
+// ContainerLogs writes what the container wrote; with Follow, it then waits
+// for the run to end (or ctx).
+func (f *Fake) ContainerLogs(ctx context.Context, id string, opts runner.LogOptions, stdout, stderr io.Writer) error {
+	f.s.mu.Lock()
+	if err := f.call("ContainerLogs"); err != nil {
+		f.s.mu.Unlock()
+		return err
+	}
+	c, err := f.ctr(id)
+	if err != nil {
+		f.s.mu.Unlock()
+		return fmt.Errorf("logs: %w", err)
+	}
+	lines := append([]logLine(nil), c.logs...)
+	done := c.done
+	f.s.mu.Unlock()
+
+	if opts.Tail >= 0 && len(lines) > opts.Tail {
+		lines = lines[len(lines)-opts.Tail:]
+	}
+	var out, errOut bytes.Buffer
+	for _, l := range lines {
+		w := &out
+		if l.stderr {
+			w = &errOut
+		}
+		if opts.Timestamps {
+			w.WriteString(l.at.UTC().Format(time.RFC3339Nano) + " ")
+		}
+		w.WriteString(l.text)
+	}
+	if stdout != nil {
+		if _, err := stdout.Write(out.Bytes()); err != nil {
+			return err
+		}
+	}
+	if stderr != nil {
+		if _, err := stderr.Write(errOut.Bytes()); err != nil {
+			return err
+		}
+	}
+	if opts.Follow && done != nil {
+		select {
+		case <-done:
+		case <-ctx.Done():
+		}
+	}
+	return nil
+}
+
+// ErrInjected is a ready-made error for FailNext.
+var ErrInjected = errors.New("injected failure")

@@ -1,0 +1,1096 @@
+// Package runtimetest holds the conformance suite that states the
+// runner.Runtime contract, run against every implementation (runner/docker
+// against a real engine, and Fake), and Fake itself: the in-memory runtime
+// the sync core's unit tests use. Because the fake passes the same suite as
+// Docker, it cannot drift from what Docker really does where the sync core
+// can tell.
+package runtimetest
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/podrun/podrun/runner"
+)
+
+// Process names a behaviour the suite needs of a container's process.
+type Process int
+
+const (
+	// ProcessRun runs until stopped, and exits promptly on SIGTERM.
+	ProcessRun Process = iota
+	// ProcessIgnoreTerm runs until killed: it ignores SIGTERM.
+	ProcessIgnoreTerm
+	// ProcessExitEnv exits at once with the code in its env var CODE.
+	ProcessExitEnv
+	// ProcessEcho writes "hello" and a newline to stdout and exits 0.
+	ProcessEcho
+	// ProcessOOM allocates well beyond an 8 MiB memory limit at once.
+	ProcessOOM
+	// ProcessStartFails cannot start (say, its executable does not exist).
+	ProcessStartFails
+)
+
+// Env is what the suite needs to know of an implementation.
+type Env struct {
+	// Image is a local image containers are made from. It must have no
+	// entrypoint (a command line may be given as args alone).
+	Image string
+	// InfraImage is a local image sandboxes are made from.
+	InfraImage string
+	// Argv returns the command line of a process that behaves as p.
+	Argv func(p Process) []string
+	// CreateSandboxOnly makes, without starting it, the sandbox RunSandbox
+	// would make for cfg, as a podrun killed between the two steps leaves
+	// it. nil skips the test of adopting one.
+	CreateSandboxOnly func(t *testing.T, rt runner.Runtime, cfg *runner.SandboxConfig) string
+	// NoOOM skips the test that a container killed for memory reports
+	// OOMKilled.
+	NoOOM bool
+	// Timeout bounds each wait for a state; 0 means 30 s.
+	Timeout time.Duration
+}
+
+// FakeEnv is the Env of Fake: the images it needs are added by NewFakeForSuite.
+func FakeEnv() Env {
+	return Env{
+		Image:      "fake.test/app:1",
+		InfraImage: "fake.test/pause:1",
+		Argv: func(p Process) []string {
+			return map[Process][]string{
+				ProcessRun:        {FakeScript, "run"},
+				ProcessIgnoreTerm: {FakeScript, "ignore-term"},
+				ProcessExitEnv:    {FakeScript, "exit", "$CODE"},
+				ProcessEcho:       {FakeScript, "echo", "hello"},
+				ProcessOOM:        {FakeScript, "oom"},
+				ProcessStartFails: {FakeScript, "start-fails"},
+			}[p]
+		},
+		CreateSandboxOnly: func(t *testing.T, rt runner.Runtime, cfg *runner.SandboxConfig) string {
+			t.Helper()
+			id, err := rt.(*Fake).CreateSandboxOnly(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return id
+		},
+	}
+}
+
+// NewFakeForSuite returns the newRuntime function of Run for Fake: one fake
+// engine (with FakeEnv's images) viewed per node.
+func NewFakeForSuite() func(t *testing.T, nodeName string) runner.Runtime {
+	engine := NewFake("")
+	env := FakeEnv()
+	engine.AddImage(env.Image)
+	engine.AddImage(env.InfraImage)
+	return func(t *testing.T, nodeName string) runner.Runtime { return engine.ForNode(nodeName) }
+}
+
+// Run runs the conformance suite. newRuntime returns a runtime for a node;
+// called twice with one name, it returns two runtimes over the same engine
+// (as a restarted podrun). Each test uses node names of its own and removes
+// what it made.
+func Run(t *testing.T, newRuntime func(t *testing.T, nodeName string) runner.Runtime, env Env) {
+	if env.Timeout == 0 {
+		env.Timeout = 30 * time.Second
+	}
+	tests := []struct {
+		name string
+		fn   func(*testing.T, *suite)
+	}{
+		{"SandboxLifecycle", testSandboxLifecycle},
+		{"SandboxIdempotent", testSandboxIdempotent},
+		{"SandboxConcurrentRun", testSandboxConcurrentRun},
+		{"SandboxAdoptCreated", testSandboxAdoptCreated},
+		{"SandboxAttempts", testSandboxAttempts},
+		{"ContainerLifecycle", testContainerLifecycle},
+		{"ContainerIdempotent", testContainerIdempotent},
+		{"ContainerIdentity", testContainerIdentity},
+		{"ExitCode", testExitCode},
+		{"StopGrace", testStopGrace},
+		{"StartFails", testStartFails},
+		{"StartInStoppedSandbox", testStartInStoppedSandbox},
+		{"OOMKilled", testOOMKilled},
+		{"NotFound", testNotFound},
+		{"NodeIsolation", testNodeIsolation},
+		{"Adoption", testAdoption},
+		{"Images", testImages},
+		{"Logs", testLogs},
+		{"UpdateResources", testUpdateResources},
+		{"Exec", testExec},
+		{"Events", testEvents},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := &suite{env: env, newRuntime: newRuntime}
+			tc.fn(t, s)
+		})
+	}
+}
+
+type suite struct {
+	env        Env
+	newRuntime func(t *testing.T, nodeName string) runner.Runtime
+}
+
+func randHex(n int) string {
+	b := make([]byte, (n+1)/2)
+	if _, err := rand.Read(b); err != nil {
+		panic(err)
+	}
+	return hex.EncodeToString(b)[:n]
+}
+
+// runtime returns a runtime for a new node, cleaned at the end of the test.
+func (s *suite) runtime(t *testing.T) (runner.Runtime, string) {
+	t.Helper()
+	node := "rt-" + randHex(8)
+	rt := s.newRuntime(t, node)
+	s.cleanup(t, rt)
+	return rt, node
+}
+
+// cleanup removes, at the end of the test, everything rt's node has.
+func (s *suite) cleanup(t *testing.T, rt runner.Runtime) {
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		cs, err := rt.ListContainers(ctx)
+		if err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+		for _, c := range cs {
+			if err := rt.RemoveContainer(ctx, c.ID); err != nil {
+				t.Errorf("cleanup: %v", err)
+			}
+		}
+		sbs, err := rt.ListSandboxes(ctx)
+		if err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+		for _, sb := range sbs {
+			if err := rt.RemoveSandbox(ctx, sb.ID); err != nil {
+				t.Errorf("cleanup: %v", err)
+			}
+		}
+	})
+}
+
+func ctxFor(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// sandboxConfig is a sandbox of a new pod.
+func (s *suite) sandboxConfig(name string) *runner.SandboxConfig {
+	return &runner.SandboxConfig{
+		Pod:      runner.PodRef{UID: randHex(8) + "-" + randHex(4) + "-" + randHex(4) + "-" + randHex(4) + "-" + randHex(12), Name: name, Namespace: "default"},
+		Attempt:  0,
+		Hash:     "sb-" + randHex(6),
+		Image:    s.env.InfraImage,
+		Hostname: name,
+		Labels:   map[string]string{"app": name},
+		Source:   "/etc/podrun/manifests/" + name + ".yaml",
+		// A grace period kept with the sandbox.
+		GracePeriod: 45 * time.Second,
+	}
+}
+
+// containerConfig is a container running p.
+func (s *suite) containerConfig(name string, p Process) *runner.ContainerConfig {
+	argv := s.env.Argv(p)
+	return &runner.ContainerConfig{
+		Name:          name,
+		Type:          runner.ContainerTypeApp,
+		Hash:          "c-" + randHex(6),
+		ResourcesHash: "r-" + randHex(6),
+		Image:         s.env.Image,
+		Command:       argv[:1],
+		Args:          argv[1:],
+	}
+}
+
+func (s *suite) runSandbox(t *testing.T, rt runner.Runtime, cfg *runner.SandboxConfig) string {
+	t.Helper()
+	id, err := rt.RunSandbox(ctxFor(t), cfg)
+	if err != nil {
+		t.Fatalf("RunSandbox: %v", err)
+	}
+	return id
+}
+
+func (s *suite) create(t *testing.T, rt runner.Runtime, sbID string, sb *runner.SandboxConfig, cfg *runner.ContainerConfig) string {
+	t.Helper()
+	id, err := rt.CreateContainer(ctxFor(t), sbID, sb, cfg)
+	if err != nil {
+		t.Fatalf("CreateContainer %s: %v", cfg.Name, err)
+	}
+	return id
+}
+
+func (s *suite) start(t *testing.T, rt runner.Runtime, id string) {
+	t.Helper()
+	if err := rt.StartContainer(ctxFor(t), id); err != nil {
+		t.Fatalf("StartContainer: %v", err)
+	}
+}
+
+func findSandbox(t *testing.T, rt runner.Runtime, id string) *runner.Sandbox {
+	t.Helper()
+	sbs, err := rt.ListSandboxes(ctxFor(t))
+	if err != nil {
+		t.Fatalf("ListSandboxes: %v", err)
+	}
+	for _, sb := range sbs {
+		if sb.ID == id {
+			return sb
+		}
+	}
+	return nil
+}
+
+func findContainer(t *testing.T, rt runner.Runtime, id string) *runner.Container {
+	t.Helper()
+	cs, err := rt.ListContainers(ctxFor(t))
+	if err != nil {
+		t.Fatalf("ListContainers: %v", err)
+	}
+	for _, c := range cs {
+		if c.ID == id {
+			return c
+		}
+	}
+	return nil
+}
+
+// waitContainer polls the list until id satisfies ok, and returns it.
+func (s *suite) waitContainer(t *testing.T, rt runner.Runtime, id, what string, ok func(*runner.Container) bool) *runner.Container {
+	t.Helper()
+	deadline := time.Now().Add(s.env.Timeout)
+	for {
+		c := findContainer(t, rt, id)
+		if c != nil && ok(c) {
+			return c
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("container %.12s: not %s within %s; last seen: %+v", id, what, s.env.Timeout, c)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func exited(c *runner.Container) bool { return c.State == runner.StateExited }
+
+func testSandboxLifecycle(t *testing.T, s *suite) {
+	rt, _ := s.runtime(t)
+	ctx := ctxFor(t)
+	cfg := s.sandboxConfig("life")
+	before := time.Now().Add(-2 * time.Second) // some runtimes stamp whole seconds
+	id := s.runSandbox(t, rt, cfg)
+
+	sb := findSandbox(t, rt, id)
+	if sb == nil {
+		t.Fatalf("sandbox %s not listed", id)
+	}
+	if sb.Pod != cfg.Pod || sb.Attempt != cfg.Attempt || sb.Hash != cfg.Hash {
+		t.Errorf("listed identity = %+v/%d/%q, want %+v/%d/%q", sb.Pod, sb.Attempt, sb.Hash, cfg.Pod, cfg.Attempt, cfg.Hash)
+	}
+	if sb.Source != cfg.Source || sb.GracePeriod != cfg.GracePeriod {
+		t.Errorf("listed source %q, grace period %s; want %q, %s", sb.Source, sb.GracePeriod, cfg.Source, cfg.GracePeriod)
+	}
+	if sb.State != runner.StateRunning {
+		t.Errorf("state = %s, want running", sb.State)
+	}
+	if sb.IP == "" {
+		t.Errorf("a running sandbox on its own network has no IP")
+	}
+	if sb.CreatedAt.Before(before) || sb.CreatedAt.After(time.Now().Add(2*time.Second)) {
+		t.Errorf("CreatedAt = %v, want about now", sb.CreatedAt)
+	}
+
+	if err := rt.StopSandbox(ctx, id, 10*time.Second); err != nil {
+		t.Fatalf("StopSandbox: %v", err)
+	}
+	if sb := findSandbox(t, rt, id); sb == nil || sb.State != runner.StateExited {
+		t.Fatalf("after stop: %+v, want exited", sb)
+	}
+	if err := rt.StopSandbox(ctx, id, 10*time.Second); err != nil {
+		t.Errorf("stopping a stopped sandbox: %v, want nil", err)
+	}
+
+	// Running it again adopts and restarts the stopped one.
+	again := s.runSandbox(t, rt, cfg)
+	if again != id {
+		t.Errorf("RunSandbox after stop = %s, want the same sandbox %s", again, id)
+	}
+	if sb := findSandbox(t, rt, id); sb == nil || sb.State != runner.StateRunning {
+		t.Errorf("after RunSandbox of a stopped sandbox: %+v, want running", sb)
+	}
+
+	if err := rt.RemoveSandbox(ctx, id); err != nil {
+		t.Fatalf("RemoveSandbox: %v", err)
+	}
+	if sb := findSandbox(t, rt, id); sb != nil {
+		t.Fatalf("removed sandbox still listed: %+v", sb)
+	}
+	if err := rt.RemoveSandbox(ctx, id); err != nil {
+		t.Errorf("removing a removed sandbox: %v, want nil", err)
+	}
+	if err := rt.StopSandbox(ctx, id, time.Second); !errors.Is(err, runner.ErrNotFound) {
+		t.Errorf("stopping a removed sandbox: %v, want ErrNotFound", err)
+	}
+}
+
+func testSandboxIdempotent(t *testing.T, s *suite) {
+	rt, _ := s.runtime(t)
+	cfg := s.sandboxConfig("idem")
+	id1 := s.runSandbox(t, rt, cfg)
+	id2 := s.runSandbox(t, rt, cfg)
+	if id1 != id2 {
+		t.Errorf("RunSandbox twice = %s, %s, want one sandbox", id1, id2)
+	}
+	sbs, err := rt.ListSandboxes(ctxFor(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sbs) != 1 {
+		t.Errorf("listed %d sandboxes, want 1", len(sbs))
+	}
+}
+
+func testSandboxConcurrentRun(t *testing.T, s *suite) {
+	rt, _ := s.runtime(t)
+	cfg := s.sandboxConfig("race")
+	const n = 4
+	ids := make([]string, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ids[i], errs[i] = rt.RunSandbox(ctxFor(t), cfg)
+		}()
+	}
+	wg.Wait()
+	for i := range n {
+		if errs[i] != nil {
+			t.Fatalf("RunSandbox %d: %v", i, errs[i])
+		}
+		if ids[i] != ids[0] {
+			t.Errorf("concurrent RunSandbox returned %s and %s", ids[0], ids[i])
+		}
+	}
+	sbs, err := rt.ListSandboxes(ctxFor(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sbs) != 1 || sbs[0].State != runner.StateRunning {
+		t.Errorf("after concurrent RunSandbox: %d sandboxes (%+v), want 1 running", len(sbs), sbs)
+	}
+}
+
+func testSandboxAdoptCreated(t *testing.T, s *suite) {
+	if s.env.CreateSandboxOnly == nil {
+		t.Skip("the implementation has no way to make a created-only sandbox")
+	}
+	rt, _ := s.runtime(t)
+	cfg := s.sandboxConfig("adopt")
+	created := s.env.CreateSandboxOnly(t, rt, cfg)
+	if sb := findSandbox(t, rt, created); sb == nil || sb.State != runner.StateCreated {
+		t.Fatalf("created-only sandbox: %+v, want state created", sb)
+	}
+	id := s.runSandbox(t, rt, cfg)
+	if id != created {
+		t.Errorf("RunSandbox = %s, want the created sandbox %s adopted", id, created)
+	}
+	sbs, err := rt.ListSandboxes(ctxFor(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sbs) != 1 || sbs[0].State != runner.StateRunning {
+		t.Errorf("after adoption: %+v, want one running sandbox", sbs)
+	}
+}
+
+func testSandboxAttempts(t *testing.T, s *suite) {
+	rt, _ := s.runtime(t)
+	cfg0 := s.sandboxConfig("attempts")
+	cfg1 := *cfg0
+	cfg1.Attempt = 1
+	id0 := s.runSandbox(t, rt, cfg0)
+	id1 := s.runSandbox(t, rt, &cfg1)
+	if id0 == id1 {
+		t.Fatalf("attempts 0 and 1 gave one sandbox %s", id0)
+	}
+	for id, attempt := range map[string]int{id0: 0, id1: 1} {
+		sb := findSandbox(t, rt, id)
+		if sb == nil || sb.Attempt != attempt {
+			t.Errorf("sandbox %s: %+v, want attempt %d", id, sb, attempt)
+		}
+	}
+}
+
+func testContainerLifecycle(t *testing.T, s *suite) {
+	rt, _ := s.runtime(t)
+	ctx := ctxFor(t)
+	sb := s.sandboxConfig("ctr")
+	sbID := s.runSandbox(t, rt, sb)
+	id := s.create(t, rt, sbID, sb, s.containerConfig("app", ProcessRun))
+
+	c := findContainer(t, rt, id)
+	if c == nil || c.State != runner.StateCreated {
+		t.Fatalf("after create: %+v, want created", c)
+	}
+	if !c.StartedAt.IsZero() || !c.FinishedAt.IsZero() {
+		t.Errorf("created container has StartedAt %v, FinishedAt %v; want zero", c.StartedAt, c.FinishedAt)
+	}
+	if findSandbox(t, rt, id) != nil {
+		t.Errorf("a container is listed as a sandbox")
+	}
+	if findContainer(t, rt, sbID) != nil {
+		t.Errorf("a sandbox is listed as a container")
+	}
+
+	before := time.Now().Add(-time.Second)
+	s.start(t, rt, id)
+	c = findContainer(t, rt, id)
+	if c == nil || c.State != runner.StateRunning {
+		t.Fatalf("after start: %+v, want running", c)
+	}
+	if c.StartedAt.Before(before) {
+		t.Errorf("StartedAt = %v, want after %v", c.StartedAt, before)
+	}
+	if err := rt.StartContainer(ctx, id); err != nil {
+		t.Errorf("starting a running container: %v, want nil", err)
+	}
+
+	if err := rt.StopContainer(ctx, id, 10*time.Second); err != nil {
+		t.Fatalf("StopContainer: %v", err)
+	}
+	c = findContainer(t, rt, id)
+	if c == nil || c.State != runner.StateExited {
+		t.Fatalf("after stop: %+v, want exited", c)
+	}
+	if c.FinishedAt.IsZero() || c.FinishedAt.Before(c.StartedAt) {
+		t.Errorf("FinishedAt = %v, StartedAt = %v", c.FinishedAt, c.StartedAt)
+	}
+	if err := rt.StopContainer(ctx, id, 10*time.Second); err != nil {
+		t.Errorf("stopping a stopped container: %v, want nil", err)
+	}
+
+	if err := rt.RemoveContainer(ctx, id); err != nil {
+		t.Fatalf("RemoveContainer: %v", err)
+	}
+	if c := findContainer(t, rt, id); c != nil {
+		t.Fatalf("removed container still listed: %+v", c)
+	}
+	if err := rt.RemoveContainer(ctx, id); err != nil {
+		t.Errorf("removing a removed container: %v, want nil", err)
+	}
+	if err := rt.StartContainer(ctx, id); !errors.Is(err, runner.ErrNotFound) {
+		t.Errorf("starting a removed container: %v, want ErrNotFound", err)
+	}
+
+	// A running container is removed too (killed first).
+	id2 := s.create(t, rt, sbID, sb, s.containerConfig("app2", ProcessRun))
+	s.start(t, rt, id2)
+	if err := rt.RemoveContainer(ctx, id2); err != nil {
+		t.Fatalf("RemoveContainer of a running container: %v", err)
+	}
+	if c := findContainer(t, rt, id2); c != nil {
+		t.Fatalf("removed running container still listed: %+v", c)
+	}
+
+	// A created container that never ran can be stopped (a no-op).
+	id3 := s.create(t, rt, sbID, sb, s.containerConfig("app3", ProcessRun))
+	if err := rt.StopContainer(ctx, id3, time.Second); err != nil {
+		t.Errorf("stopping a created container: %v, want nil", err)
+	}
+}
+
+func testContainerIdempotent(t *testing.T, s *suite) {
+	rt, _ := s.runtime(t)
+	sb := s.sandboxConfig("cidem")
+	sbID := s.runSandbox(t, rt, sb)
+	cfg := s.containerConfig("app", ProcessRun)
+	id1 := s.create(t, rt, sbID, sb, cfg)
+	id2 := s.create(t, rt, sbID, sb, cfg)
+	if id1 != id2 {
+		t.Errorf("CreateContainer twice = %s, %s, want one container", id1, id2)
+	}
+	// Concurrent creates of one identity make one container too.
+	cfg2 := s.containerConfig("racer", ProcessRun)
+	const n = 4
+	ids := make([]string, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ids[i], errs[i] = rt.CreateContainer(ctxFor(t), sbID, sb, cfg2)
+		}()
+	}
+	wg.Wait()
+	for i := range n {
+		if errs[i] != nil {
+			t.Fatalf("CreateContainer %d: %v", i, errs[i])
+		}
+		if ids[i] != ids[0] {
+			t.Errorf("concurrent CreateContainer returned %s and %s", ids[0], ids[i])
+		}
+	}
+	// A new attempt is a new container.
+	cfg3 := *cfg
+	cfg3.Attempt = 1
+	id3 := s.create(t, rt, sbID, sb, &cfg3)
+	if id3 == id1 {
+		t.Errorf("attempt 1 returned attempt 0's container")
+	}
+	cs, err := rt.ListContainers(ctxFor(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cs) != 3 {
+		t.Errorf("listed %d containers, want 3 (app#0, app#1, racer#0)", len(cs))
+	}
+}
+
+func testContainerIdentity(t *testing.T, s *suite) {
+	rt, _ := s.runtime(t)
+	sb := s.sandboxConfig("ident")
+	sbID := s.runSandbox(t, rt, sb)
+	initCfg := s.containerConfig("setup", ProcessRun)
+	initCfg.Type = runner.ContainerTypeInit
+	initCfg.Attempt = 2
+	appCfg := s.containerConfig("web", ProcessRun)
+	appCfg.Attempt = 5
+	appCfg.Labels = map[string]string{"example.com/extra": "yes"}
+	for _, cfg := range []*runner.ContainerConfig{initCfg, appCfg} {
+		id := s.create(t, rt, sbID, sb, cfg)
+		c := findContainer(t, rt, id)
+		if c == nil {
+			t.Fatalf("container %s not listed", id)
+		}
+		want := runner.Container{
+			ID: id, SandboxID: sbID, Pod: sb.Pod, Name: cfg.Name, Type: cfg.Type,
+			Attempt: cfg.Attempt, Hash: cfg.Hash, ResourcesHash: cfg.ResourcesHash, Image: cfg.Image,
+		}
+		got := runner.Container{
+			ID: c.ID, SandboxID: c.SandboxID, Pod: c.Pod, Name: c.Name, Type: c.Type,
+			Attempt: c.Attempt, Hash: c.Hash, ResourcesHash: c.ResourcesHash, Image: c.Image,
+		}
+		if got != want {
+			t.Errorf("listed identity:\n got %+v\nwant %+v", got, want)
+		}
+		if c.ImageID == "" {
+			t.Errorf("ImageID is empty")
+		}
+		if c.CreatedAt.IsZero() {
+			t.Errorf("CreatedAt is zero")
+		}
+	}
+}
+
+func testExitCode(t *testing.T, s *suite) {
+	rt, _ := s.runtime(t)
+	sb := s.sandboxConfig("exit")
+	sbID := s.runSandbox(t, rt, sb)
+	argv := s.env.Argv(ProcessExitEnv)
+	// The command line as command+args, command alone, and args alone.
+	splits := []struct {
+		name          string
+		command, args []string
+	}{
+		{"command-args", argv[:1], argv[1:]},
+		{"command", argv, nil},
+		{"args", nil, argv},
+	}
+	for i, sp := range splits {
+		for _, code := range []int{0, 3} {
+			cfg := s.containerConfig(fmt.Sprintf("exit%d-%d", i, code), ProcessExitEnv)
+			cfg.Command, cfg.Args = sp.command, sp.args
+			cfg.Env = []runner.EnvVar{{Name: "OTHER", Value: "1"}, {Name: "CODE", Value: fmt.Sprint(code)}}
+			id := s.create(t, rt, sbID, sb, cfg)
+			s.start(t, rt, id)
+			c := s.waitContainer(t, rt, id, "exited", exited)
+			if c.ExitCode != code {
+				t.Errorf("%s: exit code %d, want %d", sp.name, c.ExitCode, code)
+			}
+			if c.FinishedAt.IsZero() || c.StartedAt.IsZero() || c.FinishedAt.Before(c.StartedAt) {
+				t.Errorf("%s: StartedAt %v, FinishedAt %v", sp.name, c.StartedAt, c.FinishedAt)
+			}
+			if c.OOMKilled {
+				t.Errorf("%s: OOMKilled", sp.name)
+			}
+		}
+	}
+}
+
+func testStopGrace(t *testing.T, s *suite) {
+	rt, _ := s.runtime(t)
+	ctx := ctxFor(t)
+	sb := s.sandboxConfig("grace")
+	sbID := s.runSandbox(t, rt, sb)
+
+	stubborn := s.create(t, rt, sbID, sb, s.containerConfig("stubborn", ProcessIgnoreTerm))
+	polite := s.create(t, rt, sbID, sb, s.containerConfig("polite", ProcessRun))
+	s.start(t, rt, stubborn)
+	s.start(t, rt, polite)
+
+	const grace = 2 * time.Second
+	before := time.Now()
+	if err := rt.StopContainer(ctx, stubborn, grace); err != nil {
+		t.Fatalf("StopContainer: %v", err)
+	}
+	c := s.waitContainer(t, rt, stubborn, "exited", exited)
+	if took := c.FinishedAt.Sub(before); took < grace-200*time.Millisecond {
+		t.Errorf("a process ignoring SIGTERM was stopped after %s, before the grace period %s", took, grace)
+	}
+	if c.ExitCode != 137 {
+		t.Errorf("a process killed after grace: exit code %d, want 137 (SIGKILL)", c.ExitCode)
+	}
+
+	before = time.Now()
+	if err := rt.StopContainer(ctx, polite, 30*time.Second); err != nil {
+		t.Fatalf("StopContainer: %v", err)
+	}
+	c = s.waitContainer(t, rt, polite, "exited", exited)
+	if took := c.FinishedAt.Sub(before); took > 10*time.Second {
+		t.Errorf("a process exiting on SIGTERM took %s to stop", took)
+	}
+}
+
+func testStartFails(t *testing.T, s *suite) {
+	rt, _ := s.runtime(t)
+	sb := s.sandboxConfig("fails")
+	sbID := s.runSandbox(t, rt, sb)
+	id := s.create(t, rt, sbID, sb, s.containerConfig("broken", ProcessStartFails))
+	if err := rt.StartContainer(ctxFor(t), id); err == nil {
+		t.Fatalf("StartContainer of a container that cannot start: nil error")
+	}
+	c := findContainer(t, rt, id)
+	if c == nil || c.State != runner.StateExited || c.ExitCode == 0 || c.Message == "" {
+		t.Fatalf("after a failed start: %+v, want exited with a non-zero code and a message", c)
+	}
+	if c.FinishedAt.IsZero() {
+		t.Errorf("after a failed start: FinishedAt is zero")
+	}
+}
+
+func testStartInStoppedSandbox(t *testing.T, s *suite) {
+	rt, _ := s.runtime(t)
+	sb := s.sandboxConfig("orphan")
+	sbID := s.runSandbox(t, rt, sb)
+	id := s.create(t, rt, sbID, sb, s.containerConfig("app", ProcessRun))
+	if err := rt.StopSandbox(ctxFor(t), sbID, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.StartContainer(ctxFor(t), id); err == nil {
+		t.Fatalf("a container started in a stopped sandbox")
+	}
+	if c := findContainer(t, rt, id); c == nil || c.State == runner.StateRunning {
+		t.Errorf("after starting in a stopped sandbox: %+v, want not running", c)
+	}
+	// In a removed sandbox: an error, but not ErrNotFound, which would say
+	// the container itself is gone.
+	id2 := s.create(t, rt, sbID, sb, s.containerConfig("app2", ProcessRun))
+	if err := rt.RemoveSandbox(ctxFor(t), sbID); err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.StartContainer(ctxFor(t), id2); err == nil || errors.Is(err, runner.ErrNotFound) {
+		t.Errorf("starting a container whose sandbox is removed = %v, want an error other than ErrNotFound", err)
+	}
+	if c := findContainer(t, rt, id2); c == nil || c.State == runner.StateRunning {
+		t.Errorf("after starting in a removed sandbox: %+v, want listed, not running", c)
+	}
+}
+
+func testOOMKilled(t *testing.T, s *suite) {
+	if s.env.NoOOM {
+		t.Skip("the implementation cannot report OOM kills here")
+	}
+	rt, _ := s.runtime(t)
+	sb := s.sandboxConfig("oom")
+	sbID := s.runSandbox(t, rt, sb)
+	cfg := s.containerConfig("hog", ProcessOOM)
+	cfg.Resources.MemoryLimit = 8 << 20
+	id := s.create(t, rt, sbID, sb, cfg)
+	s.start(t, rt, id)
+	c := s.waitContainer(t, rt, id, "exited", exited)
+	if !c.OOMKilled {
+		t.Errorf("a container over its memory limit: %+v, want OOMKilled", c)
+	}
+	if c.ExitCode != 137 {
+		t.Errorf("OOM-killed: exit code %d, want 137", c.ExitCode)
+	}
+}
+
+func testNotFound(t *testing.T, s *suite) {
+	rt, _ := s.runtime(t)
+	ctx := ctxFor(t)
+	missing := randHex(64)
+	sb := s.sandboxConfig("nf")
+
+	if err := rt.StartContainer(ctx, missing); !errors.Is(err, runner.ErrNotFound) {
+		t.Errorf("StartContainer(missing) = %v, want ErrNotFound", err)
+	}
+	if err := rt.StopContainer(ctx, missing, time.Second); !errors.Is(err, runner.ErrNotFound) {
+		t.Errorf("StopContainer(missing) = %v, want ErrNotFound", err)
+	}
+	if err := rt.StopSandbox(ctx, missing, time.Second); !errors.Is(err, runner.ErrNotFound) {
+		t.Errorf("StopSandbox(missing) = %v, want ErrNotFound", err)
+	}
+	if err := rt.RemoveContainer(ctx, missing); err != nil {
+		t.Errorf("RemoveContainer(missing) = %v, want nil", err)
+	}
+	if err := rt.RemoveSandbox(ctx, missing); err != nil {
+		t.Errorf("RemoveSandbox(missing) = %v, want nil", err)
+	}
+	if _, err := rt.CreateContainer(ctx, missing, sb, s.containerConfig("x", ProcessRun)); !errors.Is(err, runner.ErrNotFound) {
+		t.Errorf("CreateContainer(missing sandbox) = %v, want ErrNotFound", err)
+	}
+	if u, ok := rt.(runner.ResourceUpdater); ok {
+		if err := u.UpdateContainerResources(ctx, missing, &runner.Resources{}); !errors.Is(err, runner.ErrNotFound) {
+			t.Errorf("UpdateContainerResources(missing) = %v, want ErrNotFound", err)
+		}
+	}
+	if l, ok := rt.(runner.LogReader); ok {
+		if err := l.ContainerLogs(ctx, missing, runner.LogOptions{Tail: -1}, nil, nil); !errors.Is(err, runner.ErrNotFound) {
+			t.Errorf("ContainerLogs(missing) = %v, want ErrNotFound", err)
+		}
+	}
+
+	// A missing image.
+	noImage := *sb
+	noImage.Image = "podrun.invalid/no-such-image:" + randHex(6)
+	if _, err := rt.RunSandbox(ctx, &noImage); !errors.Is(err, runner.ErrNotFound) {
+		t.Errorf("RunSandbox(missing image) = %v, want ErrNotFound", err)
+	}
+	sbID := s.runSandbox(t, rt, sb)
+	cfg := s.containerConfig("noimage", ProcessRun)
+	cfg.Image = noImage.Image
+	if _, err := rt.CreateContainer(ctx, sbID, sb, cfg); !errors.Is(err, runner.ErrNotFound) {
+		t.Errorf("CreateContainer(missing image) = %v, want ErrNotFound", err)
+	}
+
+	// A sandbox ID is no container ID, and the reverse.
+	id := s.create(t, rt, sbID, sb, s.containerConfig("app", ProcessRun))
+	if err := rt.StartContainer(ctx, sbID); !errors.Is(err, runner.ErrNotFound) {
+		t.Errorf("StartContainer(a sandbox) = %v, want ErrNotFound", err)
+	}
+	if err := rt.StopSandbox(ctx, id, time.Second); !errors.Is(err, runner.ErrNotFound) {
+		t.Errorf("StopSandbox(a container) = %v, want ErrNotFound", err)
+	}
+	if _, err := rt.CreateContainer(ctx, id, sb, s.containerConfig("x", ProcessRun)); !errors.Is(err, runner.ErrNotFound) {
+		t.Errorf("CreateContainer(in a container) = %v, want ErrNotFound", err)
+	}
+}
+
+func testNodeIsolation(t *testing.T, s *suite) {
+	rtA, _ := s.runtime(t)
+	rtB, _ := s.runtime(t)
+	ctx := ctxFor(t)
+	sb := s.sandboxConfig("iso")
+	sbID := s.runSandbox(t, rtA, sb)
+	id := s.create(t, rtA, sbID, sb, s.containerConfig("app", ProcessRun))
+	s.start(t, rtA, id)
+
+	if sbs, err := rtB.ListSandboxes(ctx); err != nil || len(sbs) != 0 {
+		t.Errorf("node B lists sandboxes %+v (%v), want none", sbs, err)
+	}
+	if cs, err := rtB.ListContainers(ctx); err != nil || len(cs) != 0 {
+		t.Errorf("node B lists containers %+v (%v), want none", cs, err)
+	}
+	if err := rtB.StopSandbox(ctx, sbID, time.Second); !errors.Is(err, runner.ErrNotFound) {
+		t.Errorf("node B stops node A's sandbox: %v, want ErrNotFound", err)
+	}
+	if err := rtB.StopContainer(ctx, id, time.Second); !errors.Is(err, runner.ErrNotFound) {
+		t.Errorf("node B stops node A's container: %v, want ErrNotFound", err)
+	}
+	if err := rtB.StartContainer(ctx, id); !errors.Is(err, runner.ErrNotFound) {
+		t.Errorf("node B starts node A's container: %v, want ErrNotFound", err)
+	}
+	if _, err := rtB.CreateContainer(ctx, sbID, sb, s.containerConfig("intruder", ProcessRun)); !errors.Is(err, runner.ErrNotFound) {
+		t.Errorf("node B creates in node A's sandbox: %v, want ErrNotFound", err)
+	}
+	// Removing what B cannot see is "already gone" for B, and leaves A's.
+	if err := rtB.RemoveContainer(ctx, id); err != nil {
+		t.Errorf("node B removes node A's container: %v, want nil (not found)", err)
+	}
+	if err := rtB.RemoveSandbox(ctx, sbID); err != nil {
+		t.Errorf("node B removes node A's sandbox: %v, want nil (not found)", err)
+	}
+	if c := findContainer(t, rtA, id); c == nil || c.State != runner.StateRunning {
+		t.Errorf("node A's container after node B's calls: %+v, want running", c)
+	}
+	if sb := findSandbox(t, rtA, sbID); sb == nil || sb.State != runner.StateRunning {
+		t.Errorf("node A's sandbox after node B's calls: %+v, want running", sb)
+	}
+	// An identity held by another node is an error, neither adopted nor
+	// duplicated.
+	if got, err := rtB.RunSandbox(ctx, sb); err == nil {
+		t.Errorf("node B's RunSandbox of node A's pod identity = %s, want an error", got)
+	}
+	if sbs, _ := rtA.ListSandboxes(ctx); len(sbs) != 1 {
+		t.Errorf("node A has %d sandboxes, want 1", len(sbs))
+	}
+}
+
+func testAdoption(t *testing.T, s *suite) {
+	rt, node := s.runtime(t)
+	ctx := ctxFor(t)
+	sb := s.sandboxConfig("adopt")
+	sbID := s.runSandbox(t, rt, sb)
+	cfg := s.containerConfig("app", ProcessRun)
+	id := s.create(t, rt, sbID, sb, cfg)
+	s.start(t, rt, id)
+
+	// A restarted podrun: a new runtime for the same node, over the same
+	// engine, with nothing but what it lists.
+	rt2 := s.newRuntime(t, node)
+	c := findContainer(t, rt2, id)
+	if c == nil || c.State != runner.StateRunning || c.Name != cfg.Name || c.Hash != cfg.Hash || c.SandboxID != sbID {
+		t.Fatalf("new runtime lists %+v, want the running container", c)
+	}
+	if got := s.runSandbox(t, rt2, sb); got != sbID {
+		t.Errorf("new runtime's RunSandbox = %s, want the existing %s", got, sbID)
+	}
+	if got := s.create(t, rt2, sbID, sb, cfg); got != id {
+		t.Errorf("new runtime's CreateContainer = %s, want the existing %s", got, id)
+	}
+	if c := findContainer(t, rt2, id); c == nil || c.State != runner.StateRunning {
+		t.Errorf("adopted container: %+v, want still running", c)
+	}
+	if err := rt2.StopContainer(ctx, id, 10*time.Second); err != nil {
+		t.Errorf("new runtime stops the adopted container: %v", err)
+	}
+}
+
+func testImages(t *testing.T, s *suite) {
+	rt, _ := s.runtime(t)
+	ctx := ctxFor(t)
+	img, err := rt.ImageStatus(ctx, s.env.Image)
+	if err != nil {
+		t.Fatalf("ImageStatus(%s): %v", s.env.Image, err)
+	}
+	if img.ID == "" {
+		t.Errorf("ImageStatus(%s): empty ID", s.env.Image)
+	}
+	if _, err := rt.ImageStatus(ctx, "podrun.invalid/no-such-image:"+randHex(6)); !errors.Is(err, runner.ErrNotFound) {
+		t.Errorf("ImageStatus(missing) = %v, want ErrNotFound", err)
+	}
+}
+
+func testLogs(t *testing.T, s *suite) {
+	rt, _ := s.runtime(t)
+	l, ok := rt.(runner.LogReader)
+	if !ok {
+		t.Skip("not a LogReader")
+	}
+	ctx := ctxFor(t)
+	sb := s.sandboxConfig("logs")
+	sbID := s.runSandbox(t, rt, sb)
+	id := s.create(t, rt, sbID, sb, s.containerConfig("talker", ProcessEcho))
+	s.start(t, rt, id)
+	s.waitContainer(t, rt, id, "exited", exited)
+
+	var out, errOut bytes.Buffer
+	if err := l.ContainerLogs(ctx, id, runner.LogOptions{Tail: -1}, &out, &errOut); err != nil {
+		t.Fatalf("ContainerLogs: %v", err)
+	}
+	if out.String() != "hello\n" || errOut.Len() != 0 {
+		t.Errorf("logs: stdout %q, stderr %q; want \"hello\\n\", nothing", out.String(), errOut.String())
+	}
+	out.Reset()
+	if err := l.ContainerLogs(ctx, id, runner.LogOptions{Tail: -1, Timestamps: true}, &out, nil); err != nil {
+		t.Fatalf("ContainerLogs: %v", err)
+	}
+	if ts, rest, _ := strings.Cut(out.String(), " "); rest != "hello\n" || !strings.HasPrefix(ts, "20") {
+		t.Errorf("logs with timestamps: %q", out.String())
+	}
+	out.Reset()
+	if err := l.ContainerLogs(ctx, id, runner.LogOptions{Tail: 0}, &out, nil); err != nil {
+		t.Fatalf("ContainerLogs: %v", err)
+	}
+	if out.Len() != 0 {
+		t.Errorf("logs with tail 0: %q, want nothing", out.String())
+	}
+	// Following a container that has exited returns.
+	out.Reset()
+	if err := l.ContainerLogs(ctx, id, runner.LogOptions{Tail: -1, Follow: true}, &out, nil); err != nil {
+		t.Fatalf("ContainerLogs follow: %v", err)
+	}
+	if out.String() != "hello\n" {
+		t.Errorf("followed logs: %q", out.String())
+	}
+}
+
+func testUpdateResources(t *testing.T, s *suite) {
+	rt, _ := s.runtime(t)
+	u, ok := rt.(runner.ResourceUpdater)
+	if !ok {
+		t.Skip("not a ResourceUpdater")
+	}
+	ctx := ctxFor(t)
+	sb := s.sandboxConfig("update")
+	sbID := s.runSandbox(t, rt, sb)
+	cfg := s.containerConfig("app", ProcessRun)
+	cfg.Resources = runner.Resources{CPUShares: 512, MemoryLimit: 64 << 20}
+	id := s.create(t, rt, sbID, sb, cfg)
+	s.start(t, rt, id)
+	if err := u.UpdateContainerResources(ctx, id, &runner.Resources{CPUShares: 256, CPUQuota: 50000, CPUPeriod: 100000, MemoryLimit: 96 << 20}); err != nil {
+		t.Fatalf("UpdateContainerResources: %v", err)
+	}
+	if c := findContainer(t, rt, id); c == nil || c.State != runner.StateRunning {
+		t.Errorf("after an update: %+v, want still running (in place)", c)
+	}
+	// What cannot change in place is an error, so that the caller replaces
+	// the container: removing a memory limit.
+	if err := u.UpdateContainerResources(ctx, id, &runner.Resources{CPUShares: 256}); err == nil {
+		t.Errorf("removing a memory limit in place: nil error")
+	}
+}
+
+func testExec(t *testing.T, s *suite) {
+	rt, _ := s.runtime(t)
+	ex, ok := rt.(runner.Execer)
+	if !ok {
+		t.Skip("not an Execer")
+	}
+	ctx := ctxFor(t)
+	sb := s.sandboxConfig("exec")
+	sbID := s.runSandbox(t, rt, sb)
+	cfg := s.containerConfig("app", ProcessRun)
+	cfg.Env = []runner.EnvVar{{Name: "CODE", Value: "3"}}
+	id := s.create(t, rt, sbID, sb, cfg)
+	s.start(t, rt, id)
+
+	code, out, err := ex.Exec(ctx, id, s.env.Argv(ProcessEcho))
+	if err != nil || code != 0 || string(out) != "hello\n" {
+		t.Errorf("Exec(echo) = %d, %q, %v; want 0, \"hello\\n\", nil", code, out, err)
+	}
+	// The command gets the container's environment.
+	code, _, err = ex.Exec(ctx, id, s.env.Argv(ProcessExitEnv))
+	if err != nil || code != 3 {
+		t.Errorf("Exec(exit $CODE) = %d, %v; want 3, nil", code, err)
+	}
+	if c := findContainer(t, rt, id); c == nil || c.State != runner.StateRunning {
+		t.Errorf("after exec: %+v, want the container still running", c)
+	}
+	if _, _, err := ex.Exec(ctx, randHex(64), s.env.Argv(ProcessEcho)); !errors.Is(err, runner.ErrNotFound) {
+		t.Errorf("Exec(missing) = %v, want ErrNotFound", err)
+	}
+	if err := rt.StopContainer(ctx, id, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := ex.Exec(ctx, id, s.env.Argv(ProcessEcho)); err == nil {
+		t.Errorf("Exec in a stopped container: nil error")
+	}
+}
+
+// eventLog collects events from a channel.
+type eventLog struct {
+	mu     sync.Mutex
+	evs    []runner.Event
+	closed chan struct{}
+}
+
+func collect(ch <-chan runner.Event) *eventLog {
+	l := &eventLog{closed: make(chan struct{})}
+	go func() {
+		defer close(l.closed)
+		for ev := range ch {
+			l.mu.Lock()
+			l.evs = append(l.evs, ev)
+			l.mu.Unlock()
+		}
+	}()
+	return l
+}
+
+// wait waits for an event of id with action (and the pod's UID).
+func (l *eventLog) wait(t *testing.T, timeout time.Duration, podUID, id, action string) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		l.mu.Lock()
+		for _, ev := range l.evs {
+			if ev.ContainerID == id && ev.Action == action {
+				l.mu.Unlock()
+				if ev.PodUID != podUID {
+					t.Errorf("event %s of %.12s: pod UID %q, want %q", action, id, ev.PodUID, podUID)
+				}
+				return
+			}
+		}
+		evs := append([]runner.Event(nil), l.evs...)
+		l.mu.Unlock()
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s event for %.12s within %s; got %+v", action, id, timeout, evs)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func testEvents(t *testing.T, s *suite) {
+	rt, _ := s.runtime(t)
+	es, ok := rt.(runner.EventSource)
+	if !ok {
+		t.Skip("not an EventSource")
+	}
+	other, _ := s.runtime(t)
+	ctx, cancel := context.WithCancel(ctxFor(t))
+	defer cancel()
+	log := collect(es.Events(ctx))
+
+	sb := s.sandboxConfig("events")
+	uid := sb.Pod.UID
+	sbID := s.runSandbox(t, rt, sb)
+	log.wait(t, s.env.Timeout, uid, sbID, "start")
+
+	cfg := s.containerConfig("app", ProcessExitEnv)
+	cfg.Env = []runner.EnvVar{{Name: "CODE", Value: "0"}}
+	id := s.create(t, rt, sbID, sb, cfg)
+	s.start(t, rt, id)
+	log.wait(t, s.env.Timeout, uid, id, "start")
+	log.wait(t, s.env.Timeout, uid, id, "die")
+	if err := rt.RemoveContainer(ctxFor(t), id); err != nil {
+		t.Fatal(err)
+	}
+	log.wait(t, s.env.Timeout, uid, id, "destroy")
+
+	// Another node's objects make no event here.
+	osb := s.sandboxConfig("elsewhere")
+	oid := s.runSandbox(t, other, osb)
+	if err := rt.StopSandbox(ctxFor(t), sbID, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	log.wait(t, s.env.Timeout, uid, sbID, "die")
+	log.mu.Lock()
+	for _, ev := range log.evs {
+		if ev.ContainerID == oid || ev.PodUID == osb.Pod.UID {
+			t.Errorf("an event of another node's sandbox: %+v", ev)
+		}
+	}
+	log.mu.Unlock()
+
+	cancel()
+	select {
+	case <-log.closed:
+	case <-time.After(s.env.Timeout):
+		t.Fatalf("the event channel was not closed after ctx ended")
+	}
+}
