@@ -5,12 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/podrun/podrun/health"
 )
+
+// annotationSource is where the manifest package records a pod's source.
+const annotationSource = "podrun.io/source"
 
 // Waiting reasons for images, as the kubelet's.
 const (
@@ -33,12 +39,12 @@ func (e *imageError) Unwrap() error { return e.err }
 func (r *Runner) applyActions(ctx context.Context, pod *v1.Pod, st *podState, a *podActions, w *podWorker) error {
 	grace := gracePeriod(pod)
 	if a.KillPod {
-		if err := r.killPod(ctx, st, grace); err != nil {
+		if err := r.killPod(ctx, pod, st, grace); err != nil {
 			return fmt.Errorf("kill pod: %w", err)
 		}
 	}
 	var errs []error
-	r.stopContainers(ctx, a.Kill, grace, &errs)
+	r.stopContainers(ctx, pod, r.podEnv(pod, st.latestSandbox()).PodIP, a.Kill, grace, &errs)
 
 	sandboxID := a.SandboxID
 	sbCfg := r.sandboxConfig(pod, a.SandboxAttempt)
@@ -134,38 +140,88 @@ func (r *Runner) applyActions(ctx context.Context, pod *v1.Pod, st *podState, a 
 	return errors.Join(errs...)
 }
 
-// stopContainers stops the targets in parallel, each within grace.
-func (r *Runner) stopContainers(ctx context.Context, targets []killTarget, grace time.Duration, errs *[]error) {
+// stopContainers stops the targets in parallel, each within grace, running
+// their preStop hooks first.
+func (r *Runner) stopContainers(ctx context.Context, pod *v1.Pod, podIP string, targets []killTarget, grace time.Duration, errs *[]error) {
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for _, k := range targets {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			err := r.rt.StopContainer(ctx, k.Container.ID, grace)
-			if err != nil && !errors.Is(err, ErrNotFound) {
+			if err := r.killContainer(ctx, pod, podIP, k, grace); err != nil {
 				mu.Lock()
-				*errs = append(*errs, fmt.Errorf("stop %s: %w", k.Container.Name, err))
+				*errs = append(*errs, err)
 				mu.Unlock()
-				return
 			}
-			r.log.Info("container stopped", "pod", k.Container.Pod.Namespace+"/"+k.Container.Pod.Name,
-				"container", k.Container.Name, "id", shortID(k.Container.ID), "reason", k.Reason)
 		}()
 	}
 	wg.Wait()
 }
 
-// killPod stops every container of the pod, then its sandboxes.
-func (r *Runner) killPod(ctx context.Context, st *podState, grace time.Duration) error {
-	var errs []error
-	var targets []killTarget
-	for _, c := range st.Containers {
-		if c.State == StateRunning || c.State == StateCreated {
-			targets = append(targets, killTarget{c, "pod is being replaced or removed"})
+// minGracePeriod is what is left for SIGTERM after a preStop hook used up
+// the grace period, as the kubelet's minimum.
+const minGracePeriod = 2 * time.Second
+
+// killContainer runs the container's preStop hook (when the pod spec has
+// one), then stops it: its stop signal, and SIGKILL after what is left of
+// grace.
+func (r *Runner) killContainer(ctx context.Context, pod *v1.Pod, podIP string, k killTarget, grace time.Duration) error {
+	c := k.Container
+	if pod != nil && c.State == StateRunning {
+		if spec := findContainer(pod, c.Name); spec != nil && spec.Lifecycle != nil && spec.Lifecycle.PreStop != nil {
+			start := r.clock.Now()
+			hctx, cancel := context.WithTimeout(ctx, grace)
+			execer, _ := r.rt.(Execer)
+			err := health.RunHook(hctx, health.Target{ContainerID: c.ID, PodIP: podIP, Container: spec, Exec: execer},
+				spec.Lifecycle.PreStop)
+			cancel()
+			if err != nil {
+				r.log.Warn("preStop hook failed", "pod", podKey(pod), "container", c.Name, "err", err)
+			}
+			grace = max(grace-r.clock.Since(start), minGracePeriod)
 		}
 	}
-	r.stopContainers(ctx, targets, grace, &errs)
+	err := r.rt.StopContainer(ctx, c.ID, grace)
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return fmt.Errorf("stop %s: %w", c.Name, err)
+	}
+	r.log.Info("container stopped", "pod", c.Pod.Namespace+"/"+c.Pod.Name,
+		"container", c.Name, "id", shortID(c.ID), "reason", k.Reason)
+	return nil
+}
+
+// killPod stops every container of the pod (app containers first, then
+// sidecars in reverse order, as the kubelet does), then its sandboxes.
+func (r *Runner) killPod(ctx context.Context, pod *v1.Pod, st *podState, grace time.Duration) error {
+	var errs []error
+	podIP := ""
+	if sb := st.latestSandbox(); sb != nil {
+		podIP = sb.IP
+		if pod != nil && pod.Spec.HostNetwork {
+			podIP = r.cfg.HostIP
+		}
+	}
+	var apps, inits []killTarget
+	for _, c := range st.Containers {
+		if c.State != StateRunning && c.State != StateCreated {
+			continue
+		}
+		k := killTarget{c, "pod is being replaced or removed"}
+		if c.Type == ContainerTypeInit {
+			inits = append(inits, k)
+		} else {
+			apps = append(apps, k)
+		}
+	}
+	r.stopContainers(ctx, pod, podIP, apps, grace, &errs)
+	// Sidecars stop after the app containers, the last started first.
+	sort.SliceStable(inits, func(i, j int) bool {
+		return sidecarIndex(pod, inits[i].Container) > sidecarIndex(pod, inits[j].Container)
+	})
+	for _, k := range inits {
+		r.stopContainers(ctx, pod, podIP, []killTarget{k}, grace, &errs)
+	}
 	for _, sb := range st.Sandboxes {
 		if sb.State == StateExited {
 			continue
@@ -177,12 +233,33 @@ func (r *Runner) killPod(ctx context.Context, st *podState, grace time.Duration)
 	return errors.Join(errs...)
 }
 
+func sidecarIndex(pod *v1.Pod, c *Container) int {
+	if pod != nil {
+		for i := range pod.Spec.InitContainers {
+			if pod.Spec.InitContainers[i].Name == c.Name {
+				return i
+			}
+		}
+	}
+	return 0
+}
+
 // teardown stops and removes everything of a pod, and its pod directory.
-func (r *Runner) teardown(ctx context.Context, uid string, st *podState, grace time.Duration) error {
+// pod may be nil (a pod no source defines): then no hooks run.
+func (r *Runner) teardown(ctx context.Context, pod *v1.Pod, st *podState, grace time.Duration) error {
 	if st == nil {
 		st = &podState{}
 	}
-	if err := r.killPod(ctx, st, grace); err != nil {
+	uid := ""
+	switch {
+	case pod != nil:
+		uid = string(pod.UID)
+	case len(st.Sandboxes) > 0:
+		uid = st.Sandboxes[0].Pod.UID
+	case len(st.Containers) > 0:
+		uid = st.Containers[0].Pod.UID
+	}
+	if err := r.killPod(ctx, pod, st, grace); err != nil {
 		return err
 	}
 	var errs []error
@@ -196,7 +273,7 @@ func (r *Runner) teardown(ctx context.Context, uid string, st *podState, grace t
 			errs = append(errs, fmt.Errorf("remove sandbox %s: %w", shortID(sb.ID), err))
 		}
 	}
-	if len(errs) == 0 {
+	if len(errs) == 0 && uid != "" {
 		if err := removePodDir(podDir(r.cfg.RootDir, uid)); err != nil {
 			errs = append(errs, err)
 		}
@@ -204,15 +281,37 @@ func (r *Runner) teardown(ctx context.Context, uid string, st *podState, grace t
 	return errors.Join(errs...)
 }
 
-// Teardown stops (gracefully, within grace) and removes every container and
-// sandbox of the pod uid, and its pod directory. It needs no running sync
-// loop: `podrun down` calls it directly.
-func (r *Runner) Teardown(ctx context.Context, uid string, grace time.Duration) error {
+// Teardown stops (gracefully, within grace, running preStop hooks when pod
+// is given) and removes every container and sandbox of the pod uid, and its
+// pod directory. It needs no running sync loop: `podrun down` calls it
+// directly. A grace below zero means the pod's own: its spec's, else the one
+// its sandbox recorded, else 30 s.
+func (r *Runner) Teardown(ctx context.Context, pod *v1.Pod, uid string, grace time.Duration) error {
 	pods, err := listPods(ctx, r.rt)
 	if err != nil {
 		return err
 	}
-	return r.teardown(ctx, uid, pods[uid], grace)
+	st := pods[uid]
+	if grace < 0 {
+		grace = recordedGrace(pod, st)
+	}
+	return r.teardown(ctx, pod, st, grace)
+}
+
+// recordedGrace is the grace period of a pod: from its spec when known,
+// else what its sandbox recorded, else the default.
+func recordedGrace(pod *v1.Pod, st *podState) time.Duration {
+	if pod != nil {
+		return gracePeriod(pod)
+	}
+	if st != nil {
+		for _, sb := range st.Sandboxes {
+			if sb.GracePeriod > 0 {
+				return sb.GracePeriod
+			}
+		}
+	}
+	return gracePeriod(nil)
 }
 
 // RuntimePods returns the runtime's pods of this node by UID, with the pod
@@ -261,15 +360,18 @@ func (r *Runner) podEnv(pod *v1.Pod, sb *Sandbox) podEnv {
 // sandboxConfig describes the pod's sandbox.
 func (r *Runner) sandboxConfig(pod *v1.Pod, attempt int) *SandboxConfig {
 	cfg := &SandboxConfig{
-		Pod:         PodRef{UID: string(pod.UID), Name: pod.Name, Namespace: pod.Namespace},
-		Attempt:     attempt,
-		Hash:        SandboxHash(pod),
-		Image:       r.cfg.InfraImage,
-		Hostname:    podHostname(pod),
-		HostNetwork: pod.Spec.HostNetwork,
-		HostPID:     pod.Spec.HostPID,
-		HostIPC:     pod.Spec.HostIPC,
-		Labels:      pod.Labels,
+		Pod:                   PodRef{UID: string(pod.UID), Name: pod.Name, Namespace: pod.Namespace},
+		Attempt:               attempt,
+		Hash:                  SandboxHash(pod),
+		Image:                 r.cfg.InfraImage,
+		Hostname:              podHostname(pod),
+		HostNetwork:           pod.Spec.HostNetwork,
+		HostPID:               pod.Spec.HostPID,
+		HostIPC:               pod.Spec.HostIPC,
+		ShareProcessNamespace: pod.Spec.ShareProcessNamespace != nil && *pod.Spec.ShareProcessNamespace,
+		Labels:                pod.Labels,
+		Source:                pod.Annotations[annotationSource],
+		GracePeriod:           gracePeriod(pod),
 	}
 	for _, c := range allContainers(pod) {
 		for _, p := range c.Ports {

@@ -33,6 +33,21 @@ type Config struct {
 	// Node capacity, for resourceFieldRef of resources without a limit.
 	NodeMilliCPU int64
 	NodeMemory   int64
+
+	// SyncFrequency: every pod is synced at least this often, events or
+	// not (default 1 min).
+	SyncFrequency time.Duration
+	// HousekeepingPeriod is how often pods that no source defines are looked
+	// for (default 2 s).
+	HousekeepingPeriod time.Duration
+	// SourcesReady reports whether every source has delivered a first good
+	// snapshot. Until then nothing unknown is removed. nil means "never":
+	// `podrun once` removes only what it is asked to.
+	SourcesReady func() bool
+	// KeepSource reports whether pods defined by source must be kept although
+	// no source defines them now: the source has been failing since podrun
+	// started, so podrun does not know what it defines. nil: keep none.
+	KeepSource func(source string) bool
 }
 
 // Op is the kind of a PodUpdate.
@@ -64,11 +79,12 @@ type Runner struct {
 	cache   *podCache
 	pulls   singleflight.Group
 
-	mu      sync.Mutex
-	workers map[string]*podWorker
-	status  map[string]*v1.Pod // last published pod with status, by UID
-	changed chan struct{}      // closed and replaced on every status change
-	wg      sync.WaitGroup
+	mu       sync.Mutex
+	workers  map[string]*podWorker
+	status   map[string]*v1.Pod // last published pod with status, by UID
+	changed  chan struct{}      // closed and replaced on every status change
+	removing map[string]bool    // unknown pods being torn down by housekeeping
+	wg       sync.WaitGroup
 }
 
 // New returns a Runner; Run starts it.
@@ -88,15 +104,22 @@ func New(cfg Config) *Runner {
 	if cfg.RuntimeName == "" {
 		cfg.RuntimeName = "podrun"
 	}
+	if cfg.SyncFrequency <= 0 {
+		cfg.SyncFrequency = time.Minute
+	}
+	if cfg.HousekeepingPeriod <= 0 {
+		cfg.HousekeepingPeriod = 2 * time.Second
+	}
 	r := &Runner{
-		cfg:     cfg,
-		rt:      cfg.Runtime,
-		log:     cfg.Log,
-		clock:   cfg.Clock,
-		backoff: newBackoff(cfg.Clock),
-		workers: map[string]*podWorker{},
-		status:  map[string]*v1.Pod{},
-		changed: make(chan struct{}),
+		cfg:      cfg,
+		rt:       cfg.Runtime,
+		log:      cfg.Log,
+		clock:    cfg.Clock,
+		backoff:  newBackoff(cfg.Clock),
+		workers:  map[string]*podWorker{},
+		status:   map[string]*v1.Pod{},
+		changed:  make(chan struct{}),
+		removing: map[string]bool{},
 	}
 	r.cache = newPodCache(cfg.Runtime, cfg.Log, cfg.RelistPeriod, r.wakePods)
 	return r
@@ -111,8 +134,19 @@ func (r *Runner) Run(ctx context.Context, updates <-chan PodUpdate) {
 		defer loops.Done()
 		r.cache.run(ctx)
 	}()
-	gc := time.NewTicker(time.Minute)
-	defer gc.Stop()
+	if es, ok := r.rt.(EventSource); ok {
+		loops.Add(1)
+		go func() {
+			defer loops.Done()
+			r.watchEvents(ctx, es)
+		}()
+	}
+	resync := time.NewTicker(r.cfg.SyncFrequency)
+	defer resync.Stop()
+	housekeeping := time.NewTicker(r.cfg.HousekeepingPeriod)
+	defer housekeeping.Stop()
+	backoffGC := time.NewTicker(time.Minute)
+	defer backoffGC.Stop()
 	for done := false; !done; {
 		select {
 		case <-ctx.Done():
@@ -123,12 +157,41 @@ func (r *Runner) Run(ctx context.Context, updates <-chan PodUpdate) {
 				continue
 			}
 			r.apply(ctx, u)
-		case <-gc.C:
+		case <-resync.C:
+			r.wakeAll(r.cache.invalidate())
+		case <-housekeeping.C:
+			r.housekeeping(ctx)
+		case <-backoffGC.C:
 			r.backoff.GC()
 		}
 	}
 	r.wg.Wait()
 	loops.Wait()
+}
+
+// watchEvents syncs a pod as soon as the runtime reports a change to one of
+// its containers, rather than at the next relist.
+func (r *Runner) watchEvents(ctx context.Context, es EventSource) {
+	for ev := range es.Events(ctx) {
+		gen := r.cache.invalidate()
+		if ev.Resync {
+			r.wakeAll(gen)
+			continue
+		}
+		r.mu.Lock()
+		if w := r.workers[ev.PodUID]; w != nil {
+			w.wake(gen)
+		}
+		r.mu.Unlock()
+	}
+}
+
+func (r *Runner) wakeAll(gen uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, w := range r.workers {
+		w.wake(gen)
+	}
 }
 
 // apply hands each pod of an update to its worker.
@@ -164,7 +227,7 @@ func (r *Runner) wakePods(uids []string) {
 	defer r.mu.Unlock()
 	for _, uid := range uids {
 		if w := r.workers[uid]; w != nil {
-			w.wake()
+			w.wake(0)
 		}
 	}
 }
@@ -227,6 +290,9 @@ type podWorker struct {
 	pod     *v1.Pod
 	removed bool
 	wakeCh  chan struct{}
+	// needGen is the cache generation the next sync must see: the one asked
+	// for by whoever woke the worker last.
+	needGen uint64
 	// errs are why containers could not start, with when to try again.
 	errs map[string]startError
 }
@@ -245,21 +311,34 @@ func (w *podWorker) update(pod *v1.Pod) {
 	w.pod = pod
 	w.removed = false
 	w.mu.Unlock()
-	w.wake()
+	w.wake(0)
 }
 
 func (w *podWorker) remove() {
 	w.mu.Lock()
 	w.removed = true
 	w.mu.Unlock()
-	w.wake()
+	w.wake(0)
 }
 
-func (w *podWorker) wake() {
+// wake asks for a sync at state of generation gen or later.
+func (w *podWorker) wake(gen uint64) {
+	w.mu.Lock()
+	w.needGen = max(w.needGen, gen)
+	w.mu.Unlock()
 	select {
 	case w.wakeCh <- struct{}{}:
 	default:
 	}
+}
+
+// takeGen returns (and forgets) the generation asked for by wake.
+func (w *podWorker) takeGen() uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	g := w.needGen
+	w.needGen = 0
+	return g
 }
 
 func (w *podWorker) desired() (*v1.Pod, bool) {
@@ -279,7 +358,7 @@ func (w *podWorker) run(ctx context.Context) {
 		pod, removed := w.desired()
 		if removed {
 			grace := gracePeriod(pod)
-			if err := r.teardown(ctx, w.uid, st, grace); err != nil {
+			if err := r.teardown(ctx, pod, st, grace); err != nil {
 				r.log.Error("remove pod", "pod", podKey(pod), "err", err)
 			} else {
 				r.log.Info("pod removed", "pod", podKey(pod))
@@ -319,7 +398,7 @@ func (w *podWorker) run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 		case <-w.wakeCh:
-			gen = 0
+			gen = w.takeGen()
 		case <-fire:
 			gen = r.cache.invalidate()
 		}

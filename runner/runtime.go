@@ -67,6 +67,32 @@ type LogReader interface {
 	ContainerLogs(ctx context.Context, id string, opts LogOptions, stdout, stderr io.Writer) error
 }
 
+// Execer is implemented by runtimes that can run a command in a running
+// container (for exec hooks and probes). Output is bounded by the runtime.
+type Execer interface {
+	Exec(ctx context.Context, id string, cmd []string) (exitCode int, output []byte, err error)
+}
+
+// EventSource is implemented by runtimes that report container state
+// changes as they happen, so a pod is synced at once rather than at the next
+// relist.
+type EventSource interface {
+	// Events sends an event for every start, exit, OOM kill and removal of
+	// this node's containers and sandboxes until ctx ends, then closes the
+	// channel. It reconnects by itself when the engine restarts, and sends
+	// an Event with Resync set after reconnecting: events may have been
+	// missed, so everything should be looked at again.
+	Events(ctx context.Context) <-chan Event
+}
+
+// Event says that something happened to one of a pod's containers.
+type Event struct {
+	PodUID      string
+	ContainerID string
+	Action      string // start, die, oom, destroy, ...
+	Resync      bool
+}
+
 // LogOptions selects which part of a container's output to read.
 type LogOptions struct {
 	Follow     bool
@@ -130,6 +156,12 @@ type SandboxConfig struct {
 	// namespace (spec.shareProcessNamespace); otherwise each container has
 	// its own PID namespace (unless HostPID).
 	ShareProcessNamespace bool
+	// Source is where the pod was defined (file path or URL), and
+	// GracePeriod its terminationGracePeriodSeconds: kept with the sandbox so
+	// that a podrun without the manifest (restarted, or `down --all`) knows
+	// them.
+	Source      string
+	GracePeriod time.Duration
 }
 
 // PortMapping publishes a container port on the host.
@@ -156,6 +188,9 @@ type Sandbox struct {
 	State     State
 	IP        string
 	CreatedAt time.Time
+	// Source and GracePeriod as given in SandboxConfig (zero when unknown).
+	Source      string
+	GracePeriod time.Duration
 }
 
 // ContainerConfig is a container fully resolved for the runtime: env

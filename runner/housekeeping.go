@@ -1,0 +1,94 @@
+package runner
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+)
+
+// housekeeping removes what no source defines any more, once every source
+// has spoken: pods found in the runtime without a worker (their manifest was
+// deleted while podrun was down, or they come from a source that dropped
+// them), and pod directories with no pod.
+func (r *Runner) housekeeping(ctx context.Context) {
+	if r.cfg.SourcesReady == nil || !r.cfg.SourcesReady() {
+		return
+	}
+	states := r.cache.all()
+	r.mu.Lock()
+	var orphans []string
+	for uid, st := range states {
+		if r.workers[uid] != nil || r.removing[uid] {
+			continue
+		}
+		if sb := st.latestSandbox(); sb != nil && r.cfg.KeepSource != nil && r.cfg.KeepSource(sb.Source) {
+			continue
+		}
+		r.removing[uid] = true
+		orphans = append(orphans, uid)
+	}
+	known := make(map[string]bool, len(r.workers)+len(states))
+	for uid := range r.workers {
+		known[uid] = true
+	}
+	r.mu.Unlock()
+	for uid := range states {
+		known[uid] = true
+	}
+
+	for _, uid := range orphans {
+		st := states[uid]
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			defer func() {
+				r.mu.Lock()
+				delete(r.removing, uid)
+				r.mu.Unlock()
+			}()
+			ref := podRefOf(st)
+			r.log.Info("removing pod no source defines", "pod", ref.Namespace+"/"+ref.Name, "uid", uid)
+			if err := r.teardown(ctx, nil, st, recordedGrace(nil, st)); err != nil {
+				r.log.Warn("remove pod", "pod", ref.Namespace+"/"+ref.Name, "err", err)
+			}
+			r.cache.invalidate()
+		}()
+	}
+	r.removeOrphanDirs(known)
+}
+
+// removeOrphanDirs removes pod directories of pods neither desired nor in
+// the runtime.
+func (r *Runner) removeOrphanDirs(known map[string]bool) {
+	entries, err := os.ReadDir(filepath.Join(r.cfg.RootDir, "pods"))
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if !e.IsDir() || known[e.Name()] {
+			continue
+		}
+		r.mu.Lock()
+		busy := r.removing[e.Name()]
+		r.mu.Unlock()
+		if busy {
+			continue
+		}
+		dir := filepath.Join(r.cfg.RootDir, "pods", e.Name())
+		if err := removePodDir(dir); err != nil {
+			r.log.Warn("remove orphaned pod directory", "dir", dir, "err", err)
+			continue
+		}
+		r.log.Info("removed orphaned pod directory", "dir", dir)
+	}
+}
+
+func podRefOf(st *podState) PodRef {
+	switch {
+	case len(st.Sandboxes) > 0:
+		return st.Sandboxes[0].Pod
+	case len(st.Containers) > 0:
+		return st.Containers[0].Pod
+	}
+	return PodRef{}
+}

@@ -1,0 +1,352 @@
+package runner_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/podrun/podrun/runner"
+	"github.com/podrun/podrun/runner/runtimetest"
+)
+
+const image = "img:1"
+
+func newPod(uid, name string, policy v1.RestartPolicy, cmds map[string][]string) *v1.Pod {
+	p := &v1.Pod{}
+	p.UID = types.UID(uid)
+	p.Name, p.Namespace = name, "default"
+	p.Spec.RestartPolicy = policy
+	grace := int64(1)
+	p.Spec.TerminationGracePeriodSeconds = &grace
+	for _, n := range sortedNames(cmds) {
+		p.Spec.Containers = append(p.Spec.Containers, v1.Container{Name: n, Image: image, Command: cmds[n],
+			ImagePullPolicy: v1.PullIfNotPresent})
+	}
+	return p
+}
+
+func sortedNames(m map[string][]string) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	for i := range out {
+		for j := i + 1; j < len(out); j++ {
+			if out[j] < out[i] {
+				out[i], out[j] = out[j], out[i]
+			}
+		}
+	}
+	return out
+}
+
+// harness runs a Runner on a fake until the test ends.
+type harness struct {
+	t       *testing.T
+	fake    *runtimetest.Fake
+	r       *runner.Runner
+	updates chan runner.PodUpdate
+	cancel  context.CancelFunc
+	done    chan struct{}
+}
+
+func start(t *testing.T, fake *runtimetest.Fake, tune func(*runner.Config)) *harness {
+	t.Helper()
+	cfg := runner.Config{
+		Runtime: fake, RuntimeName: "fake", NodeName: fake.NodeName(), RootDir: t.TempDir(),
+		InfraImage: "pause:1", HostIP: "192.0.2.10", RelistPeriod: 20 * time.Millisecond,
+		HousekeepingPeriod: 20 * time.Millisecond,
+		Log:                slog.New(slog.NewTextHandler(io.Discard, nil)),
+	}
+	if tune != nil {
+		tune(&cfg)
+	}
+	h := &harness{t: t, fake: fake, r: runner.New(cfg), updates: make(chan runner.PodUpdate, 4), done: make(chan struct{})}
+	ctx, cancel := context.WithCancel(context.Background())
+	h.cancel = cancel
+	go func() {
+		defer close(h.done)
+		h.r.Run(ctx, h.updates)
+	}()
+	t.Cleanup(h.stop)
+	return h
+}
+
+func (h *harness) stop() {
+	h.cancel()
+	select {
+	case <-h.done:
+	case <-time.After(10 * time.Second):
+		h.t.Fatal("runner did not stop")
+	}
+}
+
+func newFake(t *testing.T) *runtimetest.Fake {
+	f := runtimetest.NewFake("node1")
+	f.AddImage(image)
+	f.AddImage("pause:1")
+	return f
+}
+
+// waitStatus waits until the pod's status satisfies cond.
+func (h *harness) waitStatus(uid string, what string, cond func(*v1.Pod) bool) *v1.Pod {
+	h.t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		changed := h.r.Changed()
+		if p, ok := h.r.Pod(uid); ok && cond(p) {
+			return p
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			p, _ := h.r.Pod(uid)
+			h.t.Fatalf("timed out waiting for %s; last status: %+v", what, p)
+		}
+	}
+}
+
+func (h *harness) containers(uid string) []*runner.Container {
+	h.t.Helper()
+	cs, err := h.fake.ListContainers(context.Background())
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	var out []*runner.Container
+	for _, c := range cs {
+		if c.Pod.UID == uid {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func allRunning(p *v1.Pod) bool {
+	if len(p.Status.ContainerStatuses) == 0 {
+		return false
+	}
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.State.Running == nil {
+			return false
+		}
+	}
+	return true
+}
+
+func TestBringUpResolvesEnvAndCommand(t *testing.T) {
+	fake := newFake(t)
+	h := start(t, fake, nil)
+	pod := newPod("u1", "web-node1", v1.RestartPolicyAlways, map[string][]string{"app": {"serve", "$(GREETING)", "$(POD)"}})
+	pod.Spec.Containers[0].Env = []v1.EnvVar{
+		{Name: "GREETING", Value: "hello"},
+		{Name: "POD", ValueFrom: &v1.EnvVarSource{FieldRef: &v1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
+		{Name: "NODE_IP", ValueFrom: &v1.EnvVarSource{FieldRef: &v1.ObjectFieldSelector{FieldPath: "status.hostIP"}}},
+	}
+	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{pod}}
+	p := h.waitStatus("u1", "running", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodRunning && allRunning(p) })
+	if p.Status.HostIP != "192.0.2.10" {
+		t.Errorf("hostIP %q", p.Status.HostIP)
+	}
+	cs := h.containers("u1")
+	if len(cs) != 1 {
+		t.Fatalf("want 1 container, got %d", len(cs))
+	}
+	cfg := fake.ContainerConfig(cs[0].ID)
+	if got := strings.Join(cfg.Command, " "); got != "serve hello web-node1" {
+		t.Errorf("command %q", got)
+	}
+	env := map[string]string{}
+	for _, e := range cfg.Env {
+		env[e.Name] = e.Value
+	}
+	if env["NODE_IP"] != "192.0.2.10" || env["POD"] != "web-node1" {
+		t.Errorf("env %v", env)
+	}
+}
+
+func TestCrashedContainerIsRestarted(t *testing.T) {
+	fake := newFake(t)
+	h := start(t, fake, nil)
+	pod := newPod("u1", "p-node1", v1.RestartPolicyAlways, map[string][]string{"app": {"run"}})
+	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{pod}}
+	h.waitStatus("u1", "running", allRunning)
+	first := h.containers("u1")[0]
+	if err := fake.Exit(first.ID, 1); err != nil {
+		t.Fatal(err)
+	}
+	p := h.waitStatus("u1", "a restart", func(p *v1.Pod) bool {
+		cs := p.Status.ContainerStatuses[0]
+		return cs.RestartCount == 1 && cs.State.Running != nil
+	})
+	last := p.Status.ContainerStatuses[0].LastTerminationState.Terminated
+	if last == nil || last.ExitCode != 1 || last.Reason != "Error" {
+		t.Fatalf("lastState %+v", last)
+	}
+	// The second crash is held back by the crash-loop back-off.
+	for _, c := range h.containers("u1") {
+		if c.State == runner.StateRunning {
+			fake.Exit(c.ID, 2)
+		}
+	}
+	h.waitStatus("u1", "CrashLoopBackOff", func(p *v1.Pod) bool {
+		w := p.Status.ContainerStatuses[0].State.Waiting
+		return w != nil && w.Reason == "CrashLoopBackOff"
+	})
+}
+
+func TestNeverPodCompletes(t *testing.T) {
+	fake := newFake(t)
+	h := start(t, fake, nil)
+	pod := newPod("u1", "job-node1", v1.RestartPolicyNever, map[string][]string{"job": {runtimetest.FakeScript, "exit", "3"}})
+	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{pod}}
+	p := h.waitStatus("u1", "failed", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodFailed })
+	if t3 := p.Status.ContainerStatuses[0].State.Terminated; t3 == nil || t3.ExitCode != 3 {
+		t.Fatalf("state %+v", p.Status.ContainerStatuses[0].State)
+	}
+	if n := len(h.containers("u1")); n != 1 {
+		t.Fatalf("a Never pod was restarted: %d containers", n)
+	}
+}
+
+func TestInitContainersRunInOrder(t *testing.T) {
+	fake := newFake(t)
+	h := start(t, fake, nil)
+	pod := newPod("u1", "p-node1", v1.RestartPolicyAlways, map[string][]string{"app": {"run"}})
+	pod.Spec.InitContainers = []v1.Container{
+		{Name: "i1", Image: image, Command: []string{runtimetest.FakeScript, "exit", "0"}},
+		{Name: "i2", Image: image, Command: []string{runtimetest.FakeScript, "exit", "0"}},
+	}
+	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{pod}}
+	p := h.waitStatus("u1", "running", allRunning)
+	for _, cond := range p.Status.Conditions {
+		if cond.Type == v1.PodInitialized && cond.Status != v1.ConditionTrue {
+			t.Errorf("Initialized is %s", cond.Status)
+		}
+	}
+	byName := map[string]*runner.Container{}
+	for _, c := range h.containers("u1") {
+		byName[c.Name] = c
+	}
+	if !byName["i1"].CreatedAt.Before(byName["i2"].CreatedAt) && byName["i1"].CreatedAt != byName["i2"].CreatedAt {
+		t.Errorf("i2 made before i1")
+	}
+	if byName["app"].CreatedAt.Before(byName["i2"].FinishedAt) {
+		t.Errorf("app started before i2 finished")
+	}
+}
+
+func TestUpdateReplacesOnlyTheChangedContainer(t *testing.T) {
+	fake := newFake(t)
+	h := start(t, fake, nil)
+	pod := newPod("u1", "p-node1", v1.RestartPolicyAlways, map[string][]string{"a": {"run", "1"}, "b": {"run"}})
+	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{pod}}
+	h.waitStatus("u1", "running", allRunning)
+	ids := map[string]string{}
+	for _, c := range h.containers("u1") {
+		ids[c.Name] = c.ID
+	}
+	edited := pod.DeepCopy()
+	edited.Spec.Containers[0].Command = []string{"run", "2"}
+	h.updates <- runner.PodUpdate{Op: runner.OpUpdate, Pods: []*v1.Pod{edited}}
+	h.waitStatus("u1", "a replaced", func(p *v1.Pod) bool {
+		return allRunning(p) && p.Status.ContainerStatuses[0].ContainerID != "fake://"+ids["a"]
+	})
+	for _, c := range h.containers("u1") {
+		if c.Name == "b" && c.ID != ids["b"] {
+			t.Fatalf("b was replaced")
+		}
+	}
+	if n := fake.Calls("RunSandbox"); n != 1 {
+		t.Fatalf("sandbox made %d times", n)
+	}
+}
+
+func TestRemoveTearsDown(t *testing.T) {
+	fake := newFake(t)
+	h := start(t, fake, nil)
+	pod := newPod("u1", "p-node1", v1.RestartPolicyAlways, map[string][]string{"a": {"run"}})
+	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{pod}}
+	h.waitStatus("u1", "running", allRunning)
+	h.updates <- runner.PodUpdate{Op: runner.OpRemove, Pods: []*v1.Pod{pod}}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		sbs, _ := fake.ListSandboxes(context.Background())
+		if len(h.containers("u1")) == 0 && len(sbs) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("pod not removed")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, ok := h.r.Pod("u1"); ok {
+		t.Fatal("removed pod still has a status")
+	}
+}
+
+// TestRestartAdoptsWithoutChanges: a second runner over the same runtime
+// adopts the running pod: it creates and stops nothing.
+func TestRestartAdoptsWithoutChanges(t *testing.T) {
+	fake := newFake(t)
+	h := start(t, fake, nil)
+	pod := newPod("u1", "p-node1", v1.RestartPolicyAlways, map[string][]string{"a": {"run"}, "b": {"run"}})
+	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{pod}}
+	h.waitStatus("u1", "running", allRunning)
+	h.stop()
+
+	fake.ResetCalls()
+	h2 := start(t, fake, nil)
+	h2.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{pod.DeepCopy()}}
+	h2.waitStatus("u1", "running", allRunning)
+	for _, m := range []string{"RunSandbox", "CreateContainer", "StartContainer", "StopContainer", "RemoveContainer"} {
+		if n := fake.Calls(m); n != 0 {
+			t.Errorf("adoption called %s %d times", m, n)
+		}
+	}
+}
+
+// TestHousekeepingWaitsForSources: a pod in the runtime that no source
+// defines is removed only once sources are ready, and never when its source
+// is to be kept.
+func TestHousekeepingWaitsForSources(t *testing.T) {
+	fake := newFake(t)
+	h := start(t, fake, nil)
+	pod := newPod("u1", "p-node1", v1.RestartPolicyAlways, map[string][]string{"a": {"run"}})
+	pod.Annotations = map[string]string{"podrun.io/source": "/etc/pods/p.yaml"}
+	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{pod}}
+	h.waitStatus("u1", "running", allRunning)
+	h.stop()
+
+	ready, keep := false, true
+	var mu = make(chan struct{}, 1)
+	mu <- struct{}{}
+	get := func(b *bool) bool { <-mu; v := *b; mu <- struct{}{}; return v }
+	set := func(b *bool, v bool) { <-mu; *b = v; mu <- struct{}{} }
+	start(t, fake, func(c *runner.Config) {
+		c.SourcesReady = func() bool { return get(&ready) }
+		c.KeepSource = func(s string) bool { return s == "/etc/pods/p.yaml" && get(&keep) }
+	})
+	time.Sleep(200 * time.Millisecond) // ten housekeeping rounds
+	if len(h.containers("u1")) != 1 {
+		t.Fatal("removed before sources were ready")
+	}
+	set(&ready, true)
+	time.Sleep(200 * time.Millisecond)
+	if len(h.containers("u1")) != 1 {
+		t.Fatal("removed a pod of a source to keep")
+	}
+	set(&keep, false)
+	deadline := time.Now().Add(10 * time.Second)
+	for len(h.containers("u1")) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("unknown pod not removed once sources were ready")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
