@@ -134,6 +134,7 @@ func (p *parser) document(doc document) {
 	if obj == nil {
 		return // an empty document ("~", "null"): nothing to run
 	}
+	p.snap.documents++
 	m, ok := obj.(map[string]any)
 	if !ok {
 		p.errorAt(loc, "", fmt.Sprintf("a document must be an object with apiVersion and kind, not a %s", describe(obj)))

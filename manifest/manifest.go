@@ -4,9 +4,11 @@
 // ("Identity"). Every problem is reported with its file, line and field path;
 // every field podrun does not implement is a warning, never silence.
 //
-// It knows nothing of Docker, of the merger or of how sources are watched:
-// a source hands it bytes (Parse) or a path (ReadPath) and gets a Snapshot.
-// It keeps no state: every function is safe for concurrent use.
+// Decoding knows nothing of Docker or of how sources are watched: a caller
+// hands it bytes (Parse) or a path (ReadPath) and gets a Snapshot; those
+// functions keep no state and are safe for concurrent use. The live sources
+// of `podrun watch` (FileSource, URLSource) push whole SourceUpdates, and
+// the Merger turns them into pod ADD/UPDATE/REMOVE (see source.go).
 package manifest
 
 import (
@@ -67,6 +69,10 @@ type Snapshot struct {
 	// origins maps each object above to "file:line" where it is defined, to
 	// name both places when two definitions conflict.
 	origins map[any]origin
+	// documents counts the documents that held a value (not blank, not
+	// only comments, not null): the live sources tell a blank body or a
+	// truncated file (an error) from an explicitly empty List (no pods).
+	documents int
 }
 
 // Origin returns "file:line" where obj (a Pod, ConfigMap or Secret of this

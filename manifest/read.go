@@ -224,6 +224,7 @@ func Merge(source string, snaps ...*Snapshot) (*Snapshot, error) {
 			}
 		}
 		merged.Warnings = append(merged.Warnings, s.Warnings...)
+		merged.documents += s.documents
 	}
 	return merged, errs.orNil()
 }

@@ -1,0 +1,361 @@
+package manifest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+)
+
+// FileSource watches a manifest file or a directory of them (not
+// recursively, like the kubelet's staticPodPath) for `podrun watch`.
+//
+// Unlike the kubelet, it keeps the last good content of each file: a file
+// that cannot be read, decoded or validated (an editor's half-written save,
+// a typo) keeps the pods, ConfigMaps and Secrets it defined when last good,
+// and the problem is reported in SourceUpdate.Err. Only a clean removal (the
+// file deleted, a pod gone from a good file) removes pods. An empty (e.g.
+// truncated) file is such a problem too; an explicitly empty List
+// (`kind: List`, `items: []`) is how a file says "no pods".
+type FileSource struct {
+	// Path is a file or a directory, as configured. It need not exist: a
+	// missing path is watched for from its nearest existing parent and
+	// yields no pods (not an error) until it appears.
+	Path string
+	// Options for reading the manifests.
+	Options Options
+	// Rescan is --file-check-frequency: a full rescan at this interval
+	// catches what fsnotify missed (a full event queue, a network file
+	// system). Zero means DefaultFileCheckFrequency.
+	Rescan time.Duration
+	// Debounce is how long events must be quiet before a rescan, so that an
+	// editor's burst (vim: write a 4913 probe, rename x.yaml to x.yaml~,
+	// write x.yaml, chmod) is one rescan and not a removal followed by an
+	// add. A burst that never goes quiet is rescanned after ten times this.
+	// Zero means DefaultDebounce.
+	Debounce time.Duration
+	// Logger hears about errors (once when they appear, once when they
+	// clear) and changes; nil means slog.Default().
+	Logger *slog.Logger
+
+	hooks *sourceHooks
+}
+
+// Run watches the path until ctx ends, then returns with every goroutine
+// it started ended and the fsnotify watcher closed. It sends an update after
+// the first scan and then whenever the result changes (never the same
+// result twice). A consumer that falls behind gets only the newest update.
+func (s *FileSource) Run(ctx context.Context, out chan<- SourceUpdate) {
+	logger := s.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	logger = logger.With("source", s.Path)
+	opts := s.Options
+	if opts.Logger == nil {
+		opts.Logger = logger
+	}
+	opts.Logger = logOnce(opts.Logger)
+	opts, err := opts.complete()
+	if err == nil && s.Path == "" {
+		err = errors.New("no path given")
+	}
+	if err == nil {
+		var abs string
+		abs, err = filepath.Abs(s.Path)
+		if err == nil {
+			s.run(ctx, out, newFileScanner(s.Path, abs, opts, logger))
+			return
+		}
+	}
+	err = fmt.Errorf("watch manifests %s: %w", s.Path, err)
+	logger.Error("cannot watch manifests", "error", err)
+	sendUntilDone(ctx, out, SourceUpdate{Source: s.Path, Err: err})
+}
+
+func (s *FileSource) run(ctx context.Context, out chan<- SourceUpdate, sc *fileScanner) {
+	rescan := orDefault(s.Rescan, DefaultFileCheckFrequency)
+	debounce := orDefault(s.Debounce, DefaultDebounce)
+	after := s.hooks.afterFunc()
+
+	var events <-chan fsnotify.Event
+	var watchErrs <-chan error
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		// Out of inotify instances, say: still correct, only slower.
+		sc.logger.Warn("cannot watch manifests for changes; relying on the periodic rescan",
+			"every", rescan, "error", err)
+		w = nil
+	} else {
+		defer w.Close()
+		events, watchErrs = w.Events, w.Errors
+	}
+
+	ticker := time.NewTicker(rescan)
+	defer ticker.Stop()
+
+	var q latest
+	scan := func() {
+		if w != nil {
+			sc.watch(w)
+		}
+		changed := q.offer(sc.scan())
+		s.hooks.onScanned(changed)
+	}
+
+	// Debounce: each event pushes the rescan back by debounce, up to
+	// 10*debounce after the first event of the burst.
+	var timer <-chan time.Time
+	var burstStart time.Time
+	arm := func() {
+		now := time.Now()
+		if timer == nil {
+			burstStart = now
+		}
+		wait := debounce
+		if left := burstStart.Add(10 * debounce).Sub(now); left < wait {
+			wait = max(left, 0)
+		}
+		timer = after(wait)
+	}
+
+	scan()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case q.ch(out) <- q.value():
+			q.sent()
+		case ev, ok := <-events:
+			if !ok {
+				events = nil
+				continue
+			}
+			if !sc.relevant(ev.Name) {
+				continue
+			}
+			arm()
+			s.hooks.onEvent(ev)
+		case err, ok := <-watchErrs:
+			if !ok {
+				watchErrs = nil
+				continue
+			}
+			// An overflowed queue lost events: rescan to catch up.
+			sc.logger.Warn("watching manifests", "error", err)
+			arm()
+		case <-timer:
+			timer = nil
+			scan()
+		case <-ticker.C:
+			scan()
+		}
+	}
+}
+
+// fileScanner is the state of one FileSource: the last good snapshot of
+// each file. It is used by the source's goroutine only.
+type fileScanner struct {
+	path   string // as configured: shown in messages, the Snapshot's Source
+	abs    string // absolute: events are matched against it
+	opts   Options
+	logger *slog.Logger
+
+	good     map[string]*Snapshot // file (as listed) -> last good
+	everGood map[string]bool      // files good at least once since start
+	usable   bool                 // a scan has listed the path once
+	missing  bool                 // the path did not exist at the last scan
+
+	problems     problemLog
+	watchProblem problemLog
+}
+
+func newFileScanner(path, abs string, opts Options, logger *slog.Logger) *fileScanner {
+	return &fileScanner{
+		path: path, abs: abs, opts: opts, logger: logger,
+		good:         map[string]*Snapshot{},
+		everGood:     map[string]bool{},
+		problems:     problemLog{logger: logger},
+		watchProblem: problemLog{logger: logger},
+	}
+}
+
+// relevant reports whether an event on name can change what the path
+// holds: the path itself, an entry directly in it (a directory), or one of
+// its ancestors (watched while the path does not exist, or to see it
+// deleted and recreated). A single file's siblings are not relevant.
+//
+// In a directory every entry counts, not only *.yaml: a rescan is cheap
+// and changes nothing when nothing changed, and a manifest may be a symlink
+// swapped through a dotfile (as Kubernetes' ..data in ConfigMap volumes).
+func (sc *fileScanner) relevant(name string) bool {
+	name = filepath.Clean(name)
+	return name == sc.abs || filepath.Dir(name) == sc.abs ||
+		strings.HasPrefix(sc.abs, strings.TrimSuffix(name, string(filepath.Separator))+string(filepath.Separator))
+}
+
+// wantWatches are the directories to watch: the path itself when it is a
+// directory, and its nearest existing parent (to see it appear, be
+// replaced by an editor's rename, or be deleted and recreated).
+func (sc *fileScanner) wantWatches() []string {
+	var want []string
+	if info, err := os.Stat(sc.abs); err == nil && info.IsDir() {
+		want = append(want, sc.abs)
+	}
+	for dir := filepath.Dir(sc.abs); ; dir = filepath.Dir(dir) {
+		if info, err := os.Stat(dir); err == nil && info.IsDir() {
+			return append(want, dir)
+		}
+		if dir == filepath.Dir(dir) {
+			return want
+		}
+	}
+}
+
+// watch points w at wantWatches. It adds them every time rather than
+// trusting its memory: a watched directory that was deleted and recreated
+// is a new inode that needs a new watch, and adding an existing watch is
+// harmless. It repeats until the set is stable, so that a directory created
+// between looking and watching (mkdir -p) is not missed.
+func (sc *fileScanner) watch(w *fsnotify.Watcher) {
+	problems := map[string]error{}
+	for range 8 { // a tree keeps changing only while someone is making it
+		want := sc.wantWatches()
+		for _, dir := range want {
+			err := w.Add(dir)
+			if err != nil && !errors.Is(err, fs.ErrNotExist) {
+				// Out of inotify watches, say: the rescan still sees changes.
+				problems[dir] = fmt.Errorf("watch %s: %w (changes are seen at the periodic rescan only)", dir, err)
+			}
+		}
+		for _, dir := range w.WatchList() {
+			if !slices.Contains(want, dir) {
+				_ = w.Remove(dir) // gone already if it was deleted: nothing to undo
+			}
+		}
+		if slices.Equal(sc.wantWatches(), want) {
+			break
+		}
+	}
+	sc.watchProblem.update(problems, "cannot watch manifests for changes")
+}
+
+// scan reads the path and returns the source's state: per file, its new
+// content when good, else its last good content and its problem.
+func (sc *fileScanner) scan() SourceUpdate {
+	problems := map[string]error{}
+	var errs []error
+	var failing []string
+
+	files, listErr := sc.list()
+	if listErr != nil {
+		// Keep everything as it was: an unlistable directory is not an empty one.
+		problems[sc.path] = listErr
+		errs = append(errs, listErr)
+	} else {
+		sc.usable = true
+		read := map[string]bool{}
+		for _, f := range files {
+			snap, err := readFile(f, sc.opts)
+			if errors.Is(err, fs.ErrNotExist) {
+				// Renamed away while listed (an editor saving): as deleted.
+				// The event of its return brings the next scan.
+				continue
+			}
+			read[f] = true
+			if err == nil && snap.documents == 0 {
+				err = ErrorList{{Source: f, Message: "file is empty: its pods are kept; " +
+					"to remove them, delete the file or write an empty List (kind: List, items: [])"}}
+			}
+			if err != nil {
+				problems[f] = err
+				errs = append(errs, err)
+				if !sc.everGood[f] {
+					abs, absErr := filepath.Abs(f)
+					if absErr != nil {
+						abs = f
+					}
+					failing = append(failing, abs)
+				}
+				continue
+			}
+			sc.accept(f, snap)
+		}
+		for _, f := range slices.Sorted(maps.Keys(sc.good)) {
+			if !read[f] {
+				sc.logger.Info("manifest file removed", "file", f, "pods", len(sc.good[f].Pods))
+				delete(sc.good, f)
+			}
+		}
+	}
+
+	// File name order, as ReadPath: the first file wins a conflict, and
+	// the order does not depend on which file was edited last.
+	var snaps []*Snapshot
+	for _, f := range slices.Sorted(maps.Keys(sc.good)) {
+		snaps = append(snaps, sc.good[f])
+	}
+	merged, err := Merge(sc.path, snaps...)
+	if err != nil {
+		problems[sc.path+" (conflicts)"] = err
+		errs = append(errs, err)
+	}
+	sc.problems.update(problems, "manifest problem")
+
+	u := SourceUpdate{Source: sc.path, Failing: failing}
+	if sc.usable {
+		u.Snapshot = merged
+	}
+	switch len(errs) {
+	case 0:
+	case 1:
+		u.Err = errs[0]
+	default:
+		u.Err = errors.Join(errs...)
+	}
+	return u
+}
+
+// accept records a good read of file f, logging what it newly says.
+func (sc *fileScanner) accept(f string, snap *Snapshot) {
+	old := sc.good[f]
+	if old != nil && contentKey(old) == contentKey(snap) {
+		return // unchanged: keep the snapshot read first (and its config.seen)
+	}
+	sc.good[f] = snap
+	sc.everGood[f] = true
+	sc.logger.Info("manifest file read", "file", f, "pods", len(snap.Pods),
+		"configMaps", len(snap.ConfigMaps), "secrets", len(snap.Secrets))
+	for _, w := range snap.Warnings {
+		sc.logger.Warn("manifest warning", "warning", w)
+	}
+}
+
+// list returns the manifest files of the path: none when it does not
+// exist, an error when it exists but cannot be listed.
+func (sc *fileScanner) list() ([]string, error) {
+	files, err := ManifestFiles(sc.path, sc.opts.Logger)
+	missing := err != nil && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR))
+	if missing != sc.missing {
+		if missing {
+			sc.logger.Info("manifest path does not exist; watching for it to appear")
+		} else {
+			sc.logger.Info("manifest path exists")
+		}
+		sc.missing = missing
+	}
+	if missing {
+		return nil, nil
+	}
+	return files, err
+}

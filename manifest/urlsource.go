@@ -1,0 +1,286 @@
+package manifest
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+)
+
+// URLSource polls a manifest URL for `podrun watch`.
+//
+// It keeps the last good content: an error status, a timeout, a TLS
+// failure, a body over MaxFileSize, an empty body (blank or only comments)
+// and invalid content are reported in SourceUpdate.Err and change nothing
+// that runs. A body that is explicitly an empty List (`kind: List`,
+// `items: []`) is good and removes the URL's pods.
+type URLSource struct {
+	// URL is the manifest URL as configured (--manifest-url); it is the
+	// identity source of its pods.
+	URL string
+	// Header is sent with every request (--manifest-url-header); see
+	// ParseHeaders. A Host entry sets the request's Host.
+	Header http.Header
+	// Client makes the requests; nil means NewHTTPClient(""). Its Timeout
+	// bounds a whole request, body included.
+	Client *http.Client
+	// Interval is --http-check-frequency; zero means
+	// DefaultHTTPCheckFrequency. The first fetch is at once.
+	Interval time.Duration
+	// Options for reading the manifests.
+	Options Options
+	// Logger hears about errors (once when they appear, once when they
+	// clear) and changes; nil means slog.Default().
+	Logger *slog.Logger
+
+	hooks *sourceHooks
+}
+
+// NewHTTPClient returns the client for manifest URLs: a DefaultHTTPTimeout
+// limit on a whole request (body included, so a server that drips bytes
+// cannot hold a poll forever), TLS verification on, proxies from the
+// environment. caFile, if not empty, is a PEM file of CA certificates
+// trusted in addition to the system's (--manifest-url-ca).
+func NewHTTPClient(caFile string) (*http.Client, error) {
+	tlsConfig := &tls.Config{MinVersion: tls.VersionTLS12}
+	if caFile != "" {
+		pool, err := x509.SystemCertPool()
+		if err != nil || pool == nil {
+			// No system pool on this machine: the private CA alone.
+			pool = x509.NewCertPool()
+		}
+		pem, err := os.ReadFile(caFile)
+		if err != nil {
+			return nil, fmt.Errorf("read manifest URL CA file: %w", err)
+		}
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("manifest URL CA file %s: no PEM certificate in it (want -----BEGIN CERTIFICATE-----)", caFile)
+		}
+		tlsConfig.RootCAs = pool
+	}
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.TLSClientConfig = tlsConfig
+	return &http.Client{Timeout: DefaultHTTPTimeout, Transport: transport}, nil
+}
+
+// ParseHeaders parses --manifest-url-header values, each "Key: Value".
+// A key given more than once is sent with each value.
+func ParseHeaders(pairs []string) (http.Header, error) {
+	h := http.Header{}
+	for _, pair := range pairs {
+		key, value, ok := strings.Cut(pair, ":")
+		if !ok {
+			return nil, fmt.Errorf("manifest URL header %q: want \"Key: Value\", e.g. \"Authorization: Bearer <token>\"", pair)
+		}
+		key, value = strings.TrimSpace(key), strings.TrimSpace(value)
+		if key == "" {
+			return nil, fmt.Errorf("manifest URL header %q: the name before the colon is empty", pair)
+		}
+		if i := strings.IndexFunc(key, func(r rune) bool { return !isTokenChar(r) }); i >= 0 {
+			return nil, fmt.Errorf("manifest URL header %q: the name %q may not contain %q", pair, key, key[i:i+1])
+		}
+		if strings.ContainsFunc(value, func(r rune) bool { return (r < ' ' && r != '\t') || r == 0x7f }) {
+			return nil, fmt.Errorf("manifest URL header %s: the value contains a control character (a line break?)", key)
+		}
+		h.Add(key, value)
+	}
+	return h, nil
+}
+
+// isTokenChar reports whether r may be in a header name (RFC 9110 token).
+func isTokenChar(r rune) bool {
+	return r < 0x7f && (r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' ||
+		strings.ContainsRune("!#$%&'*+-.^_`|~", r))
+}
+
+// FetchURL fetches and parses url once, with the limits of URLSource, for
+// `podrun once URL` and `podrun down URL`: client's timeout, a body of at
+// most MaxFileSize, an empty body an error. As with Parse, a Snapshot
+// returned with an error (invalid content) is for reporting only.
+func FetchURL(ctx context.Context, client *http.Client, url string, header http.Header, opts Options) (*Snapshot, error) {
+	opts, err := opts.complete()
+	if err != nil {
+		return nil, err
+	}
+	res, err := fetch(ctx, client, url, header, validators{}, opts)
+	return res.snap, err
+}
+
+// validators are a good response's cache validators, sent back so that an
+// unchanged manifest costs the server a 304 and no body.
+type validators struct {
+	etag, lastModified string
+}
+
+type fetchResult struct {
+	snap        *Snapshot
+	notModified bool
+	validators  validators
+}
+
+// fetch makes one (conditional, when val is set) request.
+func fetch(ctx context.Context, client *http.Client, url string, header http.Header, val validators, opts Options) (fetchResult, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return fetchResult{}, fmt.Errorf("manifest URL %q: %w", url, err)
+	}
+	for key, values := range header {
+		if http.CanonicalHeaderKey(key) == "Host" && len(values) > 0 {
+			req.Host = values[0]
+			continue
+		}
+		for _, v := range values {
+			req.Header.Add(key, v)
+		}
+	}
+	if req.Header.Get("User-Agent") == "" {
+		req.Header.Set("User-Agent", "podrun")
+	}
+	if val.etag != "" {
+		req.Header.Set("If-None-Match", val.etag)
+	}
+	if val.lastModified != "" {
+		req.Header.Set("If-Modified-Since", val.lastModified)
+	}
+	if client == nil {
+		if client, err = NewHTTPClient(""); err != nil {
+			return fetchResult{}, err
+		}
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		// The error names the method and URL: Get "https://...": ...
+		return fetchResult{}, fmt.Errorf("fetch manifests: %w", err)
+	}
+	defer resp.Body.Close()
+
+	switch {
+	case resp.StatusCode == http.StatusNotModified && val != (validators{}):
+		return fetchResult{notModified: true}, nil
+	case resp.StatusCode != http.StatusOK:
+		return fetchResult{}, fmt.Errorf("fetch manifests from %s: the server answered %s, want 200 OK", url, resp.Status)
+	case resp.ContentLength > MaxFileSize:
+		return fetchResult{}, tooLarge(url, resp.ContentLength)
+	}
+	// The timeout covers the body too: Client.Timeout ends a slow read.
+	data, err := io.ReadAll(io.LimitReader(resp.Body, MaxFileSize+1))
+	if err != nil {
+		return fetchResult{}, fmt.Errorf("fetch manifests from %s: read body: %w", url, err)
+	}
+	if len(data) > MaxFileSize {
+		return fetchResult{}, tooLarge(url, -1)
+	}
+	snap, err := parse(url, url, data, opts)
+	if err != nil {
+		return fetchResult{snap: snap}, err
+	}
+	if snap.documents == 0 {
+		// A server that lost its files, a proxy's empty answer: not a
+		// reason to stop every pod. Saying "no pods" takes an empty List.
+		return fetchResult{}, ErrorList{{Source: url, Message: "the body is empty (no document): the last good pods are kept; " +
+			"to remove them, serve an empty List (kind: List, items: [])"}}
+	}
+	return fetchResult{snap: snap, validators: validators{
+		etag:         resp.Header.Get("ETag"),
+		lastModified: resp.Header.Get("Last-Modified"),
+	}}, nil
+}
+
+func tooLarge(url string, size int64) error {
+	what := "more"
+	if size > 0 {
+		what = fmt.Sprintf("%.1f MiB", float64(size)/(1<<20))
+	}
+	return ErrorList{{Source: url, Message: fmt.Sprintf(
+		"the body is %s, over the %d MiB limit for manifests: is it really a manifest?", what, MaxFileSize>>20)}}
+}
+
+// Run polls the URL until ctx ends. It sends an update after the first
+// fetch and then whenever the result changes (a 304 or an unchanged body
+// sends nothing). A consumer that falls behind gets only the newest update.
+func (s *URLSource) Run(ctx context.Context, out chan<- SourceUpdate) {
+	logger := s.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	logger = logger.With("source", s.URL)
+	opts := s.Options
+	if opts.Logger == nil {
+		opts.Logger = logger
+	}
+	opts, err := opts.complete()
+	if err == nil && s.URL == "" {
+		err = errors.New("no URL given")
+	}
+	client := s.Client
+	if err == nil && client == nil {
+		client, err = NewHTTPClient("")
+	}
+	if err != nil {
+		err = fmt.Errorf("watch manifest URL %s: %w", s.URL, err)
+		logger.Error("cannot watch manifest URL", "error", err)
+		sendUntilDone(ctx, out, SourceUpdate{Source: s.URL, Err: err, Failing: []string{s.URL}})
+		return
+	}
+
+	var (
+		q        latest
+		good     *Snapshot
+		goodKey  string
+		val      validators
+		problems = problemLog{logger: logger}
+	)
+	poll := func() {
+		res, err := fetch(ctx, client, s.URL, s.Header, val, opts)
+		if ctx.Err() != nil {
+			return // shutting down: an aborted request is not the URL's fault
+		}
+		switch {
+		case err != nil:
+			// Keep good, and its validators: the next poll asks "changed
+			// since the last good?", so a 304 then means good again.
+		case res.notModified:
+		default:
+			if key := contentKey(res.snap); good == nil || key != goodKey {
+				good, goodKey = res.snap, key
+				logger.Info("manifest URL read", "pods", len(good.Pods),
+					"configMaps", len(good.ConfigMaps), "secrets", len(good.Secrets))
+				for _, w := range good.Warnings {
+					logger.Warn("manifest warning", "warning", w)
+				}
+			}
+			val = res.validators
+		}
+		u := SourceUpdate{Source: s.URL, Snapshot: good, Err: err}
+		if err != nil && good == nil {
+			u.Failing = []string{s.URL}
+		}
+		now := map[string]error{}
+		if err != nil {
+			now[s.URL] = err
+		}
+		problems.update(now, "manifest URL problem")
+		s.hooks.onScanned(q.offer(u))
+	}
+
+	ticker := time.NewTicker(orDefault(s.Interval, DefaultHTTPCheckFrequency))
+	defer ticker.Stop()
+	poll()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case q.ch(out) <- q.value():
+			q.sent()
+		case <-ticker.C:
+			poll()
+		}
+	}
+}

@@ -1,0 +1,441 @@
+package manifest
+
+import (
+	"context"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// shortTimeout is the client timeout of the timeout faults. Their handlers
+// block or drip until the request is given up, so any timeout is exceeded;
+// it is short only to keep the tests fast. The other tests use the default.
+const shortTimeout = 300 * time.Millisecond
+
+// switchable is an httptest handler the test can swap while a source polls.
+type switchable struct {
+	mu sync.Mutex
+	h  http.HandlerFunc
+}
+
+func (s *switchable) set(h http.HandlerFunc) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.h = h
+}
+
+func (s *switchable) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	h := s.h
+	s.mu.Unlock()
+	h(w, r)
+}
+
+func serve(body string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, body) }
+}
+
+// The faults a manifest server can have; each must be an error that keeps
+// the last good snapshot.
+var urlFaults = []struct {
+	name    string
+	handler http.HandlerFunc
+	want    string
+	short   bool // a timeout fault: use shortTimeout
+}{
+	{"500", func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "boom", http.StatusInternalServerError)
+	}, "the server answered 500 Internal Server Error", false},
+	{"404", func(w http.ResponseWriter, r *http.Request) {
+		http.NotFound(w, r)
+	}, "404 Not Found", false},
+	{"timeout", func(w http.ResponseWriter, r *http.Request) {
+		<-r.Context().Done() // never answers
+	}, "Client.Timeout exceeded", true},
+	{"slow body", func(w http.ResponseWriter, r *http.Request) {
+		// Headers and a first line at once, then a byte at a time, forever.
+		fmt.Fprint(w, "apiVersion: v1\n")
+		w.(http.Flusher).Flush()
+		for {
+			select {
+			case <-r.Context().Done():
+				return
+			case <-time.After(20 * time.Millisecond):
+				fmt.Fprint(w, " ")
+				w.(http.Flusher).Flush()
+			}
+		}
+	}, "read body", true},
+	{"over the limit, chunked", func(w http.ResponseWriter, r *http.Request) {
+		chunk := strings.Repeat("# padding\n", 1<<16) // 640 KiB
+		for range (MaxFileSize / len(chunk)) + 1 {
+			if _, err := fmt.Fprint(w, chunk); err != nil {
+				return
+			}
+		}
+	}, "over the 10 MiB limit", false},
+	{"over the limit, Content-Length", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", fmt.Sprint(MaxFileSize+1))
+		// No body: the client must not wait for it.
+	}, "over the 10 MiB limit", false},
+	{"empty body", serve(""), "the body is empty", false},
+	{"only comments and blanks", serve("\n  \n# nothing here\n---\n# nor here\n"), "the body is empty", false},
+	{"null document", serve("---\nnull\n"), "the body is empty", false},
+	{"204", func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusNoContent)
+	}, "204 No Content", false},
+	{"invalid", serve("apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n  containers:\n  - name: app\n    imagee: x\n"),
+		":8: spec.containers[0].imagee: unknown field", false},
+}
+
+func testClient(t *testing.T, short bool) *http.Client {
+	t.Helper()
+	client, err := NewHTTPClient("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if short {
+		client.Timeout = shortTimeout
+	}
+	return client
+}
+
+func TestFetchURLFaults(t *testing.T) {
+	for _, fault := range urlFaults {
+		t.Run(fault.name, func(t *testing.T) {
+			srv := httptest.NewServer(fault.handler)
+			defer srv.Close()
+			snap, err := FetchURL(context.Background(), testClient(t, fault.short), srv.URL, nil, testOptions())
+			if err == nil || !strings.Contains(err.Error(), fault.want) {
+				t.Fatalf("FetchURL error = %v, want %q", err, fault.want)
+			}
+			if snap != nil && !snap.Empty() {
+				t.Errorf("FetchURL returned pods with an error")
+			}
+		})
+	}
+}
+
+func TestFetchURLGood(t *testing.T) {
+	srv := httptest.NewServer(serve(podNamed("a") + "---\n" + podNamed("b")))
+	defer srv.Close()
+	snap, err := FetchURL(context.Background(), testClient(t, false), srv.URL+"/pods.yaml", nil, testOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(podNames(snap), ","); got != "a-node1,b-node1" {
+		t.Errorf("pods = %s", got)
+	}
+	if src := snap.Pods[0].Annotations[AnnotationSource]; src != srv.URL+"/pods.yaml" {
+		t.Errorf("podrun.io/source = %q", src)
+	}
+	if kind := snap.Pods[0].Annotations[AnnotationConfigSource]; kind != ConfigSourceHTTP {
+		t.Errorf("config.source = %q", kind)
+	}
+
+	// An explicitly empty List is a good answer with no pods.
+	srv2 := httptest.NewServer(serve("apiVersion: v1\nkind: List\nitems: []\n"))
+	defer srv2.Close()
+	snap, err = FetchURL(context.Background(), testClient(t, false), srv2.URL, nil, testOptions())
+	if err != nil || !snap.Empty() {
+		t.Errorf("empty List: %v, %v", snap, err)
+	}
+}
+
+// urlSource polls srv every few milliseconds.
+func urlSource(t *testing.T, url string) *URLSource {
+	logger, _ := testLogger(t)
+	return &URLSource{URL: url, Client: testClient(t, false), Interval: 5 * time.Millisecond, Options: testOptions(), Logger: logger}
+}
+
+func TestURLSourceKeepsLastGoodOnEveryFault(t *testing.T) {
+	for _, fault := range urlFaults {
+		t.Run(fault.name, func(t *testing.T) {
+			h := &switchable{h: serve(podImage("web", "nginx:1"))}
+			srv := httptest.NewServer(h)
+			defer srv.Close()
+			s := urlSource(t, srv.URL)
+			s.Client = testClient(t, fault.short)
+			out := startSource(t, s.Run)
+			// On a slow machine a first fetch may time out: the next poll
+			// retries, so wait for the good one.
+			good := waitFor(t, out, "the good content", and(pods("web"), noErr))
+
+			h.set(fault.handler)
+			kept := func(t *testing.T, u SourceUpdate) {
+				t.Helper()
+				if u.Snapshot != good.Snapshot || len(u.Failing) != 0 {
+					t.Errorf("a fault changed what runs or marked a URL good once as Failing:\n%s", describeUpdate(u))
+				}
+			}
+			waitFor(t, out, "the fault reported", errContains(fault.want), kept)
+
+			h.set(serve(podImage("web", "nginx:2")))
+			u := waitFor(t, out, "the recovery", and(noErr, pods("web")), keptOrNew(good))
+			if podHashes(u)["web-node1"] == podHashes(good)["web-node1"] {
+				t.Errorf("the new content was not taken")
+			}
+		})
+	}
+}
+
+// keptOrNew accepts updates that keep good or bring new good content.
+func keptOrNew(good SourceUpdate) func(*testing.T, SourceUpdate) {
+	return func(t *testing.T, u SourceUpdate) {
+		t.Helper()
+		if u.Snapshot == nil || (u.Err != nil && u.Snapshot != good.Snapshot) {
+			t.Errorf("update:\n%s", describeUpdate(u))
+		}
+	}
+}
+
+func TestURLSourceFirstFetchFailsIsNotReady(t *testing.T) {
+	h := &switchable{h: func(w http.ResponseWriter, r *http.Request) { http.Error(w, "down", http.StatusBadGateway) }}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	out := startSource(t, urlSource(t, srv.URL).Run)
+
+	u := waitFor(t, out, "the first fetch", func(SourceUpdate) bool { return true })
+	if u.Snapshot != nil || !errContains("502 Bad Gateway")(u) || !slices.Equal(u.Failing, []string{srv.URL}) {
+		t.Fatalf("a URL failing from the start: no snapshot, the error, and Failing:\n%s", describeUpdate(u))
+	}
+	h.set(serve(podNamed("web")))
+	u = waitFor(t, out, "the recovery", and(pods("web"), noErr))
+	if len(u.Failing) != 0 {
+		t.Errorf("Failing = %v", u.Failing)
+	}
+}
+
+func TestURLSourceEmptyListRemovesPods(t *testing.T) {
+	h := &switchable{h: serve(podNamed("web"))}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	out := startSource(t, urlSource(t, srv.URL).Run)
+	waitFor(t, out, "the pod", and(pods("web"), noErr))
+	h.set(serve("# all pods moved away\napiVersion: v1\nkind: List\nitems: []\n"))
+	u := waitFor(t, out, "no pods", and(pods(), noErr))
+	if u.Snapshot == nil || !u.Snapshot.Empty() {
+		t.Errorf("update:\n%s", describeUpdate(u))
+	}
+}
+
+// TestURLSourceConditionalGet: the validators of the last good response
+// are sent back; a 304 sends no update; the validators of a response that
+// was not good are not remembered.
+func TestURLSourceConditionalGet(t *testing.T) {
+	const lastModified = "Mon, 02 Jan 2006 15:04:05 GMT"
+	type request struct{ ifNoneMatch, serving string }
+	var (
+		mu          sync.Mutex
+		etag, body  = `"v1"`, podImage("web", "nginx:1")
+		notModified atomic.Int64
+		requests    = make(chan request, 100000)
+	)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		inm := r.Header.Get("If-None-Match")
+		requests <- request{inm, etag}
+		if inm != "" && r.Header.Get("If-Modified-Since") != lastModified {
+			t.Errorf("If-Modified-Since = %q", r.Header.Get("If-Modified-Since"))
+		}
+		if inm == etag {
+			notModified.Add(1)
+			w.WriteHeader(http.StatusNotModified)
+			return
+		}
+		w.Header().Set("ETag", etag)
+		w.Header().Set("Last-Modified", lastModified)
+		fmt.Fprint(w, body)
+	}))
+	defer srv.Close()
+	p := newProbe()
+	s := urlSource(t, srv.URL)
+	s.hooks = p.hooks(false)
+	out := startSource(t, s.Run)
+	good := waitFor(t, out, "the first fetch", and(pods("web"), noErr))
+
+	// Polls answered 304 change nothing and send nothing.
+	if got := p.waitScans(t, 4); !slices.Equal(got, []bool{true, false, false, false}) {
+		t.Errorf("scans changed = %v, want only the first", got)
+	}
+	if n := notModified.Load(); n < 3 {
+		t.Errorf("%d requests answered 304, want 3 or more", n)
+	}
+	noUpdate(t, out)
+
+	// Invalid content with a new ETag: an error, and the requests that
+	// follow still ask for "v1", the last good.
+	mu.Lock()
+	etag, body = `"v2"`, "kind: [\n"
+	mu.Unlock()
+	waitFor(t, out, "the error", errContains("invalid YAML"), func(t *testing.T, u SourceUpdate) {
+		if u.Snapshot != good.Snapshot {
+			t.Errorf("invalid content replaced the last good")
+		}
+	})
+	for after := 0; after < 3; {
+		select {
+		case r := <-requests:
+			if r.serving != `"v2"` {
+				continue
+			}
+			after++
+			if r.ifNoneMatch != `"v1"` {
+				t.Fatalf("If-None-Match = %s while the last good was v1", r.ifNoneMatch)
+			}
+		case <-time.After(failAfter):
+			t.Fatal("no more requests")
+		}
+	}
+
+	// The server returns to v1: a 304 to "v1" means the last good is
+	// current again, and the error clears.
+	mu.Lock()
+	etag, body = `"v1"`, podImage("web", "nginx:1")
+	mu.Unlock()
+	u := waitFor(t, out, "the error cleared", noErr)
+	if u.Snapshot != good.Snapshot {
+		t.Errorf("after a 304 the snapshot must be the last good")
+	}
+}
+
+func TestURLSourceSendsHeaders(t *testing.T) {
+	header, err := ParseHeaders([]string{"Authorization: Bearer s3cret", "X-Node:node1", "X-Multi: a", "X-Multi: b: c", "Host: manifests.example"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *http.Request, 100)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- r
+		fmt.Fprint(w, podNamed("web"))
+	}))
+	defer srv.Close()
+	s := urlSource(t, srv.URL)
+	s.Header = header
+	waitFor(t, startSource(t, s.Run), "the pod", pods("web"))
+	r := <-got
+	if r.Header.Get("Authorization") != "Bearer s3cret" || r.Header.Get("X-Node") != "node1" ||
+		!slices.Equal(r.Header.Values("X-Multi"), []string{"a", "b: c"}) || r.Host != "manifests.example" ||
+		r.Header.Get("User-Agent") != "podrun" {
+		t.Errorf("request headers = %v, host %q", r.Header, r.Host)
+	}
+}
+
+func TestParseHeadersErrors(t *testing.T) {
+	for in, want := range map[string]string{
+		"Authorization Bearer x": `want "Key: Value"`,
+		": value":                "the name before the colon is empty",
+		"X Y: z":                 `may not contain " "`,
+		"X-Ok: a\r\nX-Evil: b":   "control character",
+	} {
+		_, err := ParseHeaders([]string{in})
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("ParseHeaders(%q) = %v, want %q", in, err, want)
+		}
+	}
+	h, err := ParseHeaders([]string{"X-Empty:"})
+	if err != nil || h.Get("X-Empty") != "" || len(h.Values("X-Empty")) != 1 {
+		t.Errorf("an empty value: %v, %v", h, err)
+	}
+}
+
+func TestNewHTTPClientTLS(t *testing.T) {
+	srv := httptest.NewUnstartedServer(serve(podNamed("web")))
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the rejected handshakes
+	srv.StartTLS()
+	defer srv.Close()
+
+	// Verification is on: the test server's certificate is not trusted.
+	client, err := NewHTTPClient("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if client.Timeout != DefaultHTTPTimeout {
+		t.Errorf("Timeout = %v", client.Timeout)
+	}
+	_, err = FetchURL(context.Background(), client, srv.URL, nil, testOptions())
+	if err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Errorf("an untrusted server: err = %v", err)
+	}
+
+	// The URL source keeps reporting it, with no snapshot.
+	logger, _ := testLogger(t)
+	u := waitFor(t, startSource(t, (&URLSource{URL: srv.URL, Client: client, Interval: time.Hour, Options: testOptions(), Logger: logger}).Run),
+		"the TLS error", func(SourceUpdate) bool { return true })
+	if u.Snapshot != nil || !errContains("certificate")(u) {
+		t.Errorf("update:\n%s", describeUpdate(u))
+	}
+
+	// Its CA (here the self-signed certificate itself) in --manifest-url-ca.
+	caFile := filepath.Join(t.TempDir(), "ca.pem")
+	pemData := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+	if err := os.WriteFile(caFile, pemData, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	client, err = NewHTTPClient(caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := FetchURL(context.Background(), client, srv.URL, nil, testOptions())
+	if err != nil || len(snap.Pods) != 1 {
+		t.Errorf("with the CA: %v, %v", snap, err)
+	}
+
+	if _, err := NewHTTPClient(filepath.Join(t.TempDir(), "missing.pem")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a missing CA file: %v", err)
+	}
+	notPEM := filepath.Join(t.TempDir(), "ca.pem")
+	os.WriteFile(notPEM, []byte("hello"), 0o600)
+	if _, err := NewHTTPClient(notPEM); err == nil || !strings.Contains(err.Error(), "no PEM certificate") {
+		t.Errorf("a file without PEM: %v", err)
+	}
+}
+
+func TestURLSourceStopsDuringARequest(t *testing.T) {
+	// A request in flight when the context ends is abandoned: Run returns
+	// (startSource's cleanup checks it) without reporting the abort.
+	started := make(chan struct{}, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case started <- struct{}{}:
+		default:
+		}
+		<-r.Context().Done()
+	}))
+	defer srv.Close()
+	logger, _ := testLogger(t)
+	client, _ := NewHTTPClient("")
+	s := &URLSource{URL: srv.URL, Client: client, Options: testOptions(), Logger: logger}
+	ctx, cancel := context.WithCancel(context.Background())
+	out := make(chan SourceUpdate, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.Run(ctx, out)
+	}()
+	select {
+	case <-started:
+	case <-time.After(failAfter):
+		t.Fatal("no request")
+	}
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(failAfter):
+		t.Fatal("Run did not return")
+	}
+	noUpdate(t, out)
+}
