@@ -54,7 +54,7 @@ func RunHook(ctx context.Context, t Target, h *v1.LifecycleHandler) error {
 		}
 		return nil
 	case h.HTTPGet != nil:
-		status, body, err := doHTTPGet(ctx, t, h.HTTPGet)
+		status, body, err := doHTTPGet(ctx, t, h.HTTPGet, hookUserAgent)
 		if err != nil {
 			return err
 		}
@@ -83,25 +83,38 @@ func runExec(ctx context.Context, t Target, cmd []string) (int, []byte, error) {
 	return code, out, nil
 }
 
-// resolvePort turns a port number or a container port's name into a number.
+// resolvePort turns a port number or a container port's name into a
+// number, as the kubelet does: a name is looked up in the container's ports
+// first, then read as a number; the result must be in 1-65535.
 func resolvePort(p intstr.IntOrString, c *v1.Container) (int, error) {
-	if p.Type == intstr.Int {
-		if p.IntVal <= 0 || p.IntVal > 65535 {
-			return 0, fmt.Errorf("port %d is out of range", p.IntVal)
-		}
-		return int(p.IntVal), nil
-	}
-	if n, err := strconv.Atoi(p.StrVal); err == nil {
-		return n, nil
-	}
-	if c != nil {
-		for _, cp := range c.Ports {
-			if cp.Name == p.StrVal {
-				return int(cp.ContainerPort), nil
+	port := 0
+	switch p.Type {
+	case intstr.Int:
+		port = int(p.IntVal)
+	case intstr.String:
+		found := false
+		if c != nil {
+			for _, cp := range c.Ports {
+				if cp.Name == p.StrVal {
+					port, found = int(cp.ContainerPort), true
+					break
+				}
 			}
 		}
+		if !found {
+			n, err := strconv.Atoi(p.StrVal)
+			if err != nil {
+				return 0, fmt.Errorf("no container port named %q", p.StrVal)
+			}
+			port = n
+		}
+	default:
+		return 0, fmt.Errorf("port %v is neither a number nor a name", p)
 	}
-	return 0, fmt.Errorf("no container port named %q", p.StrVal)
+	if port <= 0 || port > 65535 {
+		return 0, fmt.Errorf("port %d is out of range", port)
+	}
+	return port, nil
 }
 
 // httpGetURL builds the URL of an httpGet handler, as the kubelet does.
@@ -134,10 +147,64 @@ func httpGetURL(t Target, g *v1.HTTPGetAction) (*url.URL, error) {
 	return u, nil
 }
 
-// doHTTPGet performs an httpGet handler and returns the status and the
-// start of the body. HTTPS is not verified, as the kubelet does not verify
-// probe targets; redirects are followed only to the same host.
-func doHTTPGet(ctx context.Context, t Target, g *v1.HTTPGetAction) (int, []byte, error) {
+// User agents sent by HTTP handlers when the handler sets none, shaped as
+// the kubelet's (kube-probe/..., kube-lifecycle/...) so that servers that
+// recognise probes by their user agent recognise podrun's too.
+const (
+	probeUserAgent = "kube-probe/podrun"
+	hookUserAgent  = "kube-lifecycle/podrun"
+)
+
+// httpTransport is shared by every httpGet handler. HTTPS is not verified,
+// as the kubelet does not verify probe targets; no proxy is used; no
+// connection is kept.
+var httpTransport = &http.Transport{
+	TLSClientConfig:    &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // probes do not verify, as the kubelet's
+	DisableKeepAlives:  true,
+	DisableCompression: true,
+	Proxy:              nil,
+	DialContext:        (&net.Dialer{}).DialContext,
+}
+
+// httpClient follows redirects only to the same host, as the kubelet does:
+// a redirect elsewhere ends the exchange with the 3xx answer; more than 10
+// redirects are an error.
+var httpClient = &http.Client{
+	Transport: httpTransport,
+	CheckRedirect: func(req *http.Request, via []*http.Request) error {
+		if req.URL.Hostname() != via[0].URL.Hostname() {
+			return http.ErrUseLastResponse
+		}
+		if len(via) >= 10 {
+			return errors.New("stopped after 10 redirects")
+		}
+		return nil
+	},
+}
+
+// httpGetHeader builds the request headers of an httpGet handler as the
+// kubelet does: the handler's headers, then User-Agent and Accept (*/*)
+// unless the handler sets them; an Accept set to "" is not sent.
+func httpGetHeader(hs []v1.HTTPHeader, userAgent string) http.Header {
+	h := make(http.Header, len(hs)+2)
+	for _, x := range hs {
+		h.Add(x.Name, x.Value)
+	}
+	if _, ok := h["User-Agent"]; !ok {
+		h.Set("User-Agent", userAgent)
+	}
+	if _, ok := h["Accept"]; !ok {
+		h.Set("Accept", "*/*")
+	} else if h.Get("Accept") == "" {
+		h.Del("Accept")
+	}
+	return h
+}
+
+// doHTTPGet performs an httpGet handler until it answers or ctx ends, and
+// returns the status and the start of the body (at most maxBody bytes). A
+// Host header in the handler sets the request's Host.
+func doHTTPGet(ctx context.Context, t Target, g *v1.HTTPGetAction, userAgent string) (int, []byte, error) {
 	u, err := httpGetURL(t, g)
 	if err != nil {
 		return 0, nil, err
@@ -146,34 +213,19 @@ func doHTTPGet(ctx context.Context, t Target, g *v1.HTTPGetAction) (int, []byte,
 	if err != nil {
 		return 0, nil, err
 	}
-	req.Header.Set("User-Agent", "podrun-probe/1")
-	req.Header.Set("Accept", "*/*")
-	for _, h := range g.HTTPHeaders {
-		if strings.EqualFold(h.Name, "Host") {
-			req.Host = h.Value
-			continue
-		}
-		req.Header.Add(h.Name, h.Value)
+	req.Header = httpGetHeader(g.HTTPHeaders, userAgent)
+	if host := req.Header.Get("Host"); host != "" {
+		req.Host = host
 	}
-	client := &http.Client{
-		Transport: &http.Transport{
-			TLSClientConfig:   &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // probes do not verify, as the kubelet's
-			DisableKeepAlives: true,
-			Proxy:             nil,
-		},
-		CheckRedirect: func(req *http.Request, via []*http.Request) error {
-			if len(via) >= 10 || req.URL.Hostname() != via[0].URL.Hostname() {
-				return http.ErrUseLastResponse
-			}
-			return nil
-		},
-	}
-	resp, err := client.Do(req)
+	resp, err := httpClient.Do(req)
 	if err != nil {
-		return 0, nil, fmt.Errorf("HTTP GET %s: %w", u.Redacted(), err)
+		return 0, nil, err
 	}
 	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	if err != nil {
+		return 0, nil, fmt.Errorf("HTTP GET %s: reading the answer: %w", u.Redacted(), err)
+	}
 	return resp.StatusCode, body, nil
 }
 
