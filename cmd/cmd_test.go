@@ -159,6 +159,8 @@ func TestConditionMet(t *testing.T) {
 		{"job finished counts as up", []*v1.Pod{pod(v1.PodSucceeded, v1.RestartPolicyNever, done)}, waitRunning, true, false},
 		{"running is not complete", []*v1.Pod{pod(v1.PodRunning, v1.RestartPolicyAlways, running)}, waitComplete, false, false},
 		{"complete", []*v1.Pod{pod(v1.PodSucceeded, v1.RestartPolicyNever, done)}, waitComplete, true, false},
+		{"running but not ready", []*v1.Pod{pod(v1.PodRunning, v1.RestartPolicyAlways, running)}, waitReady, false, false},
+		{"ready", []*v1.Pod{withReady(pod(v1.PodRunning, v1.RestartPolicyAlways, running))}, waitReady, true, false},
 		{"failed ends the wait", []*v1.Pod{pod(v1.PodFailed, v1.RestartPolicyNever), pod(v1.PodPending, v1.RestartPolicyAlways)}, waitComplete, false, true},
 	}
 	for _, c := range cases {
@@ -167,6 +169,11 @@ func TestConditionMet(t *testing.T) {
 			t.Errorf("%s: met %v failed %v, want %v %v", c.name, met, failed, c.met, c.failed)
 		}
 	}
+}
+
+func withReady(p *v1.Pod) *v1.Pod {
+	p.Status.Conditions = append(p.Status.Conditions, v1.PodCondition{Type: v1.PodReady, Status: v1.ConditionTrue})
+	return p
 }
 
 func TestReportTable(t *testing.T) {

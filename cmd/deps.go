@@ -48,7 +48,7 @@ func checkNodeName(name string) error {
 
 // newRunner builds the sync core on rt, making sure the infra image exists
 // (building podrun's own when it cannot be pulled).
-func newRunner(ctx context.Context, g *globalOptions, rt *docker.Runtime, allowPrivileged bool) (*runner.Runner, error) {
+func newRunner(ctx context.Context, g *globalOptions, rt *docker.Runtime, allowPrivileged bool, tune ...func(*runner.Config)) (*runner.Runner, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("find podrun's executable: %w", err)
@@ -65,7 +65,7 @@ func newRunner(ctx context.Context, g *globalOptions, rt *docker.Runtime, allowP
 	if unix.Sysinfo(&si) == nil {
 		memory = int64(si.Totalram) * int64(si.Unit)
 	}
-	return runner.New(runner.Config{
+	cfg := runner.Config{
 		Runtime:         rt,
 		RuntimeName:     "docker",
 		NodeName:        g.NodeName,
@@ -76,7 +76,11 @@ func newRunner(ctx context.Context, g *globalOptions, rt *docker.Runtime, allowP
 		Log:             g.Log,
 		NodeMilliCPU:    int64(runtime.NumCPU()) * 1000,
 		NodeMemory:      memory,
-	}), nil
+	}
+	for _, t := range tune {
+		t(&cfg)
+	}
+	return runner.New(cfg), nil
 }
 
 // hostIP is the node's address for status.hostIP: the first global unicast
@@ -105,16 +109,23 @@ func hostIP() string {
 	return "127.0.0.1"
 }
 
-// loadManifests reads every path ("-" is standard input) into one snapshot
-// per argument. Any invalid manifest is exit code 2, and nothing is started.
-func loadManifests(g *globalOptions, paths []string) ([]*manifest.Snapshot, error) {
-	opts := manifest.Options{NodeName: g.NodeName}
+// loadManifests reads every path ("-" is standard input, http(s):// a URL
+// fetched once) into one snapshot per argument. Any invalid manifest is exit
+// code 2, and nothing is started.
+func loadManifests(ctx context.Context, g *globalOptions, paths []string) ([]*manifest.Snapshot, error) {
+	opts := manifest.Options{NodeName: g.NodeName, Logger: g.Log}
 	var snaps []*manifest.Snapshot
 	var errs []error
 	for _, p := range paths {
 		var snap *manifest.Snapshot
 		var err error
-		if p == "-" {
+		if isURL(p) {
+			client, header, cerr := urlClient(g)
+			if cerr != nil {
+				return nil, cerr
+			}
+			snap, err = manifest.FetchURL(ctx, client, p, header, opts)
+		} else if p == "-" {
 			data, rerr := readLimited(g.In)
 			if rerr != nil {
 				errs = append(errs, fmt.Errorf("read standard input: %w", rerr))
@@ -164,8 +175,12 @@ func allPods(snaps []*manifest.Snapshot) ([]*podSource, error) {
 
 // newTeardownRunner is a runner for removing pods: it starts nothing, so it
 // needs no infra image.
-func newTeardownRunner(g *globalOptions, rt *docker.Runtime) (*runner.Runner, error) {
+func newTeardownRunner(g *globalOptions, rt *docker.Runtime) *runner.Runner {
 	return runner.New(runner.Config{
-		Runtime: rt, RuntimeName: "docker", NodeName: g.NodeName, RootDir: g.RootDir, Log: g.Log,
-	}), nil
+		Runtime: rt, RuntimeName: "docker", NodeName: g.NodeName, RootDir: g.RootDir, Log: g.Log, HostIP: hostIP(),
+	})
+}
+
+func isURL(s string) bool {
+	return strings.HasPrefix(s, "http://") || strings.HasPrefix(s, "https://")
 }

@@ -47,11 +47,11 @@ sandboxes and pod directories.`,
 func downRun(ctx context.Context, opts *downOptions) error {
 	type target struct {
 		uid, name string
-		grace     time.Duration
+		pod       *v1.Pod // nil with --all: hooks need the spec
 	}
 	var targets []target
 	if !opts.All {
-		snaps, err := loadManifests(opts.globalOptions, opts.Paths)
+		snaps, err := loadManifests(ctx, opts.globalOptions, opts.Paths)
 		if err != nil {
 			return err
 		}
@@ -60,7 +60,7 @@ func downRun(ctx context.Context, opts *downOptions) error {
 			return err
 		}
 		for _, ps := range pods {
-			targets = append(targets, target{string(ps.Pod.UID), ps.Pod.Namespace + "/" + ps.Pod.Name, podGrace(ps.Pod)})
+			targets = append(targets, target{string(ps.Pod.UID), ps.Pod.Namespace + "/" + ps.Pod.Name, ps.Pod})
 		}
 	}
 	rt, err := connect(ctx, opts.globalOptions)
@@ -68,27 +68,21 @@ func downRun(ctx context.Context, opts *downOptions) error {
 		return err
 	}
 	defer rt.Close()
-	r, err := newTeardownRunner(opts.globalOptions, rt)
-	if err != nil {
-		return err
-	}
+	r := newTeardownRunner(opts.globalOptions, rt)
 	if opts.All {
 		refs, err := r.RuntimePods(ctx)
 		if err != nil {
 			return fmt.Errorf("list pods: %w", err)
 		}
 		for uid, ref := range refs {
-			targets = append(targets, target{uid, ref.Namespace + "/" + ref.Name, 30 * time.Second})
+			targets = append(targets, target{uid, ref.Namespace + "/" + ref.Name, nil})
 		}
 	}
 	errs := make(chan error, len(targets))
 	for _, t := range targets {
 		go func() {
-			grace := t.grace
-			if opts.Grace >= 0 {
-				grace = opts.Grace
-			}
-			if err := r.Teardown(ctx, t.uid, grace); err != nil {
+			// Below zero: each pod's own grace period.
+			if err := r.Teardown(ctx, t.pod, t.uid, opts.Grace); err != nil {
 				errs <- fmt.Errorf("remove %s: %w", t.name, err)
 				return
 			}
@@ -101,11 +95,4 @@ func downRun(ctx context.Context, opts *downOptions) error {
 		all = append(all, <-errs)
 	}
 	return errors.Join(all...)
-}
-
-func podGrace(p *v1.Pod) time.Duration {
-	if p.Spec.TerminationGracePeriodSeconds != nil {
-		return time.Duration(*p.Spec.TerminationGracePeriodSeconds) * time.Second
-	}
-	return 30 * time.Second
 }

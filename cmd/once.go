@@ -17,6 +17,7 @@ import (
 // Wait conditions of `once`.
 const (
 	waitRunning  = "running"
+	waitReady    = "ready"
 	waitComplete = "complete"
 )
 
@@ -36,8 +37,9 @@ func newOnceCmd(g *globalOptions, runF func(context.Context, *onceOptions) error
 		Use:   "once PATH|- ...",
 		Short: "Start the pods of the manifests, wait until they are up (or done), report and exit",
 		Long: `Start the pods of the manifest files and directories given (- reads standard
-input), wait until every pod is running (--wait running) or finished
-(--wait complete), print a report and exit. Pods keep running after once exits;
+input), wait until every pod is running (--wait running), Ready (--wait
+ready: readiness probes pass) or finished (--wait complete), print a report
+and exit. Pods keep running after once exits;
 --rm removes them after --wait complete. Running once again on unchanged
 manifests changes nothing.
 
@@ -46,8 +48,10 @@ input (nothing is started), 3 the Docker Engine cannot be reached.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Paths = args
-			if opts.Wait != waitRunning && opts.Wait != waitComplete {
-				return badInputf("--wait %q: want running or complete", opts.Wait)
+			switch opts.Wait {
+			case waitRunning, waitReady, waitComplete:
+			default:
+				return badInputf("--wait %q: want running, ready or complete", opts.Wait)
 			}
 			if err := checkOutput(opts.Output); err != nil {
 				return err
@@ -62,7 +66,7 @@ input (nothing is started), 3 the Docker Engine cannot be reached.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&opts.Wait, "wait", waitRunning, "what to wait for: running or complete")
+	f.StringVar(&opts.Wait, "wait", waitRunning, "what to wait for: running, ready (readiness probes pass) or complete")
 	f.DurationVar(&opts.Timeout, "timeout", 5*time.Minute, "how long to wait")
 	f.StringVarP(&opts.Output, "output", "o", "table", "report format: table, json or yaml")
 	f.BoolVar(&opts.Remove, "rm", false, "remove the pods after they complete (with --wait complete)")
@@ -71,7 +75,7 @@ input (nothing is started), 3 the Docker Engine cannot be reached.`,
 }
 
 func onceRun(ctx context.Context, opts *onceOptions) error {
-	snaps, err := loadManifests(opts.globalOptions, opts.Paths)
+	snaps, err := loadManifests(ctx, opts.globalOptions, opts.Paths)
 	if err != nil {
 		return err
 	}
@@ -206,7 +210,12 @@ func conditionMet(pods []*v1.Pod, cond string) (met, failed bool) {
 			failed = true
 		case v1.PodSucceeded:
 		case v1.PodRunning:
-			if cond == waitComplete || !allRunning(p) {
+			switch {
+			case cond == waitComplete:
+				met = false
+			case cond == waitReady && !podReady(p):
+				met = false
+			case !allRunning(p):
 				met = false
 			}
 		default:
@@ -232,6 +241,16 @@ func allRunning(p *v1.Pod) bool {
 	return len(p.Status.ContainerStatuses) > 0
 }
 
+// podReady reports whether the pod's Ready condition is true.
+func podReady(p *v1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == v1.PodReady {
+			return c.Status == v1.ConditionTrue
+		}
+	}
+	return false
+}
+
 func failedPods(pods []*v1.Pod) []string {
 	var out []string
 	for _, p := range pods {
@@ -248,11 +267,7 @@ func removePods(ctx context.Context, r *runner.Runner, pods []*v1.Pod) error {
 	errs := make(chan error, len(pods))
 	for _, p := range pods {
 		go func() {
-			grace := 30 * time.Second
-			if p.Spec.TerminationGracePeriodSeconds != nil {
-				grace = time.Duration(*p.Spec.TerminationGracePeriodSeconds) * time.Second
-			}
-			if err := r.Teardown(ctx, string(p.UID), grace); err != nil {
+			if err := r.Teardown(ctx, p, string(p.UID), -1); err != nil {
 				errs <- fmt.Errorf("remove %s/%s: %w", p.Namespace, p.Name, err)
 				return
 			}

@@ -2,8 +2,11 @@ package cmd
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -17,7 +20,12 @@ import (
 
 type psOptions struct {
 	*globalOptions
-	Output string
+	Output        string
+	Namespace     string
+	AllNamespaces bool
+	// Daemon is the address of a podrun watch's HTTP server; when it
+	// answers, ps shows its pods (with readiness and source errors).
+	Daemon string
 }
 
 func newPsCmd(g *globalOptions, runF func(context.Context, *psOptions) error) *cobra.Command {
@@ -38,24 +46,77 @@ func newPsCmd(g *globalOptions, runF func(context.Context, *psOptions) error) *c
 			return psRun(cmd.Context(), opts)
 		},
 	}
-	cmd.Flags().StringVarP(&opts.Output, "output", "o", "", "output format: wide, json or yaml")
+	f := cmd.Flags()
+	f.StringVarP(&opts.Output, "output", "o", "", "output format: wide, json or yaml")
+	f.StringVarP(&opts.Namespace, "namespace", "n", "", "only pods of this namespace")
+	f.BoolVarP(&opts.AllNamespaces, "all-namespaces", "A", false, "pods of every namespace (the default unless -n)")
+	f.StringVar(&opts.Daemon, "daemon-address", "127.0.0.1:10248",
+		"podrun watch's HTTP server, asked first for live pods (\"\" to read Docker only)")
 	return cmd
 }
 
 func psRun(ctx context.Context, opts *psOptions) error {
-	rt, err := connect(ctx, opts.globalOptions)
+	pods, err := daemonPods(ctx, opts.Daemon, opts.NodeName)
 	if err != nil {
-		return err
+		opts.Log.Debug("no podrun daemon answers; reading Docker", "err", err)
+		rt, err := connect(ctx, opts.globalOptions)
+		if err != nil {
+			return err
+		}
+		defer rt.Close()
+		pods, err = runner.Observe(ctx, rt, "docker")
+		if err != nil {
+			return fmt.Errorf("list pods: %w", err)
+		}
 	}
-	defer rt.Close()
-	pods, err := runner.Observe(ctx, rt, "docker")
-	if err != nil {
-		return fmt.Errorf("list pods: %w", err)
+	if opts.Namespace != "" && !opts.AllNamespaces {
+		var keep []*v1.Pod
+		for _, p := range pods {
+			if p.Namespace == opts.Namespace {
+				keep = append(keep, p)
+			}
+		}
+		pods = keep
 	}
 	if opts.Output == "json" || opts.Output == "yaml" {
 		return writeList(opts.Out, opts.Output, pods)
 	}
 	return writePodTable(opts.Out, pods, opts.Output == "wide", time.Now())
+}
+
+// daemonPods asks a running `podrun watch` for its pods. It fails when none
+// answers, or when the one that answers runs for another node.
+func daemonPods(ctx context.Context, addr, node string) ([]*v1.Pod, error) {
+	if addr == "" {
+		return nil, errors.New("no daemon address")
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/pods", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET /pods: %s", resp.Status)
+	}
+	var list v1.PodList
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(&list); err != nil {
+		return nil, fmt.Errorf("GET /pods: %w", err)
+	}
+	out := make([]*v1.Pod, 0, len(list.Items))
+	for i := range list.Items {
+		p := &list.Items[i]
+		if p.Spec.NodeName != node {
+			return nil, fmt.Errorf("the daemon at %s runs node %s, not %s", addr, p.Spec.NodeName, node)
+		}
+		out = append(out, p)
+	}
+	return out, nil
 }
 
 // writePodTable prints kubectl's columns: NAMESPACE NAME READY STATUS
@@ -67,6 +128,7 @@ func writePodTable(w io.Writer, pods []*v1.Pod, wide bool, now time.Time) error 
 		header += "\tIP\tCONTAINERS"
 	}
 	fmt.Fprintln(tw, header)
+	var problems []string
 	for _, p := range pods {
 		ready, restarts := 0, int32(0)
 		for _, cs := range p.Status.ContainerStatuses {
@@ -79,8 +141,15 @@ func writePodTable(w io.Writer, pods []*v1.Pod, wide bool, now time.Time) error 
 		if !p.CreationTimestamp.IsZero() {
 			age = duration.HumanDuration(now.Sub(p.CreationTimestamp.Time))
 		}
+		status := podStatusText(p)
+		if p.Annotations[annotationSourceError] != "" {
+			status += " (manifest invalid: last good kept)"
+		}
 		line := fmt.Sprintf("%s\t%s\t%d/%d\t%s\t%d\t%s", p.Namespace, p.Name, ready, len(p.Status.ContainerStatuses),
-			podStatusText(p), restarts, age)
+			status, restarts, age)
+		if e := p.Annotations[annotationSourceError]; e != "" && wide {
+			problems = append(problems, fmt.Sprintf("%s/%s: %s", p.Namespace, p.Name, e))
+		}
 		if wide {
 			ip := p.Status.PodIP
 			if ip == "" {
@@ -94,7 +163,14 @@ func writePodTable(w io.Writer, pods []*v1.Pod, wide bool, now time.Time) error 
 		}
 		fmt.Fprintln(tw, line)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	// Manifest problems under the table: they are long and name lines.
+	for _, p := range problems {
+		fmt.Fprintln(w, p)
+	}
+	return nil
 }
 
 // podStatusText is kubectl's STATUS column: a container's waiting or

@@ -28,6 +28,9 @@ type globalOptions struct {
 	InfraImage string
 	LogLevel   string
 	ConfigFile string
+	// URL sources (watch --url, and URLs given to once, down, validate).
+	URLHeaders []string
+	URLCA      string
 
 	In     io.Reader
 	Out    io.Writer
@@ -82,13 +85,17 @@ func newRootCmd(g *globalOptions) *cobra.Command {
 	pf.StringVar(&g.InfraImage, "pod-infra-image", "registry.k8s.io/pause:3.10",
 		"sandbox image; when absent and not pullable, podrun builds one from its own binary")
 	pf.StringVarP(&g.LogLevel, "log-level", "v", "info", "log level: debug, info, warn or error")
+	pf.StringArrayVar(&g.URLHeaders, "manifest-url-header", nil, "header sent with every manifest URL request, 'Key: Value' (repeatable)")
+	pf.StringVar(&g.URLCA, "manifest-url-ca", "", "PEM file of a CA to trust for manifest URLs, besides the system's")
 	pf.StringVar(&g.ConfigFile, "config", defaultConfigFile, "config file (YAML); flags and PODRUN_* variables win over it")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return badInput(err) })
 
 	root.AddCommand(
 		newOnceCmd(g, nil),
+		newWatchCmd(g, nil),
 		newDownCmd(g, nil),
 		newPsCmd(g, nil),
+		newLogsCmd(g, nil),
 		newValidateCmd(g, nil),
 		newPauseCmd(),
 		newVersionCmd(g),

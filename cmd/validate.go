@@ -23,13 +23,13 @@ func newValidateCmd(g *globalOptions, runF func(context.Context, *validateOption
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
-			return validateRun(opts)
+			return validateRun(cmd.Context(), opts)
 		},
 	}
 }
 
-func validateRun(opts *validateOptions) error {
-	snaps, err := loadManifests(opts.globalOptions, opts.Paths)
+func validateRun(ctx context.Context, opts *validateOptions) error {
+	snaps, err := loadManifests(ctx, opts.globalOptions, opts.Paths)
 	if err != nil {
 		return err
 	}

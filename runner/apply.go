@@ -79,6 +79,7 @@ func (r *Runner) applyActions(ctx context.Context, pod *v1.Pod, st *podState, a 
 			return fmt.Errorf("run sandbox: %w", err)
 		}
 		sandboxID = id
+		r.metrics.podStarted()
 		r.log.Info("sandbox started", "pod", podKey(pod), "id", shortID(id), "attempt", sbCfg.Attempt)
 		ip, err := r.sandboxIP(ctx, id)
 		if err != nil {
@@ -94,7 +95,7 @@ func (r *Runner) applyActions(ctx context.Context, pod *v1.Pod, st *podState, a 
 
 	for _, c := range a.UpdateResources {
 		cur := st.latest(c.Name, sandboxID)
-		u, ok := r.rt.(ResourceUpdater)
+		u, ok := r.raw.(ResourceUpdater)
 		if !ok || cur == nil {
 			continue
 		}
@@ -103,6 +104,7 @@ func (r *Runner) applyActions(ctx context.Context, pod *v1.Pod, st *podState, a 
 			errs = append(errs, fmt.Errorf("update resources of %s: %w", c.Name, err))
 			continue
 		}
+		r.applied.Store(cur.ID, ResourcesHash(c))
 		r.log.Info("container resources updated", "pod", podKey(pod), "container", c.Name)
 	}
 
@@ -172,7 +174,7 @@ func (r *Runner) killContainer(ctx context.Context, pod *v1.Pod, podIP string, k
 		if spec := findContainer(pod, c.Name); spec != nil && spec.Lifecycle != nil && spec.Lifecycle.PreStop != nil {
 			start := r.clock.Now()
 			hctx, cancel := context.WithTimeout(ctx, grace)
-			execer, _ := r.rt.(Execer)
+			execer, _ := r.raw.(Execer)
 			err := health.RunHook(hctx, health.Target{ContainerID: c.ID, PodIP: podIP, Container: spec, Exec: execer},
 				spec.Lifecycle.PreStop)
 			cancel()
@@ -487,6 +489,7 @@ func (r *Runner) startContainer(ctx context.Context, pod *v1.Pod, c *v1.Containe
 	if err := r.rt.StartContainer(ctx, id); err != nil {
 		return fmt.Errorf("start: %w", err)
 	}
+	r.metrics.containerStarted(attempt)
 	r.log.Info("container started", "pod", podKey(pod), "container", c.Name, "type", string(typ),
 		"id", shortID(id), "attempt", attempt)
 	if attempt > 0 {

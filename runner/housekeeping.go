@@ -11,10 +11,11 @@ import (
 // deleted while podrun was down, or they come from a source that dropped
 // them), and pod directories with no pod.
 func (r *Runner) housekeeping(ctx context.Context) {
+	states := r.cache.all()
+	r.forgetApplied(states)
 	if r.cfg.SourcesReady == nil || !r.cfg.SourcesReady() {
 		return
 	}
-	states := r.cache.all()
 	r.mu.Lock()
 	var orphans []string
 	for uid, st := range states {
@@ -91,4 +92,21 @@ func podRefOf(st *podState) PodRef {
 		return st.Containers[0].Pod
 	}
 	return PodRef{}
+}
+
+// forgetApplied drops the in-place resource updates of containers that are
+// gone.
+func (r *Runner) forgetApplied(states map[string]*podState) {
+	live := map[string]bool{}
+	for _, st := range states {
+		for _, c := range st.Containers {
+			live[c.ID] = true
+		}
+	}
+	r.applied.Range(func(k, _ any) bool {
+		if !live[k.(string)] {
+			r.applied.Delete(k)
+		}
+		return true
+	})
 }

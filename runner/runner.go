@@ -3,8 +3,10 @@ package runner
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/singleflight"
@@ -44,6 +46,8 @@ type Config struct {
 	// snapshot. Until then nothing unknown is removed. nil means "never":
 	// `podrun once` removes only what it is asked to.
 	SourcesReady func() bool
+	// Metrics records the sync core's series; nil records nothing.
+	Metrics *Metrics
 	// KeepSource reports whether pods defined by source must be kept although
 	// no source defines them now: the source has been failing since podrun
 	// started, so podrun does not know what it defines. nil: keep none.
@@ -71,8 +75,18 @@ type PodUpdate struct {
 // worker per pod (serialized per pod, parallel across pods), and publishes
 // each pod's status.
 type Runner struct {
-	cfg     Config
+	cfg Config
+	// rt is the runtime every core call goes through (counted when there
+	// are metrics); raw is the runtime as given, asked for optional
+	// abilities (Execer, EventSource, ResourceUpdater).
 	rt      Runtime
+	raw     Runtime
+	metrics *Metrics
+	// lastLoop is when the sync loop last turned (UnixNano), for Healthy.
+	lastLoop atomic.Int64
+	// applied holds the resources hash of containers updated in place, by
+	// container ID: a container's labels keep the hash it was made with.
+	applied sync.Map
 	log     *slog.Logger
 	clock   clock.Clock
 	backoff *flowcontrol.Backoff
@@ -113,6 +127,8 @@ func New(cfg Config) *Runner {
 	r := &Runner{
 		cfg:      cfg,
 		rt:       cfg.Runtime,
+		raw:      cfg.Runtime,
+		metrics:  cfg.Metrics,
 		log:      cfg.Log,
 		clock:    cfg.Clock,
 		backoff:  newBackoff(cfg.Clock),
@@ -121,8 +137,22 @@ func New(cfg Config) *Runner {
 		changed:  make(chan struct{}),
 		removing: map[string]bool{},
 	}
-	r.cache = newPodCache(cfg.Runtime, cfg.Log, cfg.RelistPeriod, r.wakePods)
+	if cfg.Metrics != nil {
+		r.rt = countingRuntime{Runtime: cfg.Runtime, m: cfg.Metrics}
+	}
+	r.cache = newPodCache(r.rt, cfg.Log, cfg.RelistPeriod, r.wakePods)
+	r.lastLoop.Store(cfg.Clock.Now().UnixNano())
 	return r
+}
+
+// Healthy reports an error when the sync loop has not turned for two sync
+// periods: podrun is stuck and should be restarted.
+func (r *Runner) Healthy() error {
+	last := time.Unix(0, r.lastLoop.Load())
+	if since := r.clock.Since(last); since > 2*r.cfg.SyncFrequency {
+		return fmt.Errorf("the sync loop last turned %s ago", since.Round(time.Second))
+	}
+	return nil
 }
 
 // Run applies updates until ctx ends, then waits for the pod workers to
@@ -134,7 +164,7 @@ func (r *Runner) Run(ctx context.Context, updates <-chan PodUpdate) {
 		defer loops.Done()
 		r.cache.run(ctx)
 	}()
-	if es, ok := r.rt.(EventSource); ok {
+	if es, ok := r.raw.(EventSource); ok {
 		loops.Add(1)
 		go func() {
 			defer loops.Done()
@@ -148,6 +178,7 @@ func (r *Runner) Run(ctx context.Context, updates <-chan PodUpdate) {
 	backoffGC := time.NewTicker(time.Minute)
 	defer backoffGC.Stop()
 	for done := false; !done; {
+		r.lastLoop.Store(r.clock.Now().UnixNano())
 		select {
 		case <-ctx.Done():
 			done = true
@@ -440,6 +471,7 @@ func errorReason(err error) string {
 func (w *podWorker) sync(ctx context.Context, pod *v1.Pod, st *podState) (*podActions, bool) {
 	r := w.r
 	start := r.clock.Now()
+	r.withAppliedResources(st)
 	actions := computePodActions(pod, st, r.backoff)
 
 	// Containers whose last start failed wait out their back-off.
@@ -454,7 +486,9 @@ func (w *podWorker) sync(ctx context.Context, pod *v1.Pod, st *podState) (*podAc
 		if err := r.applyActions(ctx, pod, st, actions, w); err != nil && ctx.Err() == nil {
 			r.log.Warn("sync pod", "pod", podKey(pod), "err", err)
 		}
-		r.log.Debug("synced pod", "pod", podKey(pod), "took", r.clock.Since(start))
+		took := r.clock.Since(start)
+		r.metrics.observeSync(took)
+		r.log.Debug("synced pod", "pod", podKey(pod), "took", took)
 	}
 
 	status := computePodStatus(statusInput{
@@ -505,4 +539,16 @@ func (w *podWorker) holdStart(name string) bool {
 // SetObjects replaces the ConfigMaps and Secrets pods may refer to.
 func (r *Runner) SetObjects(cms []*v1.ConfigMap, secrets []*v1.Secret) {
 	r.cfg.Objects.Set(cms, secrets)
+}
+
+// withAppliedResources makes st show the resources hash of containers whose
+// resources were updated in place since they were made.
+func (r *Runner) withAppliedResources(st *podState) {
+	for i, c := range st.Containers {
+		if h, ok := r.applied.Load(c.ID); ok && h.(string) != c.ResourcesHash {
+			cp := *c
+			cp.ResourcesHash = h.(string)
+			st.Containers[i] = &cp
+		}
+	}
 }

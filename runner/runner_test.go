@@ -4,11 +4,13 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/podrun/podrun/runner"
@@ -62,7 +64,7 @@ func start(t *testing.T, fake *runtimetest.Fake, tune func(*runner.Config)) *har
 		Runtime: fake, RuntimeName: "fake", NodeName: fake.NodeName(), RootDir: t.TempDir(),
 		InfraImage: "pause:1", HostIP: "192.0.2.10", RelistPeriod: 20 * time.Millisecond,
 		HousekeepingPeriod: 20 * time.Millisecond,
-		Log:                slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Log:                slog.New(slog.NewTextHandler(testLogOut(), &slog.HandlerOptions{Level: slog.LevelDebug})),
 	}
 	if tune != nil {
 		tune(&cfg)
@@ -349,4 +351,40 @@ func TestHousekeepingWaitsForSources(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+func TestResourcesOnlyUpdateIsInPlace(t *testing.T) {
+	fake := newFake(t)
+	h := start(t, fake, nil)
+	pod := newPod("u1", "p-node1", v1.RestartPolicyAlways, map[string][]string{"a": {"run"}})
+	pod.Spec.Containers[0].Resources.Limits = v1.ResourceList{v1.ResourceMemory: resource.MustParse("64Mi")}
+	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{pod}}
+	h.waitStatus("u1", "running", allRunning)
+	id := h.containers("u1")[0].ID
+
+	edited := pod.DeepCopy()
+	edited.Spec.Containers[0].Resources.Limits = v1.ResourceList{v1.ResourceMemory: resource.MustParse("96Mi")}
+	h.updates <- runner.PodUpdate{Op: runner.OpUpdate, Pods: []*v1.Pod{edited}}
+	deadline := time.Now().Add(10 * time.Second)
+	for fake.ContainerConfig(id).Resources.MemoryLimit != 96<<20 {
+		if time.Now().After(deadline) {
+			t.Fatalf("memory limit not updated: %+v (%d updates)", fake.ContainerConfig(id).Resources, fake.Calls("UpdateContainerResources"))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// Updated once, not on every sync: the container records the new hash.
+	time.Sleep(200 * time.Millisecond)
+	if n := fake.Calls("UpdateContainerResources"); n != 1 {
+		t.Errorf("UpdateContainerResources called %d times", n)
+	}
+	if cs := h.containers("u1"); len(cs) != 1 || cs[0].ID != id {
+		t.Fatalf("the container was replaced")
+	}
+}
+
+func testLogOut() io.Writer {
+	if os.Getenv("PODRUN_TEST_LOG") != "" {
+		return os.Stderr
+	}
+	return io.Discard
 }

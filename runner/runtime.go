@@ -52,7 +52,8 @@ type Runtime interface {
 
 	// ImageStatus returns the local image ref resolves to, or ErrNotFound.
 	ImageStatus(ctx context.Context, ref string) (*Image, error)
-	// PullImage pulls ref and returns the local image. auth may be nil.
+	// PullImage pulls ref and returns the local image; auth nil pulls
+	// anonymously.
 	PullImage(ctx context.Context, ref string, auth *AuthConfig) (*Image, error)
 }
 
@@ -83,6 +84,53 @@ type EventSource interface {
 	// an Event with Resync set after reconnecting: events may have been
 	// missed, so everything should be looked at again.
 	Events(ctx context.Context) <-chan Event
+}
+
+// ImageService is implemented by runtimes that can list and remove images
+// and measure the filesystem that holds them: what image garbage collection
+// needs. Unlike the rest of Runtime it is not bound to a node: images belong
+// to the engine, shared by every node's podrun and by whatever else uses the
+// engine, so every call sees all of them.
+type ImageService interface {
+	// ListImages returns every image of the engine (not the intermediate
+	// layers of builds), once each, with all its tags.
+	ListImages(ctx context.Context) ([]*Image, error)
+	// RemoveImage removes an image, given by ID (as ListImages reports it)
+	// or by reference, with all its tags. It never removes an image a
+	// container uses, running or not, of any node or none: that is
+	// ErrImageInUse (wrapped). A missing image is not an error.
+	RemoveImage(ctx context.Context, id string) error
+	// ImagesInUse returns the IDs of the images that containers use: every
+	// container of the engine (sandboxes included), running or not, whoever
+	// made it.
+	ImagesInUse(ctx context.Context) (map[string]bool, error)
+	// ImageFsInfo measures the filesystem that holds the engine's images
+	// (for Docker, the one of its data root).
+	ImageFsInfo(ctx context.Context) (*FsInfo, error)
+}
+
+// ErrImageInUse is returned (wrapped) by RemoveImage for an image that a
+// container uses.
+var ErrImageInUse = errors.New("image is in use")
+
+// FsInfo is the size of a filesystem and how much of it is free.
+type FsInfo struct {
+	// Path is where it was measured (Docker's data root, say).
+	Path string
+	// CapacityBytes is the filesystem's size, AvailableBytes what an
+	// unprivileged writer may still use of it (statfs' f_bavail).
+	CapacityBytes  uint64
+	AvailableBytes uint64
+}
+
+// UsedPercent is the share of the filesystem not available, in percent
+// (capacity - available, as the kubelet counts it), rounded down.
+func (f *FsInfo) UsedPercent() int {
+	if f.CapacityBytes == 0 {
+		return 0
+	}
+	used := f.CapacityBytes - min(f.AvailableBytes, f.CapacityBytes)
+	return int(used * 100 / f.CapacityBytes)
 }
 
 // Event says that something happened to one of a pod's containers.
@@ -290,6 +338,11 @@ type Image struct {
 	ID       string
 	RepoTags []string
 	Size     int64
+	// CreatedAt is when the image was made (built, imported), as the
+	// engine reports it; ListImages sets it, ImageStatus may not.
+	CreatedAt time.Time
+	// Labels are the image's own labels (ListImages sets them).
+	Labels map[string]string
 }
 
 // AuthConfig are registry credentials for one pull.

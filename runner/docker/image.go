@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/image"
@@ -20,7 +21,14 @@ func (r *Runtime) ImageStatus(ctx context.Context, ref string) (*runner.Image, e
 	if err != nil {
 		return nil, fmt.Errorf("image %s: %w", ref, wrap(err))
 	}
-	return &runner.Image{ID: img.ID, RepoTags: img.RepoTags, Size: img.Size}, nil
+	out := &runner.Image{ID: img.ID, RepoTags: img.RepoTags, Size: img.Size}
+	if t, err := time.Parse(time.RFC3339Nano, img.Created); err == nil {
+		out.CreatedAt = t
+	}
+	if img.Config != nil {
+		out.Labels = img.Config.Labels
+	}
+	return out, nil
 }
 
 // PullImage pulls ref (with auth, when given) and returns the local image.

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,8 +23,8 @@ import (
 // exit with Fake.Exit.
 const FakeScript = "fake"
 
-// Fake is an in-memory runner.Runtime (also a ResourceUpdater and a
-// LogReader) for the sync core's unit tests. It passes the conformance suite,
+// Fake is an in-memory runner.Runtime (also a ResourceUpdater, a LogReader
+// and an ImageService) for the sync core's unit tests. It passes the conformance suite,
 // so it behaves as runner/docker does where the sync core can tell: images
 // must be present to create from, names are unique per (pod UID, container,
 // attempt) across nodes, a started container whose sandbox is not running
@@ -47,8 +48,9 @@ const FakeScript = "fake"
 //
 // Test hooks: Exit and OOMKill end a running container; FailNext makes the
 // next call of a method fail; Calls counts calls per method; SetClock sets
-// the time the fake stamps; AddImage and SetPullError set up images;
-// SetExecHandler replaces Exec; Resync sends subscribers a Resync event.
+// the time the fake stamps; AddImage, PutImage, SetImageFs and SetPullError
+// set up images (the image filesystem frees an image's size when it is
+// removed); SetExecHandler replaces Exec; Resync sends subscribers a Resync event.
 //
 // All methods are safe for concurrent use. Views of one fake for other nodes
 // (ForNode) share its objects, images, clock, hooks and counters, as several
@@ -64,6 +66,7 @@ var (
 	_ runner.LogReader       = (*Fake)(nil)
 	_ runner.Execer          = (*Fake)(nil)
 	_ runner.EventSource     = (*Fake)(nil)
+	_ runner.ImageService    = (*Fake)(nil)
 )
 
 type fakeStore struct {
@@ -73,8 +76,9 @@ type fakeStore struct {
 	ips       int
 	sandboxes map[string]*fakeSandbox
 	ctrs      map[string]*fakeContainer
-	names     map[string]string // identity key -> ID
-	images    map[string]*runner.Image
+	names     map[string]string        // identity key -> ID
+	images    map[string]*runner.Image // by reference; refs of one image share it
+	imageFs   runner.FsInfo
 	pullErrs  map[string]error
 	failNext  map[string][]error
 	calls     map[string]int
@@ -91,11 +95,12 @@ type fakeSub struct {
 }
 
 type fakeSandbox struct {
-	node string
-	key  string
-	cfg  runner.SandboxConfig
-	sb   runner.Sandbox
-	ip   string
+	node    string
+	key     string
+	cfg     runner.SandboxConfig
+	sb      runner.Sandbox
+	ip      string
+	imageID string
 }
 
 type fakeContainer struct {
@@ -122,6 +127,7 @@ func NewFake(nodeName string) *Fake {
 		ctrs:      map[string]*fakeContainer{},
 		names:     map[string]string{},
 		images:    map[string]*runner.Image{},
+		imageFs:   runner.FsInfo{Path: "/fake/images", CapacityBytes: 100 << 30, AvailableBytes: 60 << 30},
 		pullErrs:  map[string]error{},
 		failNext:  map[string][]error{},
 		calls:     map[string]int{},
@@ -142,7 +148,8 @@ func (f *Fake) SetClock(now func() time.Time) {
 	f.s.clock = now
 }
 
-// AddImage makes ref a local image and returns it.
+// AddImage makes ref a local image (1 MiB, made now, its ID a hash of ref)
+// and returns it.
 func (f *Fake) AddImage(ref string) *runner.Image {
 	f.s.mu.Lock()
 	defer f.s.mu.Unlock()
@@ -154,16 +161,143 @@ func (s *fakeStore) addImage(ref string) *runner.Image {
 		return img
 	}
 	sum := sha256.Sum256([]byte(ref))
-	img := &runner.Image{ID: "sha256:" + hex.EncodeToString(sum[:]), RepoTags: []string{ref}, Size: 1 << 20}
-	s.images[ref] = img
+	img := &runner.Image{ID: "sha256:" + hex.EncodeToString(sum[:]), RepoTags: []string{ref}, Size: 1 << 20, CreatedAt: s.clock()}
+	s.putImage(img)
 	return img
 }
 
-// RemoveImage removes a local image.
-func (f *Fake) RemoveImage(ref string) {
+// PutImage makes img a local image, under each of its RepoTags (under its ID
+// alone when it has none), replacing what those references named. Its size
+// is taken from the image filesystem's free space.
+func (f *Fake) PutImage(img runner.Image) {
 	f.s.mu.Lock()
 	defer f.s.mu.Unlock()
-	delete(f.s.images, ref)
+	cp := img
+	cp.RepoTags = append([]string(nil), img.RepoTags...)
+	f.s.putImage(&cp)
+}
+
+func (s *fakeStore) putImage(img *runner.Image) {
+	if s.imageByID(img.ID) == nil {
+		s.imageFs.AvailableBytes -= min(uint64(max(img.Size, 0)), s.imageFs.AvailableBytes)
+	}
+	refs := img.RepoTags
+	if len(refs) == 0 {
+		refs = []string{img.ID}
+	}
+	for _, ref := range refs {
+		s.images[ref] = img
+	}
+}
+
+func (s *fakeStore) imageByID(id string) *runner.Image {
+	for _, img := range s.images {
+		if img.ID == id {
+			return img
+		}
+	}
+	return nil
+}
+
+// lookupImage finds an image by reference or ID.
+func (s *fakeStore) lookupImage(ref string) *runner.Image {
+	if img, ok := s.images[ref]; ok {
+		return img
+	}
+	return s.imageByID(ref)
+}
+
+// SetImageFs sets the size and free space of the image filesystem
+// (ImageFsInfo); removing an image frees its size, adding one takes it.
+func (f *Fake) SetImageFs(capacity, available uint64) {
+	f.s.mu.Lock()
+	defer f.s.mu.Unlock()
+	f.s.imageFs.CapacityBytes, f.s.imageFs.AvailableBytes = capacity, available
+}
+
+// ListImages returns every image of the fake engine, once each.
+func (f *Fake) ListImages(ctx context.Context) ([]*runner.Image, error) {
+	f.s.mu.Lock()
+	defer f.s.mu.Unlock()
+	if err := f.call("ListImages"); err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	var out []*runner.Image
+	for _, img := range f.s.images {
+		if seen[img.ID] {
+			continue
+		}
+		seen[img.ID] = true
+		cp := *img
+		cp.RepoTags = nil
+		for ref, other := range f.s.images {
+			if other.ID == img.ID && ref != img.ID {
+				cp.RepoTags = append(cp.RepoTags, ref)
+			}
+		}
+		sort.Strings(cp.RepoTags)
+		out = append(out, &cp)
+	}
+	return out, nil
+}
+
+// RemoveImage removes an image (by ID or reference) with all its
+// references, unless a container of any node uses it.
+func (f *Fake) RemoveImage(ctx context.Context, id string) error {
+	f.s.mu.Lock()
+	defer f.s.mu.Unlock()
+	if err := f.call("RemoveImage"); err != nil {
+		return err
+	}
+	img := f.s.lookupImage(id)
+	if img == nil {
+		return nil
+	}
+	if f.s.imagesInUse()[img.ID] {
+		return fmt.Errorf("remove image %s: %w", id, runner.ErrImageInUse)
+	}
+	for ref, other := range f.s.images {
+		if other.ID == img.ID {
+			delete(f.s.images, ref)
+		}
+	}
+	f.s.imageFs.AvailableBytes = min(f.s.imageFs.AvailableBytes+uint64(max(img.Size, 0)), f.s.imageFs.CapacityBytes)
+	return nil
+}
+
+// ImagesInUse returns the images of every container and sandbox of the fake
+// engine, of any node.
+func (f *Fake) ImagesInUse(ctx context.Context) (map[string]bool, error) {
+	f.s.mu.Lock()
+	defer f.s.mu.Unlock()
+	if err := f.call("ImagesInUse"); err != nil {
+		return nil, err
+	}
+	return f.s.imagesInUse(), nil
+}
+
+func (s *fakeStore) imagesInUse() map[string]bool {
+	out := map[string]bool{}
+	for _, c := range s.ctrs {
+		out[c.c.ImageID] = true
+	}
+	for _, sb := range s.sandboxes {
+		out[sb.imageID] = true
+	}
+	return out
+}
+
+// ImageFsInfo returns the image filesystem SetImageFs set up (100 GiB, 60
+// GiB free, less the images added, by default).
+func (f *Fake) ImageFsInfo(ctx context.Context) (*runner.FsInfo, error) {
+	f.s.mu.Lock()
+	defer f.s.mu.Unlock()
+	if err := f.call("ImageFsInfo"); err != nil {
+		return nil, err
+	}
+	fs := f.s.imageFs
+	return &fs, nil
 }
 
 // SetPullError makes every pull of ref fail with err (nil: pulls succeed
@@ -327,10 +461,11 @@ func (f *Fake) createSandbox(cfg *runner.SandboxConfig) (*fakeSandbox, error) {
 	if id != "" {
 		return f.s.sandboxes[id], nil
 	}
-	if _, ok := f.s.images[cfg.Image]; !ok {
+	img := f.s.lookupImage(cfg.Image)
+	if img == nil {
 		return nil, fmt.Errorf("image %s: %w", cfg.Image, runner.ErrNotFound)
 	}
-	sb := &fakeSandbox{node: f.node, key: key, cfg: *cfg}
+	sb := &fakeSandbox{node: f.node, key: key, cfg: *cfg, imageID: img.ID}
 	sb.sb = runner.Sandbox{
 		ID:          f.s.newID(),
 		Pod:         cfg.Pod,
@@ -446,7 +581,8 @@ func (f *Fake) CreateContainer(ctx context.Context, sandboxID string, sandbox *r
 	if id != "" {
 		return id, nil
 	}
-	if _, ok := f.s.images[cfg.Image]; !ok {
+	img := f.s.lookupImage(cfg.Image)
+	if img == nil {
 		return "", fmt.Errorf("create %s: image %s: %w", cfg.Name, cfg.Image, runner.ErrNotFound)
 	}
 	typ := cfg.Type
@@ -464,7 +600,7 @@ func (f *Fake) CreateContainer(ctx context.Context, sandboxID string, sandbox *r
 		Hash:          cfg.Hash,
 		ResourcesHash: cfg.ResourcesHash,
 		Image:         cfg.Image,
-		ImageID:       f.s.images[cfg.Image].ID,
+		ImageID:       img.ID,
 		State:         runner.StateCreated,
 		CreatedAt:     f.s.clock(),
 	}
@@ -764,8 +900,8 @@ func (f *Fake) ImageStatus(ctx context.Context, ref string) (*runner.Image, erro
 	if err := f.call("ImageStatus"); err != nil {
 		return nil, err
 	}
-	img, ok := f.s.images[ref]
-	if !ok {
+	img := f.s.lookupImage(ref)
+	if img == nil {
 		return nil, fmt.Errorf("image %s: %w", ref, runner.ErrNotFound)
 	}
 	cp := *img

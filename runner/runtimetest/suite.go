@@ -55,6 +55,10 @@ type Env struct {
 	// NoOOM skips the test that a container killed for memory reports
 	// OOMKilled.
 	NoOOM bool
+	// MakeImage makes a new local image, of its own ID, under the tags refs
+	// (at least one), removed at the end of the test, and returns its ID:
+	// an image the ImageService tests may remove. nil skips those parts.
+	MakeImage func(t *testing.T, refs ...string) string
 	// Timeout bounds each wait for a state; 0 means 30 s.
 	Timeout time.Duration
 }
@@ -85,14 +89,32 @@ func FakeEnv() Env {
 	}
 }
 
+// fakeMakeImage is FakeEnv's MakeImage for the fake engine of
+// NewFakeForSuite.
+func fakeMakeImage(engine *Fake) func(t *testing.T, refs ...string) string {
+	return func(t *testing.T, refs ...string) string {
+		id := "sha256:" + randHex(64)
+		engine.PutImage(runner.Image{ID: id, RepoTags: refs, Size: 3 << 20, CreatedAt: time.Now()})
+		return id
+	}
+}
+
 // NewFakeForSuite returns the newRuntime function of Run for Fake: one fake
 // engine (with FakeEnv's images) viewed per node.
 func NewFakeForSuite() func(t *testing.T, nodeName string) runner.Runtime {
+	rt, _ := NewFakeSuite()
+	return rt
+}
+
+// NewFakeSuite returns the newRuntime function of Run for Fake, and the
+// Env for it, with MakeImage set: one fake engine, viewed per node.
+func NewFakeSuite() (func(t *testing.T, nodeName string) runner.Runtime, Env) {
 	engine := NewFake("")
 	env := FakeEnv()
+	env.MakeImage = fakeMakeImage(engine)
 	engine.AddImage(env.Image)
 	engine.AddImage(env.InfraImage)
-	return func(t *testing.T, nodeName string) runner.Runtime { return engine.ForNode(nodeName) }
+	return func(t *testing.T, nodeName string) runner.Runtime { return engine.ForNode(nodeName) }, env
 }
 
 // Run runs the conformance suite. newRuntime returns a runtime for a node;
@@ -124,6 +146,7 @@ func Run(t *testing.T, newRuntime func(t *testing.T, nodeName string) runner.Run
 		{"NodeIsolation", testNodeIsolation},
 		{"Adoption", testAdoption},
 		{"Images", testImages},
+		{"ImageService", testImageService},
 		{"Logs", testLogs},
 		{"UpdateResources", testUpdateResources},
 		{"Exec", testExec},
@@ -1093,4 +1116,148 @@ func testEvents(t *testing.T, s *suite) {
 	case <-time.After(s.env.Timeout):
 		t.Fatalf("the event channel was not closed after ctx ended")
 	}
+}
+
+// RunImageService runs the ImageService part of the suite alone (Run runs it
+// too), for an implementation tested with an Env whose MakeImage is set.
+func RunImageService(t *testing.T, newRuntime func(t *testing.T, nodeName string) runner.Runtime, env Env) {
+	if env.Timeout == 0 {
+		env.Timeout = 30 * time.Second
+	}
+	testImageService(t, &suite{env: env, newRuntime: newRuntime})
+}
+
+func testImageService(t *testing.T, s *suite) {
+	rt, _ := s.runtime(t)
+	is, ok := rt.(runner.ImageService)
+	if !ok {
+		t.Skip("not an ImageService")
+	}
+	ctx := ctxFor(t)
+	listed := func(id string) *runner.Image {
+		t.Helper()
+		imgs, err := is.ListImages(ctx)
+		if err != nil {
+			t.Fatalf("ListImages: %v", err)
+		}
+		var found *runner.Image
+		for _, img := range imgs {
+			if img.ID == id {
+				if found != nil {
+					t.Errorf("ListImages: %s listed twice", id)
+				}
+				found = img
+			}
+		}
+		return found
+	}
+
+	// The suite's image is listed once, under the ID ImageStatus gives,
+	// with its tag and when it was made.
+	st, err := rt.ImageStatus(ctx, s.env.Image)
+	if err != nil {
+		t.Fatalf("ImageStatus(%s): %v", s.env.Image, err)
+	}
+	img := listed(st.ID)
+	if img == nil {
+		t.Fatalf("ListImages: %s (%s) is not listed", s.env.Image, st.ID)
+	}
+	if !slicesContains(img.RepoTags, s.env.Image) {
+		t.Errorf("ListImages: %s has tags %v, want %s among them", st.ID, img.RepoTags, s.env.Image)
+	}
+	if img.CreatedAt.IsZero() || img.CreatedAt.After(time.Now().Add(time.Minute)) {
+		t.Errorf("ListImages: %s created at %v", st.ID, img.CreatedAt)
+	}
+
+	fs, err := is.ImageFsInfo(ctx)
+	if err != nil {
+		t.Fatalf("ImageFsInfo: %v", err)
+	}
+	if fs.CapacityBytes == 0 || fs.AvailableBytes > fs.CapacityBytes || fs.Path == "" {
+		t.Errorf("ImageFsInfo = %+v, want a path, a capacity and no more available than that", fs)
+	}
+
+	// A missing image is already removed.
+	if err := is.RemoveImage(ctx, "podrun.invalid/no-such-image:"+randHex(6)); err != nil {
+		t.Errorf("RemoveImage(missing) = %v, want nil", err)
+	}
+
+	// A sandbox and a container (created, never started) put their images
+	// in use.
+	sb := s.sandboxConfig("images")
+	sbID := s.runSandbox(t, rt, sb)
+	id := s.create(t, rt, sbID, sb, s.containerConfig("app", ProcessRun))
+	inUse, err := is.ImagesInUse(ctx)
+	if err != nil {
+		t.Fatalf("ImagesInUse: %v", err)
+	}
+	infra, err := rt.ImageStatus(ctx, s.env.InfraImage)
+	if err != nil {
+		t.Fatalf("ImageStatus(%s): %v", s.env.InfraImage, err)
+	}
+	if !inUse[st.ID] || !inUse[infra.ID] {
+		t.Errorf("ImagesInUse = %v, want the container's %s and the sandbox's %s", inUse, st.ID, infra.ID)
+	}
+	if err := rt.RemoveContainer(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+
+	if s.env.MakeImage == nil {
+		return
+	}
+	// An image of two tags, used by a container of another node that is
+	// not even started: it cannot be removed.
+	tag := "podrun.test/gc-" + randHex(8)
+	made := s.env.MakeImage(t, tag+":a", tag+":b")
+	if img := listed(made); img == nil || !slicesContains(img.RepoTags, tag+":a") || !slicesContains(img.RepoTags, tag+":b") {
+		t.Fatalf("ListImages: made image %s listed as %+v, want both tags", made, img)
+	}
+	other, _ := s.runtime(t)
+	osb := s.sandboxConfig("images-other")
+	osbID := s.runSandbox(t, other, osb)
+	cfg := s.containerConfig("user", ProcessRun)
+	cfg.Image = tag + ":b"
+	user := s.create(t, other, osbID, osb, cfg)
+	inUse, err = is.ImagesInUse(ctx)
+	if err != nil {
+		t.Fatalf("ImagesInUse: %v", err)
+	}
+	if !inUse[made] {
+		t.Errorf("ImagesInUse: %s, used by another node's container, is missing", made)
+	}
+	if err := is.RemoveImage(ctx, made); !errors.Is(err, runner.ErrImageInUse) {
+		t.Errorf("RemoveImage(in use) = %v, want ErrImageInUse", err)
+	}
+	if _, err := rt.ImageStatus(ctx, tag+":a"); err != nil {
+		t.Errorf("after a refused RemoveImage: ImageStatus(%s:a) = %v", tag, err)
+	}
+
+	// Once no container uses it, it goes with all its tags.
+	if err := other.RemoveContainer(ctx, user); err != nil {
+		t.Fatal(err)
+	}
+	if err := is.RemoveImage(ctx, made); err != nil {
+		t.Fatalf("RemoveImage(%s): %v", made, err)
+	}
+	for _, ref := range []string{tag + ":a", tag + ":b", made} {
+		if _, err := rt.ImageStatus(ctx, ref); !errors.Is(err, runner.ErrNotFound) {
+			t.Errorf("after RemoveImage: ImageStatus(%s) = %v, want ErrNotFound", ref, err)
+		}
+	}
+	if img := listed(made); img != nil {
+		t.Errorf("after RemoveImage: still listed: %+v", img)
+	}
+	// The suite's own image is untouched.
+	if _, err := rt.ImageStatus(ctx, s.env.Image); err != nil {
+		t.Errorf("ImageStatus(%s) = %v after removing another image", s.env.Image, err)
+	}
+}
+
+func slicesContains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
 }

@@ -1,0 +1,124 @@
+package cmd
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/podrun/podrun/runner"
+)
+
+type logsOptions struct {
+	*globalOptions
+	Pod        string
+	Namespace  string
+	Container  string
+	Follow     bool
+	Previous   bool
+	Tail       int
+	Timestamps bool
+}
+
+func newLogsCmd(g *globalOptions, runF func(context.Context, *logsOptions) error) *cobra.Command {
+	opts := &logsOptions{globalOptions: g}
+	cmd := &cobra.Command{
+		Use:   "logs POD [-c CONTAINER]",
+		Short: "Print a container's logs, as kubectl logs does",
+		Long: `Print the logs of a container of a pod on this node. POD is the pod's name
+(web-node1) or its manifest name (web). A pod with one container needs no -c.
+--previous prints the run before the current one (after a crash).`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Pod = args[0]
+			if opts.Follow && opts.Previous {
+				return badInputf("--follow and --previous do not go together")
+			}
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return logsRun(cmd.Context(), opts)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVarP(&opts.Namespace, "namespace", "n", "default", "the pod's namespace")
+	f.StringVarP(&opts.Container, "container", "c", "", "container name (needed when the pod has several)")
+	f.BoolVarP(&opts.Follow, "follow", "f", false, "stream the logs")
+	f.BoolVarP(&opts.Previous, "previous", "p", false, "print the previous run's logs")
+	f.IntVar(&opts.Tail, "tail", -1, "lines from the end to print (-1: all)")
+	f.BoolVar(&opts.Timestamps, "timestamps", false, "prefix each line with its time")
+	return cmd
+}
+
+func logsRun(ctx context.Context, opts *logsOptions) error {
+	rt, err := connect(ctx, opts.globalOptions)
+	if err != nil {
+		return err
+	}
+	defer rt.Close()
+	all, err := rt.ListContainers(ctx)
+	if err != nil {
+		return fmt.Errorf("list containers: %w", err)
+	}
+	c, err := pickContainer(all, opts)
+	if err != nil {
+		return err
+	}
+	return rt.ContainerLogs(ctx, c.ID, runner.LogOptions{Follow: opts.Follow, Tail: opts.Tail, Timestamps: opts.Timestamps},
+		opts.Out, opts.ErrOut)
+}
+
+// pickContainer finds the run of the container whose logs are asked for.
+func pickContainer(all []*runner.Container, opts *logsOptions) (*runner.Container, error) {
+	var runs []*runner.Container
+	for _, c := range all {
+		if c.Pod.Namespace != opts.Namespace {
+			continue
+		}
+		if c.Pod.Name == opts.Pod || c.Pod.Name == opts.Pod+"-"+opts.NodeName {
+			runs = append(runs, c)
+		}
+	}
+	if len(runs) == 0 {
+		return nil, badInputf("no pod %s/%s on node %s (see podrun ps)", opts.Namespace, opts.Pod, opts.NodeName)
+	}
+	names := map[string]bool{}
+	for _, c := range runs {
+		names[c.Name] = true
+	}
+	name := opts.Container
+	if name == "" {
+		if len(names) > 1 {
+			return nil, badInputf("pod %s has several containers; choose one with -c: %s", opts.Pod, strings.Join(sortedSet(names), ", "))
+		}
+		name = runs[0].Name
+	}
+	if !names[name] {
+		return nil, badInputf("pod %s has no container %q; it has: %s", opts.Pod, name, strings.Join(sortedSet(names), ", "))
+	}
+	var mine []*runner.Container
+	for _, c := range runs {
+		if c.Name == name {
+			mine = append(mine, c)
+		}
+	}
+	sort.Slice(mine, func(i, j int) bool { return mine[i].Attempt > mine[j].Attempt })
+	if opts.Previous {
+		if len(mine) < 2 {
+			return nil, badInputf("container %s of pod %s has no previous run", name, opts.Pod)
+		}
+		return mine[1], nil
+	}
+	return mine[0], nil
+}
+
+func sortedSet(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,227 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// twoContainerPod has containers a and b; a's command and b's memory limit
+// are parameters, so that edits touch one container only.
+func twoContainerPod(name, aCmd, bMemory string) string {
+	return fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: %[1]s
+spec:
+  terminationGracePeriodSeconds: 3
+  containers:
+  - name: a
+    image: %[2]s
+    command: ["sh", "-c", %[3]q]
+  - name: b
+    image: %[2]s
+    command: ["sleep", "3600"]
+    resources:
+      limits: {memory: %[4]s}
+`, name, testImage, aCmd, bMemory)
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, what string, deadline time.Duration, cond func() bool) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for !cond() {
+		if time.Since(start) > deadline {
+			t.Fatalf("timed out after %s waiting for %s", deadline, what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return time.Since(start)
+}
+
+// running returns the IDs of the node's running containers by
+// "pod/container" (POD for sandboxes).
+func (e *env) running() map[string]string {
+	out := map[string]string{}
+	for _, c := range e.containers() {
+		if c.State != "running" {
+			continue
+		}
+		name := c.Labels["io.podrun.container.name"]
+		if c.Labels["io.podrun.container.type"] == "sandbox" {
+			name = "POD"
+		}
+		out[strings.TrimSuffix(c.Labels["io.podrun.pod.name"], "-"+e.node)+"/"+name] = c.ID
+	}
+	return out
+}
+
+func (e *env) watch(extra ...string) (stop func(sig syscall.Signal)) {
+	args := append([]string{"--path", e.dir, "--file-check-frequency", "1s", "--sync-frequency", "10s"}, extra...)
+	cmd, stderr := e.start("watch", args...)
+	return func(sig syscall.Signal) {
+		cmd.Process.Signal(sig)
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			e.t.Fatalf("podrun watch did not exit on %s\n%s", sig, stderr.String())
+		}
+		if e.t.Failed() {
+			e.t.Logf("podrun watch stderr:\n%s", stderr.String())
+		}
+	}
+}
+
+func sameIDs(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func TestWatchFileLifecycle(t *testing.T) {
+	e := newEnv(t)
+	stop := e.watch()
+	defer stop(syscall.SIGTERM)
+
+	p := e.write("pod.yaml", twoContainerPod("pod", "sleep 3600", "64Mi"))
+	took := waitFor(t, "the pod to come up", time.Minute, func() bool { return len(e.running()) == 3 })
+	t.Logf("new file to pod running: %s", took)
+	before := e.running()
+
+	// Editing a's command replaces a only.
+	e.write("pod.yaml", twoContainerPod("pod", "sleep 3601", "64Mi"))
+	waitFor(t, "container a to be replaced", time.Minute, func() bool {
+		r := e.running()
+		return len(r) == 3 && r["pod/a"] != before["pod/a"]
+	})
+	after := e.running()
+	if after["pod/b"] != before["pod/b"] || after["pod/POD"] != before["pod/POD"] {
+		t.Fatalf("editing a touched others:\nbefore %v\nafter  %v", before, after)
+	}
+
+	// A resources-only edit restarts nothing and is applied in place.
+	e.write("pod.yaml", twoContainerPod("pod", "sleep 3601", "96Mi"))
+	waitFor(t, "b's memory limit to be updated", time.Minute, func() bool {
+		ins, err := docker.ContainerInspect(context.Background(), after["pod/b"])
+		return err == nil && ins.HostConfig.Memory == 96<<20
+	})
+	if now := e.running(); !sameIDs(now, after) {
+		t.Fatalf("resources-only edit restarted containers:\nbefore %v\nafter  %v", after, now)
+	}
+
+	// A broken edit keeps the pod as it was, past several rescans.
+	if err := os.WriteFile(p, []byte("apiVersion: v1\nkind: Pod\nmetadata:\n  name: pod\nspec:\n  containers:\n  - name: a\n    ima"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3500 * time.Millisecond) // three rescans at --file-check-frequency 1s
+	if now := e.running(); !sameIDs(now, after) {
+		t.Fatalf("an invalid edit changed the pod:\nbefore %v\nafter  %v", after, now)
+	}
+
+	// Deleting the file removes the pod gracefully.
+	os.Remove(p)
+	took = waitFor(t, "the pod to be removed", time.Minute, func() bool { return len(e.containers()) == 0 })
+	t.Logf("file deleted to pod removed: %s", took)
+}
+
+func TestWatchAdoptsAfterRestart(t *testing.T) {
+	e := newEnv(t)
+	e.write("a.yaml", sleepPod("a", 2))
+	e.write("b.yaml", webPod("web", freePort(t)))
+	stop := e.watch()
+	waitFor(t, "pods up", time.Minute, func() bool { return len(e.running()) == 5 })
+	before := e.running()
+
+	// SIGKILL: the pods keep running; a new podrun adopts them.
+	stop(syscall.SIGKILL)
+	stop = e.watch()
+	time.Sleep(5 * time.Second)
+	if now := e.running(); !sameIDs(now, before) {
+		t.Fatalf("restart after SIGKILL changed containers:\nbefore %v\nafter  %v", before, now)
+	}
+
+	// SIGTERM leaves the pods running too.
+	stop(syscall.SIGTERM)
+	time.Sleep(time.Second)
+	if now := e.running(); !sameIDs(now, before) {
+		t.Fatalf("SIGTERM changed containers:\nbefore %v\nafter  %v", before, now)
+	}
+
+	// --stop-pods-on-exit removes them.
+	stop = e.watch("--stop-pods-on-exit")
+	time.Sleep(3 * time.Second)
+	stop(syscall.SIGTERM)
+	if n := len(e.containers()); n != 0 {
+		t.Fatalf("--stop-pods-on-exit left %d containers", n)
+	}
+}
+
+func TestWatchKilledMidBringUp(t *testing.T) {
+	e := newEnv(t)
+	for i := 0; i < 10; i++ {
+		e.write(fmt.Sprintf("p%d.yaml", i), sleepPod(fmt.Sprintf("p%d", i), 1))
+	}
+	stop := e.watch()
+	time.Sleep(time.Second)
+	stop(syscall.SIGKILL)
+	stop = e.watch()
+	defer stop(syscall.SIGTERM)
+	waitFor(t, "20 running containers", 2*time.Minute, func() bool { return len(e.running()) == 20 })
+	time.Sleep(2 * time.Second)
+	if n := len(e.containers()); n != 20 {
+		t.Fatalf("want 20 containers (10 sandboxes, 10 apps), got %d: duplicates or leftovers", n)
+	}
+}
+
+func TestWatchURLSourceKeepsLastGood(t *testing.T) {
+	e := newEnv(t)
+	var failing atomic.Bool
+	manifest := sleepPod("fromurl", 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if failing.Load() {
+			http.Error(w, "broken", http.StatusInternalServerError)
+			return
+		}
+		w.Write([]byte(manifest))
+	}))
+	defer srv.Close()
+
+	args := []string{"--url", srv.URL, "--http-check-frequency", "1s", "--sync-frequency", "10s"}
+	cmd, _ := e.start("watch", args...)
+	waitFor(t, "the URL's pod", time.Minute, func() bool { return len(e.running()) == 2 })
+	before := e.running()
+
+	failing.Store(true)
+	time.Sleep(4 * time.Second)
+	if now := e.running(); !sameIDs(now, before) {
+		t.Fatalf("a failing URL changed its pods:\nbefore %v\nafter  %v", before, now)
+	}
+
+	// A podrun restarted while its URL is down keeps the URL's pods.
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	srv.Close()
+	cmd, _ = e.start("watch", args...)
+	time.Sleep(6 * time.Second)
+	if now := e.running(); !sameIDs(now, before) {
+		t.Fatalf("restart with the URL down changed its pods:\nbefore %v\nafter  %v", before, now)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	cmd.Wait()
+}
