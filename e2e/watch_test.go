@@ -65,7 +65,9 @@ func (e *env) running() map[string]string {
 }
 
 func (e *env) watch(extra ...string) (stop func(sig syscall.Signal)) {
-	args := append([]string{"--path", e.dir, "--file-check-frequency", "1s", "--sync-frequency", "10s"}, extra...)
+	// No HTTP server unless asked (extra flags come later and win).
+	args := append([]string{"--path", e.dir, "--file-check-frequency", "1s", "--sync-frequency", "10s",
+		"--healthz-port", "0"}, extra...)
 	cmd, stderr := e.start("watch", args...)
 	return func(sig syscall.Signal) {
 		cmd.Process.Signal(sig)
@@ -202,7 +204,7 @@ func TestWatchURLSourceKeepsLastGood(t *testing.T) {
 	}))
 	defer srv.Close()
 
-	args := []string{"--url", srv.URL, "--http-check-frequency", "1s", "--sync-frequency", "10s"}
+	args := []string{"--url", srv.URL, "--http-check-frequency", "1s", "--sync-frequency", "10s", "--healthz-port", "0"}
 	cmd, _ := e.start("watch", args...)
 	waitFor(t, "the URL's pod", time.Minute, func() bool { return len(e.running()) == 2 })
 	before := e.running()

@@ -31,8 +31,7 @@ import (
 // appArmorProfile, runAsNonRoot: true (not enforced), volume types other than
 // hostPath, emptyDir, configMap, secret, downwardAPI and projected (of
 // configMap, secret, downwardAPI), resizePolicy, volumeDevices, subPathExpr,
-// probe-level terminationGracePeriodSeconds, lifecycle sleep/tcpSocket hooks
-// and stopSignal, restartPolicy on app containers, and status.
+// lifecycle tcpSocket hooks and stopSignal, restartPolicy on app containers, and status.
 func supportedPodFields() []string {
 	var fields []string
 	add := func(prefix string, names ...string) {
@@ -101,12 +100,13 @@ func supportedPodFields() []string {
 		for _, probe := range []string{"livenessProbe", "readinessProbe", "startupProbe"} {
 			p := joinPath(prefix, probe)
 			add(p, "exec.command", "tcpSocket.port", "tcpSocket.host", "grpc.port", "grpc.service",
-				"initialDelaySeconds", "timeoutSeconds", "periodSeconds", "successThreshold", "failureThreshold")
+				"initialDelaySeconds", "timeoutSeconds", "periodSeconds", "successThreshold", "failureThreshold",
+				"terminationGracePeriodSeconds")
 			httpGet(p)
 		}
 		for _, hook := range []string{"lifecycle.postStart", "lifecycle.preStop"} {
 			p := joinPath(prefix, hook)
-			add(p, "exec.command")
+			add(p, "exec.command", "sleep.seconds")
 			httpGet(p)
 		}
 	}

@@ -57,8 +57,8 @@ func TestWarningsForUnsupportedFields(t *testing.T) {
 			stdinOnce: true
 			lifecycle:
 			  preStop:
-			    sleep:
-			      seconds: 5
+			    tcpSocket:
+			      port: 5
 			securityContext:
 			  runAsNonRoot: true
 			  seccompProfile:
@@ -67,7 +67,7 @@ func TestWarningsForUnsupportedFields(t *testing.T) {
 			`, ""),
 		want: []string{
 			"pod.yaml:9: spec.containers[0].resizePolicy: not supported yet by podrun, ignored",
-			"pod.yaml:15: spec.containers[0].lifecycle.preStop.sleep: not supported yet by podrun, ignored",
+			"pod.yaml:15: spec.containers[0].lifecycle.preStop.tcpSocket: not supported yet by podrun, ignored",
 			"pod.yaml:18: spec.containers[0].securityContext.runAsNonRoot: true is not supported yet by podrun, ignored",
 		},
 	}, {

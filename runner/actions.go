@@ -7,6 +7,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/util/flowcontrol"
+
+	"github.com/podrun/podrun/health"
 )
 
 // podState is what the runtime holds for one pod.
@@ -66,6 +68,15 @@ func (s *podState) nextAttempt(name string) int {
 type killTarget struct {
 	Container *Container
 	Reason    string
+	// Grace replaces the pod's grace period when set (a probe's
+	// terminationGracePeriodSeconds).
+	Grace time.Duration
+}
+
+// probeVerdicts is what compute-actions needs of the prober: which running
+// containers failed their liveness or startup probe.
+type probeVerdicts interface {
+	KillVerdict(containerID string) (health.Verdict, bool)
 }
 
 // waiting is why a container is not running when it should be.
@@ -157,7 +168,7 @@ func isSidecar(c *v1.Container) bool {
 // otherwise init containers run in order, each to success (sidecars are kept
 // running), then app containers are started, restarted under the restart
 // policy and back-off, or replaced when their spec changed.
-func computePodActions(pod *v1.Pod, state *podState, backoff *flowcontrol.Backoff) *podActions {
+func computePodActions(pod *v1.Pod, state *podState, backoff *flowcontrol.Backoff, probes probeVerdicts) *podActions {
 	a := &podActions{}
 	policy := pod.Spec.RestartPolicy
 	sb := state.latestSandbox()
@@ -211,21 +222,21 @@ func computePodActions(pod *v1.Pod, state *podState, backoff *flowcontrol.Backof
 		}
 		switch {
 		case c.SandboxID != sb.ID:
-			a.Kill = append(a.Kill, killTarget{c, "container of an older sandbox"})
+			a.Kill = append(a.Kill, killTarget{Container: c, Reason: "container of an older sandbox"})
 		case !specNames[c.Name]:
-			a.Kill = append(a.Kill, killTarget{c, "container removed from the pod spec"})
+			a.Kill = append(a.Kill, killTarget{Container: c, Reason: "container removed from the pod spec"})
 		case state.latest(c.Name, sb.ID) != c:
-			a.Kill = append(a.Kill, killTarget{c, "superseded by a newer attempt"})
+			a.Kill = append(a.Kill, killTarget{Container: c, Reason: "superseded by a newer attempt"})
 		}
 	}
 
-	if !computeInitActions(pod, state, sb.ID, backoff, a) {
+	if !computeInitActions(pod, state, sb.ID, backoff, probes, a) {
 		return a
 	}
 
 	for i := range pod.Spec.Containers {
 		c := &pod.Spec.Containers[i]
-		computeContainerAction(pod, c, state, sb.ID, policy, backoff, a)
+		computeContainerAction(pod, c, state, sb.ID, policy, backoff, probes, a)
 	}
 
 	if policy != v1.RestartPolicyAlways && len(a.StartApps) == 0 && len(a.StartCreated) == 0 &&
@@ -234,7 +245,7 @@ func computePodActions(pod *v1.Pod, state *podState, backoff *flowcontrol.Backof
 		// sandbox, keep the containers for their status and logs.
 		for _, c := range state.Containers {
 			if c.SandboxID == sb.ID && c.State == StateRunning && c.Type == ContainerTypeInit {
-				a.Kill = append(a.Kill, killTarget{c, "pod has finished"})
+				a.Kill = append(a.Kill, killTarget{Container: c, Reason: "pod has finished"})
 			}
 		}
 		a.StopSandbox = true
@@ -244,7 +255,7 @@ func computePodActions(pod *v1.Pod, state *podState, backoff *flowcontrol.Backof
 
 // computeInitActions decides the init-container step and reports whether the
 // app containers may be looked at (every init container has done its part).
-func computeInitActions(pod *v1.Pod, state *podState, sandboxID string, backoff *flowcontrol.Backoff, a *podActions) bool {
+func computeInitActions(pod *v1.Pod, state *podState, sandboxID string, backoff *flowcontrol.Backoff, probes probeVerdicts, a *podActions) bool {
 	inits := pod.Spec.InitContainers
 	if len(inits) == 0 {
 		return true
@@ -262,9 +273,18 @@ func computeInitActions(pod *v1.Pod, state *podState, sandboxID string, backoff 
 		c := &inits[i]
 		st := state.latest(c.Name, sandboxID)
 		if isSidecar(c) {
+			if st != nil && st.State == StateRunning && probes != nil {
+				if v, kill := probes.KillVerdict(st.ID); kill {
+					a.Kill = append(a.Kill, killTarget{Container: st, Reason: v.Message, Grace: v.GracePeriod})
+					if appsStarted {
+						continue
+					}
+					return false
+				}
+			}
 			if st != nil && st.State == StateRunning {
 				if st.Hash != ContainerHash(c) {
-					a.Kill = append(a.Kill, killTarget{st, "container spec changed"})
+					a.Kill = append(a.Kill, killTarget{Container: st, Reason: "container spec changed"})
 					a.StartInit = c
 					return false
 				}
@@ -332,14 +352,14 @@ func waitApps(pod *v1.Pod, a *podActions) {
 }
 
 func computeContainerAction(pod *v1.Pod, c *v1.Container, state *podState, sandboxID string,
-	policy v1.RestartPolicy, backoff *flowcontrol.Backoff, a *podActions) {
+	policy v1.RestartPolicy, backoff *flowcontrol.Backoff, probes probeVerdicts, a *podActions) {
 	st := state.latest(c.Name, sandboxID)
 	switch {
 	case st == nil:
 		a.StartApps = append(a.StartApps, c)
 	case st.State == StateCreated:
 		if st.Hash != ContainerHash(c) {
-			a.Kill = append(a.Kill, killTarget{st, "container spec changed"})
+			a.Kill = append(a.Kill, killTarget{Container: st, Reason: "container spec changed"})
 			a.StartApps = append(a.StartApps, c)
 			return
 		}
@@ -348,9 +368,17 @@ func computeContainerAction(pod *v1.Pod, c *v1.Container, state *podState, sandb
 		if st.Hash != ContainerHash(c) {
 			// A changed spec replaces the container whatever the restart
 			// policy, as the kubelet does.
-			a.Kill = append(a.Kill, killTarget{st, "container spec changed"})
+			a.Kill = append(a.Kill, killTarget{Container: st, Reason: "container spec changed"})
 			a.StartApps = append(a.StartApps, c)
 			return
+		}
+		if probes != nil {
+			if v, kill := probes.KillVerdict(st.ID); kill {
+				// Killed now; the next sync restarts it (or not) under the
+				// restart policy and the crash-loop back-off, as a crash.
+				a.Kill = append(a.Kill, killTarget{Container: st, Reason: v.Message, Grace: v.GracePeriod})
+				return
+			}
 		}
 		if st.ResourcesHash != ResourcesHash(c) {
 			a.UpdateResources = append(a.UpdateResources, c)
@@ -449,7 +477,7 @@ func runningContainers(state *podState) []*Container {
 func runningKills(state *podState, reason string) []killTarget {
 	var out []killTarget
 	for _, c := range runningContainers(state) {
-		out = append(out, killTarget{c, reason})
+		out = append(out, killTarget{Container: c, Reason: reason})
 	}
 	return out
 }

@@ -286,7 +286,7 @@ func TestComputePodActions(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			st := tc.state(tc.pod)
-			a := computePodActions(tc.pod, st, newBackoff(testclock.NewFakeClock(t0.Add(time.Hour))))
+			a := computePodActions(tc.pod, st, newBackoff(testclock.NewFakeClock(t0.Add(time.Hour))), nil)
 			init := ""
 			if a.StartInit != nil {
 				init = a.StartInit.Name
@@ -332,7 +332,7 @@ func TestCrashLoopBackoff(t *testing.T) {
 	restartAfter := func(st *podState) time.Duration {
 		crashed := clk.Now()
 		for i := 0; i < 400; i++ {
-			a := computePodActions(pod, st, bo)
+			a := computePodActions(pod, st, bo, nil)
 			if len(a.StartApps) == 1 {
 				bo.Next(key, st.Containers[0].FinishedAt)
 				return clk.Since(crashed)

@@ -116,13 +116,16 @@ func (r *Runner) applyActions(ctx context.Context, pod *v1.Pod, st *podState, a 
 		r.log.Info("container started", "pod", podKey(pod), "container", c.Name, "id", shortID(c.ID), "adopted", true)
 	}
 
+	var errMu sync.Mutex
 	start := func(c *v1.Container, typ ContainerType) {
 		if w.holdStart(c.Name) {
 			return
 		}
 		if err := r.startContainer(ctx, pod, c, typ, sandboxID, sbCfg, st, vols, pe); err != nil {
 			w.recordStartError(pod, c, err)
+			errMu.Lock()
 			errs = append(errs, fmt.Errorf("start %s: %w", c.Name, err))
+			errMu.Unlock()
 			return
 		}
 		w.clearStartError(c.Name)
@@ -130,9 +133,17 @@ func (r *Runner) applyActions(ctx context.Context, pod *v1.Pod, st *podState, a 
 	if a.StartInit != nil {
 		start(a.StartInit, ContainerTypeInit)
 	}
+	// App containers start together: each is one create and one start
+	// against the engine, and nothing orders them (init containers do that).
+	var wg sync.WaitGroup
 	for _, c := range a.StartApps {
-		start(c, ContainerTypeApp)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			start(c, ContainerTypeApp)
+		}()
 	}
+	wg.Wait()
 
 	if a.StopSandbox && sandboxID != "" {
 		if err := r.rt.StopSandbox(ctx, sandboxID, grace); err != nil && !errors.Is(err, ErrNotFound) {
@@ -170,6 +181,11 @@ const minGracePeriod = 2 * time.Second
 // grace.
 func (r *Runner) killContainer(ctx context.Context, pod *v1.Pod, podIP string, k killTarget, grace time.Duration) error {
 	c := k.Container
+	if k.Grace > 0 {
+		grace = k.Grace
+	}
+	// A container being stopped is probed no more.
+	r.probes.RemoveContainer(c.ID)
 	if pod != nil && c.State == StateRunning {
 		if spec := findContainer(pod, c.Name); spec != nil && spec.Lifecycle != nil && spec.Lifecycle.PreStop != nil {
 			start := r.clock.Now()
@@ -209,7 +225,7 @@ func (r *Runner) killPod(ctx context.Context, pod *v1.Pod, st *podState, grace t
 		if c.State != StateRunning && c.State != StateCreated {
 			continue
 		}
-		k := killTarget{c, "pod is being replaced or removed"}
+		k := killTarget{Container: c, Reason: "pod is being replaced or removed"}
 		if c.Type == ContainerTypeInit {
 			inits = append(inits, k)
 		} else {
@@ -261,6 +277,7 @@ func (r *Runner) teardown(ctx context.Context, pod *v1.Pod, st *podState, grace 
 	case len(st.Containers) > 0:
 		uid = st.Containers[0].Pod.UID
 	}
+	r.probes.RemovePod(uid)
 	if err := r.killPod(ctx, pod, st, grace); err != nil {
 		return err
 	}
@@ -436,12 +453,18 @@ func podHostname(pod *v1.Pod) string {
 	return h
 }
 
-// ensureImage makes the image present under its pull policy. Pulls of the
-// same image are shared by every pod that needs it at once.
-func (r *Runner) ensureImage(ctx context.Context, ref string, policy v1.PullPolicy) error {
+// ensureImage makes c's image present under its pull policy, pulling it
+// with the credentials of the pod's imagePullSecrets, then the node's
+// (opts.Credentials), each in turn, as the kubelet does. Pulls of the same
+// image with the same credentials are shared by every pod that needs it at
+// once; opts may make pulls one at a time. It tells opts.Used of the image
+// a container is about to be made from. opts may be nil.
+func (r *Runner) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container, opts *ImageOptions) error {
+	ref, policy := c.Image, c.ImagePullPolicy
 	if policy != v1.PullAlways {
-		_, err := r.rt.ImageStatus(ctx, ref)
+		img, err := r.rt.ImageStatus(ctx, ref)
 		if err == nil {
+			opts.used(img.ID, r.clock.Now())
 			return nil
 		}
 		if !errors.Is(err, ErrNotFound) {
@@ -452,19 +475,15 @@ func (r *Runner) ensureImage(ctx context.Context, ref string, policy v1.PullPoli
 				err: fmt.Errorf("image %s is not present and imagePullPolicy is Never", ref)}
 		}
 	}
-	_, err, _ := r.pulls.Do(ref, func() (any, error) {
-		r.log.Info("pulling image", "image", ref)
-		start := r.clock.Now()
-		img, err := r.rt.PullImage(ctx, ref, nil)
-		if err != nil {
-			return nil, err
-		}
-		r.log.Info("pulled image", "image", ref, "size", img.Size, "took", r.clock.Since(start).Round(time.Millisecond))
-		return img, nil
+	creds := UnionKeyring{keyringFunc(func(image string) []AuthConfig { return r.podPullCredentials(pod, image) }),
+		opts.nodeCredentials()}.Lookup(ref)
+	v, err, _ := r.pulls.Do(pullKey(ref, creds), func() (any, error) {
+		return r.pullImage(ctx, ref, creds, opts)
 	})
 	if err != nil {
 		return &imageError{reason: reasonErrImagePull, err: fmt.Errorf("pull %s: %w", ref, err)}
 	}
+	opts.used(v.(*Image).ID, r.clock.Now())
 	return nil
 }
 
@@ -474,7 +493,7 @@ func (r *Runner) startContainer(ctx context.Context, pod *v1.Pod, c *v1.Containe
 	if sandboxID == "" {
 		return errors.New("no sandbox")
 	}
-	if err := r.ensureImage(ctx, c.Image, c.ImagePullPolicy); err != nil {
+	if err := r.ensureImage(ctx, pod, c, nil); err != nil {
 		return err
 	}
 	attempt := st.nextAttempt(c.Name)
@@ -490,6 +509,9 @@ func (r *Runner) startContainer(ctx context.Context, pod *v1.Pod, c *v1.Containe
 		return fmt.Errorf("start: %w", err)
 	}
 	r.metrics.containerStarted(attempt)
+	if err := r.postStart(ctx, pod, c, id, pe.PodIP); err != nil {
+		return err
+	}
 	r.log.Info("container started", "pod", podKey(pod), "container", c.Name, "type", string(typ),
 		"id", shortID(id), "attempt", attempt)
 	if attempt > 0 {
@@ -591,3 +613,35 @@ func shortID(id string) string {
 	}
 	return id
 }
+
+// postStartTimeout bounds a postStart hook: the kubelet sets none, but a
+// hook that never returns would hold the pod's worker for ever.
+const postStartTimeout = 2 * time.Minute
+
+// postStart runs the container's postStart hook, if any. As in the kubelet,
+// the next container waits for it, and a failed hook kills the container
+// (the restart policy then applies).
+func (r *Runner) postStart(ctx context.Context, pod *v1.Pod, c *v1.Container, id, podIP string) error {
+	if c.Lifecycle == nil || c.Lifecycle.PostStart == nil {
+		return nil
+	}
+	hctx, cancel := context.WithTimeout(ctx, postStartTimeout)
+	defer cancel()
+	execer, _ := r.raw.(Execer)
+	err := health.RunHook(hctx, health.Target{ContainerID: id, PodIP: podIP, Container: c, Exec: execer}, c.Lifecycle.PostStart)
+	if err == nil {
+		return nil
+	}
+	r.log.Warn("postStart hook failed; killing the container", "pod", podKey(pod), "container", c.Name, "err", err)
+	if serr := r.rt.StopContainer(ctx, id, gracePeriod(pod)); serr != nil && !errors.Is(serr, ErrNotFound) {
+		return fmt.Errorf("stop after failed postStart hook: %w", serr)
+	}
+	return &hookError{err: err}
+}
+
+// hookError is a postStart hook that failed (the kubelet's
+// PostStartHookError).
+type hookError struct{ err error }
+
+func (e *hookError) Error() string { return "postStart hook failed: " + e.err.Error() }
+func (e *hookError) Unwrap() error { return e.err }

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/podrun/podrun/health"
 )
 
 // Metrics are the sync core's Prometheus series. A nil *Metrics records
@@ -15,6 +17,7 @@ type Metrics struct {
 	containerStarts   prometheus.Counter
 	containerRestarts prometheus.Counter
 	runtimeCalls      *prometheus.CounterVec
+	probeResults      *prometheus.CounterVec
 }
 
 // NewMetrics makes the sync core's series and registers them with reg.
@@ -41,8 +44,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "podrun_runtime_calls_total",
 			Help: "Calls podrun made to the container runtime, by method.",
 		}, []string{"method"}),
+		probeResults: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "podrun_probe_results_total",
+			Help: "Probe runs, by probe type (Startup, Liveness, Readiness) and result.",
+		}, []string{"probe_type", "result"}),
 	}
-	reg.MustRegister(m.syncDuration, m.podStarts, m.containerStarts, m.containerRestarts, m.runtimeCalls)
+	reg.MustRegister(m.syncDuration, m.podStarts, m.containerStarts, m.containerRestarts, m.runtimeCalls, m.probeResults)
 	return m
 }
 
@@ -65,6 +72,12 @@ func (m *Metrics) containerStarted(attempt int) {
 	m.containerStarts.Inc()
 	if attempt > 0 {
 		m.containerRestarts.Inc()
+	}
+}
+
+func (m *Metrics) probeResult(probeType string, result health.Result) {
+	if m != nil {
+		m.probeResults.WithLabelValues(probeType, result.String()).Inc()
 	}
 }
 

@@ -13,6 +13,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/utils/clock"
+
+	"github.com/podrun/podrun/health"
 )
 
 // Config holds a Runner's dependencies and settings.
@@ -84,6 +86,7 @@ type Runner struct {
 	metrics *Metrics
 	// lastLoop is when the sync loop last turned (UnixNano), for Healthy.
 	lastLoop atomic.Int64
+	probes   *health.Manager
 	// applied holds the resources hash of containers updated in place, by
 	// container ID: a container's labels keep the hash it was made with.
 	applied sync.Map
@@ -140,6 +143,12 @@ func New(cfg Config) *Runner {
 	if cfg.Metrics != nil {
 		r.rt = countingRuntime{Runtime: cfg.Runtime, m: cfg.Metrics}
 	}
+	execer, _ := cfg.Runtime.(Execer)
+	r.probes = health.NewManager(health.ManagerOptions{
+		Clock: cfg.Clock, Exec: execer, Log: cfg.Log,
+		OnChange: func(uid string) { r.wakePods([]string{uid}) },
+		OnResult: cfg.Metrics.probeResult,
+	})
 	r.cache = newPodCache(r.rt, cfg.Log, cfg.RelistPeriod, r.wakePods)
 	r.lastLoop.Store(cfg.Clock.Now().UnixNano())
 	return r
@@ -198,6 +207,7 @@ func (r *Runner) Run(ctx context.Context, updates <-chan PodUpdate) {
 	}
 	r.wg.Wait()
 	loops.Wait()
+	r.probes.Stop()
 }
 
 // watchEvents syncs a pod as soon as the runtime reports a change to one of
@@ -462,6 +472,8 @@ func errorReason(err error) string {
 		return ie.reason
 	case errors.As(err, &ce):
 		return "CreateContainerConfigError"
+	case errors.As(err, new(*hookError)):
+		return "PostStartHookError"
 	}
 	return "RunContainerError"
 }
@@ -472,7 +484,8 @@ func (w *podWorker) sync(ctx context.Context, pod *v1.Pod, st *podState) (*podAc
 	r := w.r
 	start := r.clock.Now()
 	r.withAppliedResources(st)
-	actions := computePodActions(pod, st, r.backoff)
+	r.trackProbes(pod, st)
+	actions := computePodActions(pod, st, r.backoff, r.probes)
 
 	// Containers whose last start failed wait out their back-off.
 	w.mu.Lock()
@@ -492,7 +505,7 @@ func (w *podWorker) sync(ctx context.Context, pod *v1.Pod, st *podState) (*podAc
 	}
 
 	status := computePodStatus(statusInput{
-		Pod: pod, State: st, Actions: actions, Errors: errs, HostIP: r.cfg.HostIP,
+		Pod: pod, State: st, Actions: actions, Errors: errs, HostIP: r.cfg.HostIP, Probes: r.probes,
 		Runtime: r.cfg.RuntimeName, Previous: r.previousStatus(w.uid), Now: r.clock.Now(),
 	})
 	out := pod.DeepCopy()
@@ -550,5 +563,26 @@ func (r *Runner) withAppliedResources(st *podState) {
 			cp.ResourcesHash = h.(string)
 			st.Containers[i] = &cp
 		}
+	}
+}
+
+// trackProbes has the prober probe every running container of the pod's
+// current sandbox (adopted ones too), and forget the others.
+func (r *Runner) trackProbes(pod *v1.Pod, st *podState) {
+	sb := st.latestSandbox()
+	if sb == nil {
+		return
+	}
+	podIP := sb.IP
+	if pod.Spec.HostNetwork {
+		podIP = r.cfg.HostIP
+	}
+	for _, c := range st.Containers {
+		spec := findContainer(pod, c.Name)
+		if c.State != StateRunning || c.SandboxID != sb.ID || spec == nil || c.Hash != ContainerHash(spec) {
+			r.probes.RemoveContainer(c.ID)
+			continue
+		}
+		r.probes.AddContainer(string(pod.UID), c.ID, spec, podIP, c.StartedAt)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -387,4 +388,58 @@ func testLogOut() io.Writer {
 		return os.Stderr
 	}
 	return io.Discard
+}
+
+// TestProbesDriveReadinessAndRestarts: a readiness probe flips Ready both
+// ways; a liveness probe that fails kills the container and it is
+// restarted.
+func TestProbesDriveReadinessAndRestarts(t *testing.T) {
+	fake := newFake(t)
+	var mu sync.Mutex
+	healthy, ready := true, false
+	fake.SetExecHandler(func(id string, cmd []string) (int, []byte, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		ok := healthy
+		if cmd[0] == "ready" {
+			ok = ready
+		}
+		if ok {
+			return 0, nil, nil
+		}
+		return 1, []byte("no"), nil
+	})
+	h := start(t, fake, nil)
+	pod := newPod("u1", "p-node1", v1.RestartPolicyAlways, map[string][]string{"a": {"run"}})
+	probe := func(cmd string) *v1.Probe {
+		return &v1.Probe{ProbeHandler: v1.ProbeHandler{Exec: &v1.ExecAction{Command: []string{cmd}}},
+			PeriodSeconds: 1, TimeoutSeconds: 1, SuccessThreshold: 1, FailureThreshold: 1}
+	}
+	pod.Spec.Containers[0].ReadinessProbe = probe("ready")
+	pod.Spec.Containers[0].LivenessProbe = probe("live")
+	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{pod}}
+	isReady := func(p *v1.Pod) bool {
+		for _, c := range p.Status.Conditions {
+			if c.Type == v1.PodReady {
+				return c.Status == v1.ConditionTrue
+			}
+		}
+		return false
+	}
+	h.waitStatus("u1", "running, not ready", func(p *v1.Pod) bool { return allRunning(p) && !isReady(p) })
+	mu.Lock()
+	ready = true
+	mu.Unlock()
+	h.waitStatus("u1", "ready", isReady)
+	mu.Lock()
+	ready = false
+	mu.Unlock()
+	h.waitStatus("u1", "not ready again", func(p *v1.Pod) bool { return !isReady(p) })
+
+	mu.Lock()
+	healthy = false
+	mu.Unlock()
+	h.waitStatus("u1", "a liveness restart", func(p *v1.Pod) bool {
+		return p.Status.ContainerStatuses[0].RestartCount >= 1
+	})
 }

@@ -14,12 +14,21 @@ type statusInput struct {
 	Actions *podActions // may be nil
 	// Errors by container name: why a container could not be created or
 	// started in the last sync (CreateContainerConfigError, ErrImagePull...).
-	Errors     map[string]waiting
-	HostIP     string
-	Runtime    string // "docker": the prefix of container IDs
-	Previous   *v1.PodStatus
-	Now        time.Time
+	Errors   map[string]waiting
+	HostIP   string
+	Runtime  string // "docker": the prefix of container IDs
+	Previous *v1.PodStatus
+	Now      time.Time
+	// Probes says which running containers are started and ready; nil:
+	// every running container is both.
+	Probes     probeStates
 	Terminated bool // the pod was removed and its containers stopped
+}
+
+// probeStates is what status needs of the prober.
+type probeStates interface {
+	Started(containerID string) bool
+	Ready(containerID string) bool
 }
 
 // computePodStatus computes a pod's status as the kubelet's
@@ -94,10 +103,12 @@ func containerStatus(in statusInput, c *v1.Container, sandboxID string) v1.Conta
 		cs.State.Waiting = &v1.ContainerStateWaiting{Reason: "ContainerCreating"}
 	case cur.State == StateRunning:
 		cs.State.Running = &v1.ContainerStateRunning{StartedAt: metav1.NewTime(cur.StartedAt)}
-		t := true
-		cs.Started = &t
-		// Without a readiness probe a running container is ready.
-		cs.Ready = cur.SandboxID == sandboxID && c.ReadinessProbe == nil
+		started, ready := true, c.ReadinessProbe == nil
+		if in.Probes != nil {
+			started, ready = in.Probes.Started(cur.ID), in.Probes.Ready(cur.ID)
+		}
+		cs.Started = &started
+		cs.Ready = cur.SandboxID == sandboxID && ready
 	case cur.State == StateCreated:
 		cs.State.Waiting = &v1.ContainerStateWaiting{Reason: "ContainerCreating"}
 	default:
