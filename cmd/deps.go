@@ -150,6 +150,16 @@ func loadManifests(ctx context.Context, g *globalOptions, paths []string) ([]*ma
 	return snaps, nil
 }
 
+// loadPods reads the manifests at paths and returns them with their pods.
+func loadPods(ctx context.Context, g *globalOptions, paths []string) ([]*manifest.Snapshot, []*podSource, error) {
+	snaps, err := loadManifests(ctx, g, paths)
+	if err != nil {
+		return nil, nil, err
+	}
+	pods, err := allPods(snaps)
+	return snaps, pods, err
+}
+
 // allPods flattens snapshots into their pods, first source first; a pod
 // that two sources define is kept from the first only.
 func allPods(snaps []*manifest.Snapshot) ([]*podSource, error) {

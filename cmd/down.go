@@ -51,11 +51,7 @@ func downRun(ctx context.Context, opts *downOptions) error {
 	}
 	var targets []target
 	if !opts.All {
-		snaps, err := loadManifests(ctx, opts.globalOptions, opts.Paths)
-		if err != nil {
-			return err
-		}
-		pods, err := allPods(snaps)
+		_, pods, err := loadPods(ctx, opts.globalOptions, opts.Paths)
 		if err != nil {
 			return err
 		}

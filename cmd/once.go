@@ -75,11 +75,7 @@ input (nothing is started), 3 the Docker Engine cannot be reached.`,
 }
 
 func onceRun(ctx context.Context, opts *onceOptions) error {
-	snaps, err := loadManifests(ctx, opts.globalOptions, opts.Paths)
-	if err != nil {
-		return err
-	}
-	pods, err := allPods(snaps)
+	snaps, pods, err := loadPods(ctx, opts.globalOptions, opts.Paths)
 	if err != nil {
 		return err
 	}

@@ -29,11 +29,7 @@ func newValidateCmd(g *globalOptions, runF func(context.Context, *validateOption
 }
 
 func validateRun(ctx context.Context, opts *validateOptions) error {
-	snaps, err := loadManifests(ctx, opts.globalOptions, opts.Paths)
-	if err != nil {
-		return err
-	}
-	pods, err := allPods(snaps)
+	_, pods, err := loadPods(ctx, opts.globalOptions, opts.Paths)
 	if err != nil {
 		return err
 	}

@@ -15,6 +15,8 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/podrun/podrun/expansion"
 )
 
 // Result is what a probe says about a container.
@@ -205,43 +207,8 @@ func expandProbeCommand(cmd []string, c *v1.Container) []string {
 	for _, e := range c.Env {
 		env[e.Name] = e.Value
 	}
-	out := make([]string, len(cmd))
-	for i, s := range cmd {
-		out[i] = expandVars(s, env)
-	}
-	return out
-}
-
-func expandVars(s string, env map[string]string) string {
-	if !strings.Contains(s, "$") {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] != '$' || i+1 == len(s) {
-			b.WriteByte(s[i])
-			continue
-		}
-		switch s[i+1] {
-		case '$':
-			b.WriteByte('$')
-			i++
-		case '(':
-			end := strings.IndexByte(s[i+2:], ')')
-			if end < 0 {
-				b.WriteString(s[i:])
-				return b.String()
-			}
-			ref := s[i : i+3+end]
-			if v, ok := env[ref[2:len(ref)-1]]; ok {
-				b.WriteString(v)
-			} else {
-				b.WriteString(ref)
-			}
-			i += 2 + end
-		default:
-			b.WriteByte('$')
-		}
-	}
-	return b.String()
+	return expansion.All(cmd, func(name string) (string, bool) {
+		v, ok := env[name]
+		return v, ok
+	})
 }

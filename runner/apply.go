@@ -12,6 +12,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/podrun/podrun/expansion"
 	"github.com/podrun/podrun/health"
 )
 
@@ -555,8 +556,8 @@ func (r *Runner) containerConfig(pod *v1.Pod, c *v1.Container, typ ContainerType
 		Hash:          ContainerHash(c),
 		ResourcesHash: ResourcesHash(c),
 		Image:         c.Image,
-		Command:       expandAll(c.Command, lookup),
-		Args:          expandAll(c.Args, lookup),
+		Command:       expansion.All(c.Command, lookup),
+		Args:          expansion.All(c.Args, lookup),
 		Env:           env,
 		WorkingDir:    c.WorkingDir,
 		Resources:     containerResources(c),

@@ -10,6 +10,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/podrun/podrun/expansion"
 )
 
 // configError is a container that cannot be configured (a missing ConfigMap
@@ -82,7 +84,7 @@ func makeEnv(pod *v1.Pod, c *v1.Container, objs *Objects, pe podEnv) ([]EnvVar, 
 
 	for _, e := range c.Env {
 		if e.ValueFrom == nil {
-			set(e.Name, expand(e.Value, lookup))
+			set(e.Name, expansion.Expand(e.Value, lookup))
 			continue
 		}
 		v, ok, err := envValueFrom(pod, c, e.ValueFrom, objs, pe)

@@ -1,4 +1,4 @@
-package runner
+package expansion
 
 import "testing"
 
@@ -21,8 +21,8 @@ func TestExpand(t *testing.T) {
 		{"$(B)", "$(A)"}, // values are not expanded again
 	}
 	for _, c := range cases {
-		if got := expand(c.in, lookup); got != c.want {
-			t.Errorf("expand(%q) = %q, want %q", c.in, got, c.want)
+		if got := Expand(c.in, lookup); got != c.want {
+			t.Errorf("Expand(%q) = %q, want %q", c.in, got, c.want)
 		}
 	}
 }

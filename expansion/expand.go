@@ -1,11 +1,13 @@
-package runner
+// Package expansion expands $(VAR) references the way Kubernetes does in a
+// container's command, args, env values and exec probes.
+package expansion
 
 import "strings"
 
-// expand replaces $(NAME) in s with lookup(NAME), as the kubelet expands
+// Expand replaces $(NAME) in s with lookup(NAME), as the kubelet expands
 // command, args and env values: $$ is an escaped $, and a reference to a
 // name lookup does not know is left as it is.
-func expand(s string, lookup func(string) (string, bool)) string {
+func Expand(s string, lookup func(string) (string, bool)) string {
 	if !strings.Contains(s, "$") {
 		return s
 	}
@@ -41,14 +43,14 @@ func expand(s string, lookup func(string) (string, bool)) string {
 	return b.String()
 }
 
-// expandAll expands every string of ss.
-func expandAll(ss []string, lookup func(string) (string, bool)) []string {
+// All expands every string of ss; nil stays nil.
+func All(ss []string, lookup func(string) (string, bool)) []string {
 	if ss == nil {
 		return nil
 	}
 	out := make([]string, len(ss))
 	for i, s := range ss {
-		out[i] = expand(s, lookup)
+		out[i] = Expand(s, lookup)
 	}
 	return out
 }

@@ -1,0 +1,128 @@
+package cmd
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/docker/go-units"
+	"github.com/spf13/cobra"
+	"sigs.k8s.io/yaml"
+
+	"github.com/podrun/podrun/node"
+	"github.com/podrun/podrun/runner/docker"
+)
+
+type infoOptions struct {
+	*globalOptions
+	Output string
+	// Facts gathers the node's facts (node.Gather over the root dir and
+	// Docker's data root by default).
+	Facts func(ctx context.Context) (*node.Facts, error)
+}
+
+func newInfoCmd(g *globalOptions, runF func(context.Context, *infoOptions) error) *cobra.Command {
+	opts := &infoOptions{globalOptions: g}
+	cmd := &cobra.Command{
+		Use:   "info",
+		Short: "Show this machine's facts: cores, memory, identity, kernel, and the disks podrun uses",
+		Long: `Show what podrun knows of this machine, as a node's status would report it:
+cores, memory, machine and boot IDs, kernel and OS, and the filesystems of
+the root dir and of Docker's data root (which image GC and the low disk
+space threshold watch), with their size and free space. Docker is asked for
+its data root when it can be reached; the rest needs no Docker.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkOutput(opts.Output); err != nil {
+				return err
+			}
+			if opts.Facts == nil {
+				opts.Facts = func(ctx context.Context) (*node.Facts, error) { return gatherFacts(ctx, opts.globalOptions) }
+			}
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return infoRun(cmd.Context(), opts)
+		},
+	}
+	cmd.Flags().StringVarP(&opts.Output, "output", "o", "table", "output format: table, json or yaml")
+	return cmd
+}
+
+// gatherFacts gathers the node's facts, with Docker's data root when
+// Docker answers.
+func gatherFacts(ctx context.Context, g *globalOptions) (*node.Facts, error) {
+	paths := map[string]string{"root-dir": g.RootDir}
+	if rt, err := docker.New(docker.Options{Host: g.DockerHost, NodeName: "info", Logger: g.Log}); err == nil {
+		defer rt.Close()
+		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		root, err := rt.DataRoot(dctx)
+		cancel()
+		if err == nil {
+			paths["images"] = root
+		} else {
+			fmt.Fprintf(g.ErrOut, "podrun: Docker's data root is unknown (%v); not shown\n", err)
+		}
+	}
+	return node.Gather(paths)
+}
+
+func infoRun(ctx context.Context, opts *infoOptions) error {
+	facts, err := opts.Facts(ctx)
+	if facts == nil {
+		return fmt.Errorf("node facts: %w", err)
+	}
+	if err != nil {
+		fmt.Fprintf(opts.ErrOut, "podrun: some facts are missing: %v\n", err)
+	}
+	switch opts.Output {
+	case "json":
+		enc := json.NewEncoder(opts.Out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(facts)
+	case "yaml":
+		b, err := yaml.Marshal(facts)
+		if err != nil {
+			return err
+		}
+		_, err = opts.Out.Write(b)
+		return err
+	}
+	return writeFactsTable(opts.Out, facts)
+}
+
+func writeFactsTable(w io.Writer, f *node.Facts) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, row := range [][2]string{
+		{"HOSTNAME", f.Hostname},
+		{"MACHINE ID", f.MachineID},
+		{"SYSTEM UUID", f.SystemUUID},
+		{"BOOT ID", f.BootID},
+		{"KERNEL", f.KernelVersion},
+		{"OS IMAGE", f.OSImage},
+		{"ARCHITECTURE", f.Architecture},
+		{"CPUS", fmt.Sprint(f.CPUs)},
+		{"MEMORY", units.BytesSize(float64(f.MemoryBytes))},
+	} {
+		fmt.Fprintf(tw, "%s\t%s\n", row[0], orNone(row[1]))
+	}
+	if len(f.Filesystems) > 0 {
+		fmt.Fprintln(tw)
+		fmt.Fprintln(tw, "FILESYSTEM\tPATH\tDEVICE\tSIZE\tAVAILABLE\tUSED")
+		for _, fs := range f.Filesystems {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d%%\n", fs.Use, fs.Path, orNone(fs.Device),
+				units.BytesSize(float64(fs.CapacityBytes)), units.BytesSize(float64(fs.AvailableBytes)), fs.UsedPercent())
+		}
+	}
+	return tw.Flush()
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "<none>"
+	}
+	return s
+}
