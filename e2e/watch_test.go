@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -226,4 +227,37 @@ func TestWatchURLSourceKeepsLastGood(t *testing.T) {
 	}
 	cmd.Process.Signal(syscall.SIGTERM)
 	cmd.Wait()
+}
+
+// TestPreStopHookRunsOnRemoval: deleting a manifest stops its pod
+// gracefully, running the preStop hook first.
+func TestPreStopHookRunsOnRemoval(t *testing.T) {
+	e := newEnv(t)
+	out := t.TempDir()
+	p := e.write("hook.yaml", fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: hook}
+spec:
+  terminationGracePeriodSeconds: 5
+  containers:
+  - name: app
+    image: %s
+    command: ["sleep", "3600"]
+    lifecycle:
+      preStop:
+        exec: {command: ["sh", "-c", "echo stopping-$(hostname) > /out/prestop"]}
+    volumeMounts: [{name: out, mountPath: /out}]
+  volumes:
+  - name: out
+    hostPath: {path: %s, type: Directory}
+`, testImage, out))
+	stop := e.watch()
+	defer stop(syscall.SIGTERM)
+	waitFor(t, "the pod", time.Minute, func() bool { return len(e.running()) == 2 })
+	os.Remove(p)
+	waitFor(t, "the pod to be removed", time.Minute, func() bool { return len(e.containers()) == 0 })
+	b, err := os.ReadFile(filepath.Join(out, "prestop"))
+	if err != nil || strings.TrimSpace(string(b)) != "stopping-hook-"+e.node {
+		t.Fatalf("preStop hook output %q, %v", b, err)
+	}
 }

@@ -443,3 +443,23 @@ func TestProbesDriveReadinessAndRestarts(t *testing.T) {
 		return p.Status.ContainerStatuses[0].RestartCount >= 1
 	})
 }
+
+// TestFailedPostStartKillsTheContainer: as in the kubelet, a postStart hook
+// that fails kills the container, which is then restarted under its policy.
+func TestFailedPostStartKillsTheContainer(t *testing.T) {
+	fake := newFake(t)
+	fake.SetExecHandler(func(id string, cmd []string) (int, []byte, error) { return 3, []byte("hook broke"), nil })
+	h := start(t, fake, nil)
+	pod := newPod("u1", "p-node1", v1.RestartPolicyAlways, map[string][]string{"a": {"run"}})
+	pod.Spec.Containers[0].Lifecycle = &v1.Lifecycle{PostStart: &v1.LifecycleHandler{Exec: &v1.ExecAction{Command: []string{"setup"}}}}
+	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{pod}}
+	p := h.waitStatus("u1", "PostStartHookError", func(p *v1.Pod) bool {
+		w := p.Status.ContainerStatuses[0].State.Waiting
+		return w != nil && (w.Reason == "PostStartHookError" || w.Reason == "CrashLoopBackOff")
+	})
+	for _, c := range h.containers("u1") {
+		if c.State == runner.StateRunning {
+			t.Fatalf("container %s still runs after its postStart hook failed (%+v)", c.ID, p.Status.ContainerStatuses[0])
+		}
+	}
+}

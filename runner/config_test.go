@@ -1,0 +1,133 @@
+package runner
+
+import (
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+func TestMakeEnv(t *testing.T) {
+	pod := &v1.Pod{}
+	pod.Name, pod.Namespace, pod.UID = "web-n1", "prod", "uid-1"
+	pod.Labels = map[string]string{"app": "web", "tier": "front"}
+	pod.Spec.NodeName = "n1"
+	pod.Spec.ServiceAccountName = "sa"
+	c := v1.Container{Name: "c"}
+	c.Resources.Limits = v1.ResourceList{v1.ResourceCPU: resource.MustParse("1500m"), v1.ResourceMemory: resource.MustParse("64Mi")}
+	c.Resources.Requests = v1.ResourceList{v1.ResourceCPU: resource.MustParse("250m")}
+	field := func(path string) *v1.EnvVarSource {
+		return &v1.EnvVarSource{FieldRef: &v1.ObjectFieldSelector{FieldPath: path}}
+	}
+	res := func(r, divisor string) *v1.EnvVarSource {
+		s := &v1.ResourceFieldSelector{Resource: r}
+		if divisor != "" {
+			s.Divisor = resource.MustParse(divisor)
+		}
+		return &v1.EnvVarSource{ResourceFieldRef: s}
+	}
+	yes := true
+	c.EnvFrom = []v1.EnvFromSource{{Prefix: "CM_", ConfigMapRef: &v1.ConfigMapEnvSource{LocalObjectReference: v1.LocalObjectReference{Name: "cfg"}}}}
+	c.Env = []v1.EnvVar{
+		{Name: "NAME", ValueFrom: field("metadata.name")},
+		{Name: "NS", ValueFrom: field("metadata.namespace")},
+		{Name: "UID", ValueFrom: field("metadata.uid")},
+		{Name: "APP", ValueFrom: field("metadata.labels['app']")},
+		{Name: "LABELS", ValueFrom: field("metadata.labels")},
+		{Name: "NODE", ValueFrom: field("spec.nodeName")},
+		{Name: "SA", ValueFrom: field("spec.serviceAccountName")},
+		{Name: "POD_IP", ValueFrom: field("status.podIP")},
+		{Name: "HOST_IP", ValueFrom: field("status.hostIP")},
+		{Name: "CPU_LIMIT", ValueFrom: res("limits.cpu", "")},
+		{Name: "CPU_REQ_M", ValueFrom: res("requests.cpu", "1m")},
+		{Name: "MEM_MI", ValueFrom: res("limits.memory", "1Mi")},
+		{Name: "KEY", ValueFrom: &v1.EnvVarSource{ConfigMapKeyRef: &v1.ConfigMapKeySelector{
+			LocalObjectReference: v1.LocalObjectReference{Name: "cfg"}, Key: "key"}}},
+		{Name: "PASS", ValueFrom: &v1.EnvVarSource{SecretKeyRef: &v1.SecretKeySelector{
+			LocalObjectReference: v1.LocalObjectReference{Name: "sec"}, Key: "password"}}},
+		{Name: "OPTIONAL", ValueFrom: &v1.EnvVarSource{SecretKeyRef: &v1.SecretKeySelector{
+			LocalObjectReference: v1.LocalObjectReference{Name: "nope"}, Key: "k", Optional: &yes}}},
+		{Name: "GREETING", Value: "hi $(NAME) $$(NAME) $(UNDEFINED)"},
+	}
+	pod.Spec.Containers = []v1.Container{c}
+	objs := NewObjects()
+	cm := &v1.ConfigMap{Data: map[string]string{"key": "value"}}
+	cm.Name, cm.Namespace = "cfg", "prod"
+	sec := &v1.Secret{Data: map[string][]byte{"password": []byte("s3cret")}}
+	sec.Name, sec.Namespace = "sec", "prod"
+	objs.Set([]*v1.ConfigMap{cm}, []*v1.Secret{sec})
+
+	env, err := makeEnv(pod, &pod.Spec.Containers[0], objs, podEnv{PodIP: "10.0.0.2", HostIP: "192.0.2.1", NodeMilliCPU: 4000, NodeMemory: 8 << 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, e := range env {
+		got[e.Name] = e.Value
+	}
+	want := map[string]string{
+		"CM_key": "value", "NAME": "web-n1", "NS": "prod", "UID": "uid-1", "APP": "web",
+		"LABELS": "app=\"web\"\ntier=\"front\"", "NODE": "n1", "SA": "sa", "POD_IP": "10.0.0.2", "HOST_IP": "192.0.2.1",
+		"CPU_LIMIT": "2", "CPU_REQ_M": "250", "MEM_MI": "64", "KEY": "value", "PASS": "s3cret",
+		"GREETING": "hi web-n1 $(NAME) $(UNDEFINED)",
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %q, want %q", k, got[k], v)
+		}
+	}
+	if _, ok := got["OPTIONAL"]; ok {
+		t.Errorf("an optional missing secret set OPTIONAL")
+	}
+
+	// A missing required key is a configuration error, not a crash.
+	pod.Spec.Containers[0].Env = []v1.EnvVar{{Name: "X", ValueFrom: &v1.EnvVarSource{ConfigMapKeyRef: &v1.ConfigMapKeySelector{
+		LocalObjectReference: v1.LocalObjectReference{Name: "cfg"}, Key: "missing"}}}}
+	_, err = makeEnv(pod, &pod.Spec.Containers[0], objs, podEnv{})
+	if err == nil || errorReason(err) != "CreateContainerConfigError" {
+		t.Fatalf("err %v (%s), want a CreateContainerConfigError", err, errorReason(err))
+	}
+}
+
+func TestContainerResources(t *testing.T) {
+	cases := []struct {
+		name                          string
+		req, lim                      v1.ResourceList
+		shares, quota, period, memory int64
+	}{
+		{"best effort", nil, nil, 2, 0, 0, 0},
+		{"requests only", v1.ResourceList{v1.ResourceCPU: resource.MustParse("100m"), v1.ResourceMemory: resource.MustParse("100Mi")},
+			nil, 102, 0, 0, 0},
+		{"limits stand in for requests", nil,
+			v1.ResourceList{v1.ResourceCPU: resource.MustParse("500m"), v1.ResourceMemory: resource.MustParse("64Mi")},
+			512, 50000, 100000, 64 << 20},
+		{"tiny limit gets the minimum quota", nil, v1.ResourceList{v1.ResourceCPU: resource.MustParse("1m")}, 2, 1000, 100000, 0},
+	}
+	for _, tc := range cases {
+		c := &v1.Container{Resources: v1.ResourceRequirements{Requests: tc.req, Limits: tc.lim}}
+		r := containerResources(c)
+		if r.CPUShares != tc.shares || r.CPUQuota != tc.quota || r.CPUPeriod != tc.period || r.MemoryLimit != tc.memory {
+			t.Errorf("%s: %+v", tc.name, r)
+		}
+	}
+}
+
+func TestSecurityConfig(t *testing.T) {
+	uid, gid, cuid := int64(1000), int64(2000), int64(0)
+	no, yes := false, true
+	pod := &v1.Pod{}
+	pod.Spec.SecurityContext = &v1.PodSecurityContext{RunAsUser: &uid, RunAsGroup: &gid, SupplementalGroups: []int64{5},
+		SeccompProfile: &v1.SeccompProfile{Type: v1.SeccompProfileTypeRuntimeDefault}}
+	c := &v1.Container{SecurityContext: &v1.SecurityContext{RunAsUser: &cuid, AllowPrivilegeEscalation: &no,
+		ReadOnlyRootFilesystem: &yes, Capabilities: &v1.Capabilities{Add: []v1.Capability{"NET_ADMIN"}, Drop: []v1.Capability{"ALL"}}}}
+	s := securityConfig(pod, c, "/var/lib/podrun/seccomp")
+	if *s.RunAsUser != 0 || *s.RunAsGroup != 2000 || !s.NoNewPrivileges || !s.ReadOnlyRootfs || s.Seccomp != "" ||
+		len(s.CapAdd) != 1 || len(s.CapDrop) != 1 || len(s.SupplementalGroups) != 1 {
+		t.Fatalf("%+v", s)
+	}
+	profile := "my.json"
+	c.SecurityContext.SeccompProfile = &v1.SeccompProfile{Type: v1.SeccompProfileTypeLocalhost, LocalhostProfile: &profile}
+	if s := securityConfig(pod, c, "/r/seccomp"); s.Seccomp != "/r/seccomp/my.json" {
+		t.Fatalf("localhost profile %q", s.Seccomp)
+	}
+}
