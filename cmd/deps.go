@@ -23,7 +23,9 @@ func connect(ctx context.Context, g *globalOptions) (*docker.Runtime, error) {
 	if err := checkNodeName(g.NodeName); err != nil {
 		return nil, err
 	}
-	rt, err := docker.New(docker.Options{Host: g.DockerHost, NodeName: g.NodeName, Logger: g.Log})
+	progress, endProgress := g.Images.pullProgress(g.ErrOut)
+	g.endPullProgress = endProgress
+	rt, err := docker.New(docker.Options{Host: g.DockerHost, NodeName: g.NodeName, Logger: g.Log, PullProgress: progress})
 	if err != nil {
 		return nil, unreachable(fmt.Errorf("docker: %w", err))
 	}
@@ -76,6 +78,8 @@ func newRunner(ctx context.Context, g *globalOptions, rt *docker.Runtime, allowP
 		Log:             g.Log,
 		NodeMilliCPU:    int64(runtime.NumCPU()) * 1000,
 		NodeMemory:      memory,
+		Images:          g.Images.runnerImages(g.Log, g.imageUsage),
+		Admit:           g.Images.admitter(ctx, g.RootDir, rt, g.Log),
 	}
 	for _, t := range tune {
 		t(&cfg)

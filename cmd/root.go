@@ -18,6 +18,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
+
+	"github.com/podrun/podrun/gc"
 )
 
 // globalOptions are the flags every command takes.
@@ -31,6 +33,13 @@ type globalOptions struct {
 	// URL sources (watch --url, and URLs given to once, down, validate).
 	URLHeaders []string
 	URLCA      string
+	// Images are the image pull and disk admission flags (cmd/pull.go).
+	Images imageOptions
+	// endPullProgress ends the pull progress display connect started.
+	endPullProgress func()
+	// imageUsage is the record of image use the runner writes and image
+	// GC reads (set by watch; nil elsewhere).
+	imageUsage *gc.ImageUsage
 
 	In     io.Reader
 	Out    io.Writer
@@ -57,6 +66,9 @@ func run(ctx context.Context, args []string, in io.Reader, out, errOut io.Writer
 	root.SetOut(out)
 	root.SetErr(errOut)
 	err := root.ExecuteContext(ctx)
+	if g.endPullProgress != nil {
+		g.endPullProgress()
+	}
 	if err != nil && !errors.Is(err, errSilent) {
 		fmt.Fprintf(errOut, "podrun: %v\n", err)
 	}
@@ -74,11 +86,15 @@ func newRootCmd(g *globalOptions) *cobra.Command {
 			if err := loadConfig(v, cmd, g.ConfigFile); err != nil {
 				return badInput(err)
 			}
+			if err := g.Images.validate(); err != nil {
+				return err
+			}
 			return setupLogging(g)
 		},
 	}
 	hostname, _ := os.Hostname()
 	pf := root.PersistentFlags()
+	addImageFlags(pf, &g.Images)
 	pf.StringVar(&g.NodeName, "node-name", strings.ToLower(hostname), "name of this node; pods are named <name>-<node-name>")
 	pf.StringVar(&g.RootDir, "root-dir", "/var/lib/podrun", "directory for pod directories and volumes")
 	pf.StringVar(&g.DockerHost, "docker-host", "", "Docker Engine address (default: $DOCKER_HOST, else the local socket)")
@@ -99,6 +115,7 @@ func newRootCmd(g *globalOptions) *cobra.Command {
 		newValidateCmd(g, nil),
 		newPauseCmd(),
 		newVersionCmd(g),
+		newInfoCmd(g, nil),
 	)
 	return root
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/podrun/podrun/gc"
 	"github.com/podrun/podrun/health"
 	"github.com/podrun/podrun/manifest"
 	"github.com/podrun/podrun/runner"
@@ -37,6 +38,7 @@ type watchOptions struct {
 	HTTPCheckFrequency time.Duration
 	StopPodsOnExit     bool
 	AllowPrivileged    bool
+	GC                 gcOptions
 }
 
 func newWatchCmd(g *globalOptions, runF func(context.Context, *watchOptions) error) *cobra.Command {
@@ -67,6 +69,9 @@ running (an upgrade of podrun is not an outage) unless --stop-pods-on-exit.`,
 					return badInputf("--%s must be positive", d.name)
 				}
 			}
+			if err := opts.GC.validate(); err != nil {
+				return err
+			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
@@ -83,6 +88,7 @@ running (an upgrade of podrun is not an outage) unless --stop-pods-on-exit.`,
 	f.BoolVar(&opts.AllowPrivileged, "allow-privileged", false, "allow privileged containers")
 	f.StringVar(&opts.HealthzAddress, "healthz-bind-address", "127.0.0.1", "address of the HTTP server (/healthz, /readyz, /pods, /metrics)")
 	f.IntVar(&opts.HealthzPort, "healthz-port", 10248, "port of the HTTP server; 0 disables it")
+	addGCFlags(f, &opts.GC)
 	return cmd
 }
 
@@ -93,12 +99,24 @@ type sourceState struct {
 	ready   bool
 	failing map[string]bool
 	errs    map[string]error
+	desired map[string]bool
 }
 
 func (s *sourceState) set(m *manifest.Merger) {
+	desired := map[string]bool{}
+	for _, p := range m.Pods() {
+		desired[string(p.UID)] = true
+	}
 	s.mu.Lock()
-	s.ready, s.failing, s.errs = m.Ready(), m.Failing(), m.Errors()
+	s.ready, s.failing, s.errs, s.desired = m.Ready(), m.Failing(), m.Errors(), desired
 	s.mu.Unlock()
+}
+
+// Desired returns the UIDs of the pods the sources define now.
+func (s *sourceState) Desired() map[string]bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.desired
 }
 
 func (s *sourceState) errors() map[string]error {
@@ -150,6 +168,7 @@ func watchRun(ctx context.Context, opts *watchOptions) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	srcMetrics := newSourceMetrics(reg)
 	state := &sourceState{}
+	opts.imageUsage = gc.NewImageUsage()
 	r, err := newRunner(ctx, opts.globalOptions, rt, opts.AllowPrivileged, func(c *runner.Config) {
 		c.SyncFrequency = opts.SyncFrequency
 		c.SourcesReady = state.Ready
@@ -187,6 +206,13 @@ func watchRun(ctx context.Context, opts *watchOptions) error {
 	go func() {
 		defer wg.Done()
 		r.Run(runCtx, updates)
+	}()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		waitGC := startGC(runCtx, &opts.GC, rt, opts.InfraImage, opts.imageUsage,
+			gcSources{Ready: state.Ready, Desired: state.Desired, Keep: state.Keep}, opts.Log)
+		waitGC()
 	}()
 	sourceUpdates := make(chan manifest.SourceUpdate, len(sources))
 	for _, s := range sources {

@@ -75,4 +75,8 @@ if ! docker image inspect "$BUSYBOX_IMAGE" >/dev/null 2>&1; then
 		-c 'CMD ["/bin/sh"]' \
 		- "$BUSYBOX_IMAGE" >/dev/null
 fi
+# A local registry with basic auth, for the tests of authenticated pulls
+# (the tests start and stop their own with hack/registry.sh).
+bash "$(dirname "$0")/registry.sh" install
+
 log "ready: docker $(docker version --format '{{.Server.Version}} (API {{.Server.APIVersion}})'), image $BUSYBOX_IMAGE"

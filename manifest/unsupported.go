@@ -26,7 +26,7 @@ import (
 // Warned about, among others: affinity, nodeSelector,
 // topologySpreadConstraints (the kubelet would refuse the pod when they do
 // not match the node; podrun runs it), ephemeralContainers,
-// imagePullSecrets, readinessGates, runtimeClassName, overhead, resourceClaims,
+// readinessGates, runtimeClassName, overhead, resourceClaims,
 // pod-level resources, fsGroup (volumes are not chowned), seLinuxOptions,
 // appArmorProfile, runAsNonRoot: true (not enforced), volume types other than
 // hostPath, emptyDir, configMap, secret, downwardAPI and projected (of
@@ -50,6 +50,9 @@ func supportedPodFields() []string {
 		"securityContext.seccompProfile.type=RuntimeDefault|Unconfined|Localhost",
 		"securityContext.seccompProfile.localhostProfile", "securityContext.supplementalGroups",
 		"hostAliases[].ip", "hostAliases[].hostnames",
+		// Secrets of type kubernetes.io/dockerconfigjson or dockercfg found
+		// in the same sources.
+		"imagePullSecrets[].name",
 		// Scheduling fields, meaningless on one machine; kubeadm writes them.
 		"schedulerName", "priority", "priorityClassName", "preemptionPolicy", "tolerations.**", "enableServiceLinks",
 		// Values that ask for what podrun does anyway.

@@ -69,6 +69,14 @@ func (r *Runner) applyActions(ctx context.Context, pod *v1.Pod, st *podState, a 
 		}
 	}
 
+	if a.CreateSandbox && r.cfg.Admit != nil {
+		if err := r.cfg.Admit(pod); err != nil {
+			for _, c := range allContainers(pod) {
+				w.recordStartError(pod, c, err)
+			}
+			return fmt.Errorf("pod not admitted: %w", err)
+		}
+	}
 	if a.CreateSandbox {
 		// A sandbox that was made but never started (podrun died between
 		// the two) is adopted rather than replaced.
@@ -494,7 +502,7 @@ func (r *Runner) startContainer(ctx context.Context, pod *v1.Pod, c *v1.Containe
 	if sandboxID == "" {
 		return errors.New("no sandbox")
 	}
-	if err := r.ensureImage(ctx, pod, c, nil); err != nil {
+	if err := r.ensureImage(ctx, pod, c, r.cfg.Images); err != nil {
 		return err
 	}
 	attempt := st.nextAttempt(c.Name)

@@ -50,6 +50,15 @@ type Config struct {
 	SourcesReady func() bool
 	// Metrics records the sync core's series; nil records nothing.
 	Metrics *Metrics
+	// Images configures image pulls: the node's registry credentials,
+	// serialized pulls, the record of image use. nil: none of them.
+	Images *ImageOptions
+	// Admit, when set, is asked before a pod's sandbox is made (a new pod,
+	// or one whose sandbox must be made again); an error keeps the pod
+	// from starting, shown as its containers' waiting reason (an
+	// *AdmitError's Reason, say OutOfDisk), and it is asked again every
+	// 10 s. Running pods are never asked.
+	Admit func(pod *v1.Pod) error
 	// KeepSource reports whether pods defined by source must be kept although
 	// no source defines them now: the source has been failing since podrun
 	// started, so podrun does not know what it defines. nil: keep none.
@@ -149,7 +158,11 @@ func New(cfg Config) *Runner {
 		OnChange: func(uid string) { r.wakePods([]string{uid}) },
 		OnResult: cfg.Metrics.probeResult,
 	})
-	r.cache = newPodCache(r.rt, cfg.Log, cfg.RelistPeriod, r.wakePods)
+	var lister PodObjectLister
+	if l, ok := cfg.Runtime.(PodObjectLister); ok {
+		lister = countingLister{PodObjectLister: l, m: cfg.Metrics}
+	}
+	r.cache = newPodCache(r.rt, lister, cfg.Log, cfg.RelistPeriod, r.wakePods)
 	r.lastLoop.Store(cfg.Clock.Now().UnixNano())
 	return r
 }
@@ -211,17 +224,20 @@ func (r *Runner) Run(ctx context.Context, updates <-chan PodUpdate) {
 }
 
 // watchEvents syncs a pod as soon as the runtime reports a change to one of
-// its containers, rather than at the next relist.
+// its containers, rather than at the next relist. The pod's worker looks at
+// that pod alone (a refresh): an event costs O(1) runtime work, however
+// many pods there are. An event of a pod without a worker is left to
+// housekeeping, which works from the relist.
 func (r *Runner) watchEvents(ctx context.Context, es EventSource) {
 	for ev := range es.Events(ctx) {
-		gen := r.cache.invalidate()
 		if ev.Resync {
-			r.wakeAll(gen)
+			// Events may have been missed: look at everything again.
+			r.wakeAll(r.cache.invalidate())
 			continue
 		}
 		r.mu.Lock()
 		if w := r.workers[ev.PodUID]; w != nil {
-			w.wake(gen)
+			w.wakeFresh()
 		}
 		r.mu.Unlock()
 	}
@@ -332,16 +348,26 @@ type podWorker struct {
 	removed bool
 	wakeCh  chan struct{}
 	// needGen is the cache generation the next sync must see: the one asked
-	// for by whoever woke the worker last.
-	needGen uint64
+	// for by whoever woke the worker last. needFresh asks for the pod's
+	// state as it is now (a refresh of the pod alone).
+	needGen   uint64
+	needFresh bool
 	// errs are why containers could not start, with when to try again.
 	errs map[string]startError
 }
 
 type startError struct {
 	waiting
-	until time.Time
+	at, until time.Time
 }
+
+// admitRetry is how soon a pod refused admission (low disk) is asked again:
+// not an exponential back-off, so that it starts soon after space is freed.
+const admitRetry = 10 * time.Second
+
+// errImagePullShown is how long a failed pull shows as ErrImagePull before
+// its back-off shows as ImagePullBackOff, as the kubelet's next sync would.
+const errImagePullShown = 2 * time.Second
 
 func newPodWorker(r *Runner, pod *v1.Pod) *podWorker {
 	return &podWorker{r: r, uid: string(pod.UID), pod: pod, wakeCh: make(chan struct{}, 1), errs: map[string]startError{}}
@@ -362,24 +388,39 @@ func (w *podWorker) remove() {
 	w.wake(0)
 }
 
-// wake asks for a sync at state of generation gen or later.
+// wake asks for a sync at state of generation gen or later (0: the state
+// the cache holds).
 func (w *podWorker) wake(gen uint64) {
 	w.mu.Lock()
 	w.needGen = max(w.needGen, gen)
 	w.mu.Unlock()
+	w.signal()
+}
+
+// wakeFresh asks for a sync at the pod's state as it is now (a refresh of
+// the pod): the runtime said something happened to it.
+func (w *podWorker) wakeFresh() {
+	w.mu.Lock()
+	w.needFresh = true
+	w.mu.Unlock()
+	w.signal()
+}
+
+func (w *podWorker) signal() {
 	select {
 	case w.wakeCh <- struct{}{}:
 	default:
 	}
 }
 
-// takeGen returns (and forgets) the generation asked for by wake.
-func (w *podWorker) takeGen() uint64 {
+// takeWake returns (and forgets) what the wakes since the last sync asked
+// for: a generation, and whether the pod must be looked at afresh.
+func (w *podWorker) takeWake() (gen uint64, fresh bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	g := w.needGen
-	w.needGen = 0
-	return g
+	gen, fresh = w.needGen, w.needFresh
+	w.needGen, w.needFresh = 0, false
+	return gen, fresh
 }
 
 func (w *podWorker) desired() (*v1.Pod, bool) {
@@ -388,11 +429,24 @@ func (w *podWorker) desired() (*v1.Pod, bool) {
 	return w.pod, w.removed
 }
 
+// run syncs the pod until it is removed or ctx ends. Each sync looks at
+// the pod's state either as the cache holds it (a relist of generation gen
+// or later) or, when fresh, as the runtime has it now, from a list of this
+// pod alone: when the worker starts, after it acted, when a runtime event
+// names the pod, and when a back-off expires. So what one pod does costs
+// no list of every pod.
 func (w *podWorker) run(ctx context.Context) {
 	r := w.r
-	gen := r.cache.invalidate()
+	var gen uint64
+	fresh := true
 	for {
-		st, err := r.cache.get(ctx, w.uid, gen)
+		var st *podState
+		var err error
+		if fresh {
+			st, err = r.cache.refresh(ctx, w.uid)
+		} else {
+			st, err = r.cache.get(ctx, w.uid, gen)
+		}
 		if ctx.Err() != nil {
 			return
 		}
@@ -413,10 +467,8 @@ func (w *podWorker) run(ctx context.Context) {
 			var actions *podActions
 			actions, acted = w.sync(ctx, pod, st)
 			retry = actions.RetryAfter()
-			for _, e := range w.errs {
-				if d := e.until.Sub(r.clock.Now()); d > 0 && (retry == 0 || d < retry) {
-					retry = d
-				}
+			if d := w.nextRetry(); d > 0 && (retry == 0 || d < retry) {
+				retry = d
 			}
 		} else if err != nil {
 			r.log.Warn("runtime state unavailable", "pod", podKey(pod), "err", err)
@@ -424,7 +476,7 @@ func (w *podWorker) run(ctx context.Context) {
 		}
 		if acted {
 			// Look again at once, at state that shows what was just done.
-			gen = r.cache.invalidate()
+			fresh = true
 			continue
 		}
 		if removed {
@@ -439,9 +491,9 @@ func (w *podWorker) run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 		case <-w.wakeCh:
-			gen = w.takeGen()
+			gen, fresh = w.takeWake()
 		case <-fire:
-			gen = r.cache.invalidate()
+			gen, fresh = 0, true
 		}
 		if timer != nil {
 			timer.Stop()
@@ -467,6 +519,9 @@ func gracePeriod(pod *v1.Pod) time.Duration {
 func errorReason(err error) string {
 	var ce *configError
 	var ie *imageError
+	if reason, ok := AdmitReason(err); ok {
+		return reason
+	}
 	switch {
 	case errors.As(err, &ie):
 		return ie.reason
@@ -488,12 +543,7 @@ func (w *podWorker) sync(ctx context.Context, pod *v1.Pod, st *podState) (*podAc
 	actions := computePodActions(pod, st, r.backoff, r.probes)
 
 	// Containers whose last start failed wait out their back-off.
-	w.mu.Lock()
-	errs := map[string]waiting{}
-	for name, e := range w.errs {
-		errs[name] = e.waiting
-	}
-	w.mu.Unlock()
+	errs := w.shownErrors()
 
 	if !actions.Empty() {
 		if err := r.applyActions(ctx, pod, st, actions, w); err != nil && ctx.Err() == nil {
@@ -518,13 +568,54 @@ func (w *podWorker) sync(ctx context.Context, pod *v1.Pod, st *podState) (*podAc
 // back-off before the next try.
 func (w *podWorker) recordStartError(pod *v1.Pod, c *v1.Container, err error) {
 	r := w.r
-	key := backoffKey(pod, c) + "/start"
 	now := r.clock.Now()
-	r.backoff.Next(key, now)
-	reason := errorReason(err)
+	retry := admitRetry
+	if _, refused := AdmitReason(err); !refused {
+		key := backoffKey(pod, c) + "/start"
+		r.backoff.Next(key, now)
+		retry = r.backoff.Get(key)
+	}
 	w.mu.Lock()
-	w.errs[c.Name] = startError{waiting: waiting{Reason: reason, Message: err.Error()}, until: now.Add(r.backoff.Get(key))}
+	w.errs[c.Name] = startError{waiting: waiting{Reason: errorReason(err), Message: err.Error()}, at: now, until: now.Add(retry)}
 	w.mu.Unlock()
+}
+
+// shownErrors are the start errors as the pod status shows them: a failed
+// pull is ErrImagePull at first, then ImagePullBackOff while it waits.
+func (w *podWorker) shownErrors() map[string]waiting {
+	now := w.r.clock.Now()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make(map[string]waiting, len(w.errs))
+	for name, e := range w.errs {
+		shown := e.waiting
+		if shown.Reason == reasonErrImagePull && now.Sub(e.at) >= errImagePullShown && now.Before(e.until) {
+			shown.Reason = reasonImagePullBackOff
+		}
+		out[name] = shown
+	}
+	return out
+}
+
+// nextRetry is how long until a start error's back-off ends, or until a
+// failed pull should show as ImagePullBackOff; 0 if nothing waits.
+func (w *podWorker) nextRetry() time.Duration {
+	now := w.r.clock.Now()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var next time.Duration
+	soonest := func(d time.Duration) {
+		if d > 0 && (next == 0 || d < next) {
+			next = d
+		}
+	}
+	for _, e := range w.errs {
+		soonest(e.until.Sub(now))
+		if e.Reason == reasonErrImagePull {
+			soonest(e.at.Add(errImagePullShown).Sub(now))
+		}
+	}
+	return next
 }
 
 func (w *podWorker) clearStartError(name string) {
@@ -541,10 +632,6 @@ func (w *podWorker) holdStart(name string) bool {
 	e, ok := w.errs[name]
 	if !ok || !w.r.clock.Now().Before(e.until) {
 		return false
-	}
-	if e.Reason == reasonErrImagePull {
-		e.Reason = reasonImagePullBackOff
-		w.errs[name] = e
 	}
 	return true
 }

@@ -56,7 +56,7 @@ func (r *Runtime) PullImage(ctx context.Context, ref string, auth *runner.AuthCo
 		return nil, fmt.Errorf("pull %s: %w", ref, wrapPull(err))
 	}
 	defer rc.Close()
-	if err := r.readProgress(rc, ref); err != nil {
+	if err := r.readPullProgress(rc, ref); err != nil {
 		return nil, fmt.Errorf("pull %s: %w", ref, err)
 	}
 	img, err := r.ImageStatus(ctx, ref)
@@ -90,9 +90,22 @@ type jsonMessage struct {
 	} `json:"errorDetail"`
 }
 
-// readProgress consumes a progress stream to its end and returns the error
-// it reports, if any. Pull messages go to the PullProgress hook.
+// readProgress consumes a progress stream (an import's) to its end and
+// returns the error it reports, if any.
 func (r *Runtime) readProgress(rd io.Reader, ref string) error {
+	return r.consumeProgress(rd, nil)
+}
+
+// readPullProgress is readProgress for a pull of ref: its messages go to
+// the PullProgress hook.
+func (r *Runtime) readPullProgress(rd io.Reader, ref string) error {
+	if r.pullProgress == nil {
+		return r.consumeProgress(rd, nil)
+	}
+	return r.consumeProgress(rd, func(p PullProgress) { r.pullProgress(ref, p) })
+}
+
+func (r *Runtime) consumeProgress(rd io.Reader, hook func(PullProgress)) error {
 	dec := json.NewDecoder(rd)
 	for {
 		var m jsonMessage
@@ -107,8 +120,8 @@ func (r *Runtime) readProgress(rd io.Reader, ref string) error {
 		if m.Error != "" {
 			return errors.New(m.Error)
 		}
-		if r.pullProgress != nil {
-			r.pullProgress(ref, PullProgress{
+		if hook != nil {
+			hook(PullProgress{
 				ID:      m.ID,
 				Status:  m.Status,
 				Current: m.ProgressDetail.Current,

@@ -1,0 +1,353 @@
+// Package gc removes what podrun no longer needs, as the kubelet's garbage
+// collectors do: dead containers and sandboxes (ContainerGC, every minute)
+// and unused images when the disk that holds them fills up (ImageGC, every
+// five minutes). What to remove is decided by pure functions
+// (SelectContainers, SelectImages) over what the runtime reports, so that
+// the policy is tested without an engine; the collectors only list, select
+// and remove.
+package gc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"time"
+
+	"k8s.io/utils/clock"
+
+	"github.com/podrun/podrun/runner"
+)
+
+// ContainerPolicy bounds the dead containers kept, as the kubelet's flags of
+// the same names.
+type ContainerPolicy struct {
+	// MinAge: a dead container younger than this (since its creation) is
+	// never removed (--minimum-container-ttl-duration, 0).
+	MinAge time.Duration
+	// MaxPerContainer is how many dead containers each container of a pod
+	// keeps (--maximum-dead-containers-per-container, 1); below 0, no limit.
+	// The newest dead one is always kept, whatever the number says.
+	MaxPerContainer int
+	// MaxContainers is how many dead containers are kept in all
+	// (--maximum-dead-containers, -1); below 0, no limit.
+	MaxContainers int
+}
+
+// DefaultContainerPolicy is the kubelet's default.
+var DefaultContainerPolicy = ContainerPolicy{MinAge: 0, MaxPerContainer: 1, MaxContainers: -1}
+
+// ContainerInput is what one container GC pass looks at.
+type ContainerInput struct {
+	// Containers and Sandboxes are the node's, as the runtime lists them.
+	Containers []*runner.Container
+	Sandboxes  []*runner.Sandbox
+	// PodExists reports whether a pod (by UID) is still wanted. nil means
+	// that is not known yet (the sources have not all delivered): then every
+	// pod is taken to exist.
+	PodExists func(uid string) bool
+	Now       time.Time
+}
+
+// ContainerPlan is what one pass removes: containers in that order (those
+// of pods that no longer exist first, then the oldest first), then
+// sandboxes.
+type ContainerPlan struct {
+	Containers []*runner.Container
+	Sandboxes  []*runner.Sandbox
+}
+
+// unitKey is an "evict unit": one container of one pod, all its attempts.
+type unitKey struct{ pod, name string }
+
+// SelectContainers decides what a container GC pass removes, as the
+// kubelet's container GC does, with podrun's guarantees on top:
+//
+//   - only dead containers (not running: exited, created, unknown) at least
+//     MinAge old are candidates; a running container is never chosen;
+//   - every dead container of a pod that no longer exists goes (only when
+//     PodExists is known);
+//   - of an existing pod, each container keeps its MaxPerContainer newest
+//     dead ones, and never loses the newest dead one: it is the container's
+//     lastState and what `logs --previous` shows, and, for an init
+//     container, the record that it succeeded;
+//   - then, over MaxContainers in all, every container is cut to an equal
+//     share (at least one), and then the oldest go, the protected ones
+//     excepted;
+//   - a sandbox goes when it is not running, no container (left) is in it,
+//     and its pod no longer exists or it is not the pod's newest sandbox.
+func SelectContainers(in ContainerInput, p ContainerPolicy) ContainerPlan {
+	// The newest dead container of each unit, over all of them (young
+	// ones included): it is never removed while its pod exists.
+	newestDead := map[unitKey]*runner.Container{}
+	for _, c := range in.Containers {
+		if c.State == runner.StateRunning {
+			continue
+		}
+		k := unitKey{c.Pod.UID, c.Name}
+		if n := newestDead[k]; n == nil || newer(c, n) {
+			newestDead[k] = c
+		}
+	}
+	gone := func(uid string) bool { return in.PodExists != nil && !in.PodExists(uid) }
+
+	units := map[unitKey][]*runner.Container{}
+	var plan ContainerPlan
+	removed := map[string]bool{}
+	var goneDead []*runner.Container
+	for _, c := range in.Containers {
+		if c.State == runner.StateRunning || c.Pod.UID == "" || in.Now.Sub(c.CreatedAt) < p.MinAge {
+			continue
+		}
+		if gone(c.Pod.UID) {
+			goneDead = append(goneDead, c)
+			continue
+		}
+		k := unitKey{c.Pod.UID, c.Name}
+		units[k] = append(units[k], c)
+	}
+	sort.SliceStable(goneDead, func(i, j int) bool { return older(goneDead[i], goneDead[j]) })
+	for _, c := range goneDead {
+		plan.Containers = append(plan.Containers, c)
+		removed[c.ID] = true
+	}
+
+	// Each unit newest first; the protected container is kept out of the
+	// counts of what may go, but counts as kept.
+	for k, cs := range units {
+		sort.SliceStable(cs, func(i, j int) bool { return newer(cs[i], cs[j]) })
+		units[k] = cs
+	}
+	var others []*runner.Container
+	cut := func(keep int) {
+		for k, cs := range units {
+			n := max(keep, 1)
+			if len(cs) <= n {
+				continue
+			}
+			var kept []*runner.Container
+			for i, c := range cs {
+				if i < n || c == newestDead[k] {
+					kept = append(kept, c)
+					continue
+				}
+				others = append(others, c)
+			}
+			units[k] = kept
+		}
+	}
+	if p.MaxPerContainer >= 0 {
+		cut(p.MaxPerContainer)
+	}
+	if p.MaxContainers >= 0 {
+		if total(units) > p.MaxContainers && len(units) > 0 {
+			cut(p.MaxContainers / len(units))
+		}
+		if excess := total(units) - p.MaxContainers; excess > 0 {
+			var flat []*runner.Container
+			for k, cs := range units {
+				for _, c := range cs {
+					if c != newestDead[k] {
+						flat = append(flat, c)
+					}
+				}
+			}
+			sort.SliceStable(flat, func(i, j int) bool { return older(flat[i], flat[j]) })
+			others = append(others, flat[:min(excess, len(flat))]...)
+		}
+	}
+	sort.SliceStable(others, func(i, j int) bool { return older(others[i], others[j]) })
+	for _, c := range others {
+		plan.Containers = append(plan.Containers, c)
+		removed[c.ID] = true
+	}
+
+	// Sandboxes: what is left in each, and each pod's newest.
+	occupied := map[string]bool{}
+	for _, c := range in.Containers {
+		if !removed[c.ID] {
+			occupied[c.SandboxID] = true
+		}
+	}
+	newestSandbox := map[string]*runner.Sandbox{}
+	for _, sb := range in.Sandboxes {
+		if n := newestSandbox[sb.Pod.UID]; n == nil || newerSandbox(sb, n) {
+			newestSandbox[sb.Pod.UID] = sb
+		}
+	}
+	for _, sb := range in.Sandboxes {
+		if sb.State == runner.StateRunning || occupied[sb.ID] || sb.Pod.UID == "" {
+			continue
+		}
+		if gone(sb.Pod.UID) || newestSandbox[sb.Pod.UID] != sb {
+			plan.Sandboxes = append(plan.Sandboxes, sb)
+		}
+	}
+	sort.SliceStable(plan.Sandboxes, func(i, j int) bool { return newerSandbox(plan.Sandboxes[j], plan.Sandboxes[i]) })
+	return plan
+}
+
+func total(units map[unitKey][]*runner.Container) int {
+	n := 0
+	for _, cs := range units {
+		n += len(cs)
+	}
+	return n
+}
+
+// newer orders a pod's containers as the runner does: by attempt, then by
+// creation.
+func newer(a, b *runner.Container) bool {
+	if a.Attempt != b.Attempt {
+		return a.Attempt > b.Attempt
+	}
+	if !a.CreatedAt.Equal(b.CreatedAt) {
+		return a.CreatedAt.After(b.CreatedAt)
+	}
+	return a.ID > b.ID
+}
+
+// older orders containers of any pods by creation, oldest first.
+func older(a, b *runner.Container) bool {
+	if !a.CreatedAt.Equal(b.CreatedAt) {
+		return a.CreatedAt.Before(b.CreatedAt)
+	}
+	if a.Attempt != b.Attempt {
+		return a.Attempt < b.Attempt
+	}
+	return a.ID < b.ID
+}
+
+func newerSandbox(a, b *runner.Sandbox) bool {
+	if a.Attempt != b.Attempt {
+		return a.Attempt > b.Attempt
+	}
+	if !a.CreatedAt.Equal(b.CreatedAt) {
+		return a.CreatedAt.After(b.CreatedAt)
+	}
+	return a.ID > b.ID
+}
+
+// ContainerGC removes dead containers and sandboxes of one node under a
+// policy. Run it with Run (every minute, as the kubelet) or call Collect.
+type ContainerGC struct {
+	Runtime runner.Runtime
+	Policy  ContainerPolicy
+	// SourcesReady reports whether every source has delivered once; until
+	// then no pod is taken to be gone. nil: never (only the per-container
+	// and global limits apply).
+	SourcesReady func() bool
+	// Desired returns the UIDs of the pods the sources define now.
+	Desired func() map[string]bool
+	// KeepSource reports whether the pods of a source (as their sandbox
+	// records it) are kept although no source defines them now (their
+	// source has been failing since podrun started). nil: keep none.
+	KeepSource func(source string) bool
+	// Usage, when set, records the images the containers seen use, before
+	// any is removed, for image GC's least-recently-used order.
+	Usage *ImageUsage
+	Log   *slog.Logger
+	Clock clock.WithTicker
+}
+
+// Collect runs one pass and returns how many containers and sandboxes it
+// removed. A removal that fails is logged and counted in the error; the
+// others go on.
+func (g *ContainerGC) Collect(ctx context.Context) (int, error) {
+	clk, log := g.clock(), g.log()
+	cs, err := g.Runtime.ListContainers(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("container gc: %w", err)
+	}
+	sbs, err := g.Runtime.ListSandboxes(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("container gc: %w", err)
+	}
+	now := clk.Now()
+	if g.Usage != nil {
+		g.Usage.ObserveContainers(cs, now)
+	}
+	in := ContainerInput{Containers: cs, Sandboxes: sbs, Now: now}
+	// Taken after the lists: a pod added meanwhile has nothing listed.
+	if g.SourcesReady != nil && g.SourcesReady() && g.Desired != nil {
+		desired := g.Desired()
+		kept := map[string]bool{}
+		if g.KeepSource != nil {
+			for _, sb := range sbs {
+				if g.KeepSource(sb.Source) {
+					kept[sb.Pod.UID] = true
+				}
+			}
+		}
+		in.PodExists = func(uid string) bool { return desired[uid] || kept[uid] }
+	}
+	plan := SelectContainers(in, g.Policy)
+	var errs []error
+	n := 0
+	for _, c := range plan.Containers {
+		if err := g.Runtime.RemoveContainer(ctx, c.ID); err != nil {
+			errs = append(errs, fmt.Errorf("remove container %s: %w", c.ID, err))
+			continue
+		}
+		n++
+		log.Debug("removed dead container", "pod", c.Pod.Namespace+"/"+c.Pod.Name, "container", c.Name,
+			"attempt", c.Attempt, "id", shortID(c.ID))
+	}
+	for _, sb := range plan.Sandboxes {
+		if err := g.Runtime.RemoveSandbox(ctx, sb.ID); err != nil {
+			errs = append(errs, fmt.Errorf("remove sandbox %s: %w", sb.ID, err))
+			continue
+		}
+		n++
+		log.Debug("removed dead sandbox", "pod", sb.Pod.Namespace+"/"+sb.Pod.Name, "attempt", sb.Attempt, "id", shortID(sb.ID))
+	}
+	if n > 0 {
+		log.Info("container gc", "removed_containers", len(plan.Containers), "removed_sandboxes", len(plan.Sandboxes))
+	}
+	return n, errors.Join(errs...)
+}
+
+// Run collects at once and then every period until ctx ends.
+func (g *ContainerGC) Run(ctx context.Context, period time.Duration) {
+	every(ctx, g.clock(), period, func() {
+		if _, err := g.Collect(ctx); err != nil && ctx.Err() == nil {
+			g.log().Warn("container gc failed", "err", err)
+		}
+	})
+}
+
+func (g *ContainerGC) clock() clock.WithTicker {
+	if g.Clock == nil {
+		return clock.RealClock{}
+	}
+	return g.Clock
+}
+
+func (g *ContainerGC) log() *slog.Logger {
+	if g.Log == nil {
+		return slog.Default()
+	}
+	return g.Log
+}
+
+// every calls f now and then every period until ctx ends.
+func every(ctx context.Context, clk clock.WithTicker, period time.Duration, f func()) {
+	t := clk.NewTicker(period)
+	defer t.Stop()
+	for {
+		f()
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+		}
+	}
+}
+
+func shortID(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}

@@ -1,0 +1,387 @@
+package gc
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/podrun/podrun/runner"
+	"github.com/podrun/podrun/runner/runtimetest"
+)
+
+const (
+	testImage = "app:1"
+	testInfra = "pause:1"
+)
+
+// world builds a node's state in the fake runtime, on a clock the test
+// moves: each object is made one second after the one before.
+type world struct {
+	t   *testing.T
+	f   *runtimetest.Fake
+	now time.Time
+}
+
+func newWorld(t *testing.T) *world {
+	w := &world{t: t, f: runtimetest.NewFake("gc-node"), now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	w.f.SetClock(func() time.Time { return w.now })
+	w.f.AddImage(testImage)
+	w.f.AddImage(testInfra)
+	return w
+}
+
+func (w *world) tick() { w.now = w.now.Add(time.Second) }
+
+type testPod struct {
+	w   *world
+	cfg *runner.SandboxConfig
+	sb  string
+}
+
+// pod makes a pod's sandbox (attempt 0), running.
+func (w *world) pod(uid string) *testPod {
+	w.t.Helper()
+	p := &testPod{w: w, cfg: &runner.SandboxConfig{Pod: runner.PodRef{UID: uid, Name: "pod-" + uid, Namespace: "default"}, Image: testInfra, Source: "/m/" + uid + ".yaml"}}
+	p.newSandbox()
+	return p
+}
+
+// newSandbox replaces the pod's sandbox by a new attempt, stopping the old.
+func (p *testPod) newSandbox() string {
+	p.w.t.Helper()
+	ctx := context.Background()
+	if p.sb != "" {
+		if err := p.w.f.StopSandbox(ctx, p.sb, 0); err != nil {
+			p.w.t.Fatal(err)
+		}
+		p.cfg.Attempt++
+	}
+	p.w.tick()
+	id, err := p.w.f.RunSandbox(ctx, p.cfg)
+	if err != nil {
+		p.w.t.Fatal(err)
+	}
+	p.sb = id
+	return id
+}
+
+// run makes attempt of container name; it exits at once unless running.
+func (p *testPod) run(name string, attempt int, running bool) string {
+	p.w.t.Helper()
+	ctx := context.Background()
+	p.w.tick()
+	argv := []string{runtimetest.FakeScript, "exit", "1"}
+	if running {
+		argv = []string{runtimetest.FakeScript, "run"}
+	}
+	id, err := p.w.f.CreateContainer(ctx, p.sb, p.cfg, &runner.ContainerConfig{
+		Name: name, Type: runner.ContainerTypeApp, Attempt: attempt, Image: testImage, Command: argv,
+	})
+	if err != nil {
+		p.w.t.Fatal(err)
+	}
+	if err := p.w.f.StartContainer(ctx, id); err != nil {
+		p.w.t.Fatal(err)
+	}
+	return id
+}
+
+// crashLoop makes attempts 0..dead-1 of name, dead, then one running when
+// running is set.
+func (p *testPod) crashLoop(name string, dead int, running bool) []string {
+	var ids []string
+	for i := 0; i < dead; i++ {
+		ids = append(ids, p.run(name, i, false))
+	}
+	if running {
+		ids = append(ids, p.run(name, dead, true))
+	}
+	return ids
+}
+
+func (w *world) input(exists func(string) bool) ContainerInput {
+	w.t.Helper()
+	ctx := context.Background()
+	cs, err := w.f.ListContainers(ctx)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	sbs, err := w.f.ListSandboxes(ctx)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return ContainerInput{Containers: cs, Sandboxes: sbs, PodExists: exists, Now: w.now.Add(time.Hour)}
+}
+
+func ids(cs []*runner.Container) []string {
+	var out []string
+	for _, c := range cs {
+		out = append(out, c.ID)
+	}
+	return out
+}
+
+func sandboxIDs(sbs []*runner.Sandbox) []string {
+	var out []string
+	for _, sb := range sbs {
+		out = append(out, sb.ID)
+	}
+	return out
+}
+
+func sameIDs(t *testing.T, what string, got, want []string) {
+	t.Helper()
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf("%s:\n got  %s\n want %s", what, short(got), short(want))
+	}
+}
+
+func short(ids []string) string {
+	var out []string
+	for _, id := range ids {
+		out = append(out, shortID(id))
+	}
+	return "[" + strings.Join(out, " ") + "]"
+}
+
+func TestSelectPerContainerCap(t *testing.T) {
+	w := newWorld(t)
+	p := w.pod("a")
+	app := p.crashLoop("app", 5, true) // 0-4 dead, 5 runs
+	side := p.crashLoop("side", 3, false)
+
+	plan := SelectContainers(w.input(nil), ContainerPolicy{MaxPerContainer: 1, MaxContainers: -1})
+	// Oldest first; the newest dead one of each container stays (app's 4 is
+	// the running one's lastState; side's 2 is its current state).
+	sameIDs(t, "removed", ids(plan.Containers), []string{app[0], app[1], app[2], app[3], side[0], side[1]})
+	if len(plan.Sandboxes) != 0 {
+		t.Errorf("sandboxes removed: %v", sandboxIDs(plan.Sandboxes))
+	}
+
+	plan = SelectContainers(w.input(nil), ContainerPolicy{MaxPerContainer: 2, MaxContainers: -1})
+	sameIDs(t, "removed with 2 per container", ids(plan.Containers), []string{app[0], app[1], app[2], side[0]})
+
+	// Zero would keep none: the newest dead one stays all the same.
+	plan = SelectContainers(w.input(nil), ContainerPolicy{MaxPerContainer: 0, MaxContainers: -1})
+	sameIDs(t, "removed with 0 per container", ids(plan.Containers), []string{app[0], app[1], app[2], app[3], side[0], side[1]})
+
+	plan = SelectContainers(w.input(nil), ContainerPolicy{MaxPerContainer: -1, MaxContainers: -1})
+	sameIDs(t, "removed without limits", ids(plan.Containers), nil)
+}
+
+func TestSelectGlobalCap(t *testing.T) {
+	w := newWorld(t)
+	a := w.pod("a")
+	b := w.pod("b")
+	a1 := a.crashLoop("one", 4, false)
+	a2 := a.crashLoop("two", 2, true)
+	b1 := b.crashLoop("one", 3, false)
+
+	// 9 dead, at most 6: every container first cut to 6/3 = 2, which
+	// leaves 2+2+2 = 6.
+	plan := SelectContainers(w.input(nil), ContainerPolicy{MaxPerContainer: -1, MaxContainers: 6})
+	sameIDs(t, "removed", sortIDs(ids(plan.Containers)), sortIDs([]string{a1[0], a1[1], b1[0]}))
+	sameIDs(t, "removed, oldest first", ids(plan.Containers), sortedByCreation(plan.Containers))
+
+	// At most 4: cut to 1 each (3 left, all protected: under 4).
+	plan = SelectContainers(w.input(nil), ContainerPolicy{MaxPerContainer: -1, MaxContainers: 4})
+	sameIDs(t, "removed at 4", sortIDs(ids(plan.Containers)), sortIDs([]string{a1[0], a1[1], a1[2], a2[0], b1[0], b1[1]}))
+	sameIDs(t, "removed at 4, oldest first", ids(plan.Containers), sortedByCreation(plan.Containers))
+
+	// At most 0: the newest dead one of each container is never removed.
+	plan = SelectContainers(w.input(nil), ContainerPolicy{MaxPerContainer: -1, MaxContainers: 0})
+	sameIDs(t, "removed at 0", sortIDs(ids(plan.Containers)), sortIDs([]string{a1[0], a1[1], a1[2], a2[0], b1[0], b1[1]}))
+	for _, c := range plan.Containers {
+		if c.State == runner.StateRunning {
+			t.Errorf("a running container is chosen: %+v", c)
+		}
+	}
+
+	// One container of many dead and a global cap: the oldest go past the
+	// equal share.
+	w2 := newWorld(t)
+	c := w2.pod("c").crashLoop("app", 5, false)
+	plan = SelectContainers(w2.input(nil), ContainerPolicy{MaxPerContainer: -1, MaxContainers: 2})
+	sameIDs(t, "removed of one container at 2", ids(plan.Containers), []string{c[0], c[1], c[2]})
+}
+
+func TestSelectPodGone(t *testing.T) {
+	w := newWorld(t)
+	keep := w.pod("keep")
+	keep.crashLoop("app", 1, true)
+	running := w.pod("running") // gone, but still running: housekeeping's to stop
+	r := running.crashLoop("app", 2, true)
+	dead := w.pod("dead") // gone and stopped
+	d := dead.crashLoop("app", 2, false)
+	di := dead.crashLoop("init", 1, false)
+	if err := w.f.StopSandbox(context.Background(), dead.sb, 0); err != nil {
+		t.Fatal(err)
+	}
+	exists := func(uid string) bool { return uid == "keep" }
+
+	plan := SelectContainers(w.input(exists), ContainerPolicy{MaxPerContainer: 1, MaxContainers: -1})
+	// Every dead container of the gone pods, newest dead included, first
+	// and oldest first; never the running one.
+	sameIDs(t, "removed", ids(plan.Containers), []string{r[0], r[1], d[0], d[1], di[0]})
+	sameIDs(t, "removed, oldest first", ids(plan.Containers), sortedByCreation(plan.Containers))
+	// The stopped sandbox of the gone pod, now empty, goes; the running
+	// one stays.
+	sameIDs(t, "sandboxes removed", sandboxIDs(plan.Sandboxes), []string{dead.sb})
+
+	// Before the sources are ready (PodExists nil), no pod is gone: only
+	// the per-container limit applies.
+	plan = SelectContainers(w.input(nil), ContainerPolicy{MaxPerContainer: 1, MaxContainers: -1})
+	sameIDs(t, "removed before the sources are ready", ids(plan.Containers), []string{r[0], d[0]})
+	if len(plan.Sandboxes) != 0 {
+		t.Errorf("sandboxes removed before the sources are ready: %v", sandboxIDs(plan.Sandboxes))
+	}
+}
+
+func TestSelectMinAge(t *testing.T) {
+	w := newWorld(t)
+	app := w.pod("a").crashLoop("app", 6, false) // made at +2s .. +7s
+	in := w.input(nil)
+	in.Now = w.now.Add(2 * time.Second) // +9s
+	// Older than 5 s: attempts 0-2 (made at +2s, +3s, +4s), of which the
+	// newest is kept, as the kubelet counts only those old enough.
+	plan := SelectContainers(in, ContainerPolicy{MinAge: 5 * time.Second, MaxPerContainer: 1, MaxContainers: -1})
+	sameIDs(t, "removed", ids(plan.Containers), []string{app[0], app[1]})
+	// Gone pods wait for the age too.
+	in.PodExists = func(string) bool { return false }
+	plan = SelectContainers(in, ContainerPolicy{MinAge: 5 * time.Second, MaxPerContainer: 1, MaxContainers: -1})
+	sameIDs(t, "removed of a gone pod", ids(plan.Containers), []string{app[0], app[1], app[2]})
+}
+
+func TestSelectOldSandboxes(t *testing.T) {
+	w := newWorld(t)
+	p := w.pod("a")
+	first := p.sb
+	old := p.crashLoop("app", 2, false) // in the first sandbox
+	p.newSandbox()
+	p.run("app", 2, false) // the newest dead one, in the second sandbox
+	p.newSandbox()         // the current one; the second is stopped
+	p.run("app", 3, true)
+	exists := func(string) bool { return true }
+
+	plan := SelectContainers(w.input(exists), ContainerPolicy{MaxPerContainer: 1, MaxContainers: -1})
+	sameIDs(t, "removed", ids(plan.Containers), []string{old[0], old[1]})
+	// The first sandbox is empty once they are gone; the second still
+	// holds the newest dead app; the third is the current one.
+	sameIDs(t, "sandboxes removed", sandboxIDs(plan.Sandboxes), []string{first})
+
+	// With the dead ones kept, the first sandbox is kept too.
+	plan = SelectContainers(w.input(exists), ContainerPolicy{MaxPerContainer: -1, MaxContainers: -1})
+	if len(plan.Sandboxes) != 0 {
+		t.Errorf("a sandbox holding containers is removed: %v", sandboxIDs(plan.Sandboxes))
+	}
+
+	// A pod's newest sandbox stays even when stopped and empty.
+	w2 := newWorld(t)
+	q := w2.pod("q")
+	if err := w2.f.StopSandbox(context.Background(), q.sb, 0); err != nil {
+		t.Fatal(err)
+	}
+	plan = SelectContainers(w2.input(exists), ContainerPolicy{MaxPerContainer: 1, MaxContainers: -1})
+	if len(plan.Sandboxes) != 0 {
+		t.Errorf("the newest sandbox of an existing pod is removed")
+	}
+}
+
+func TestContainerGCCollect(t *testing.T) {
+	w := newWorld(t)
+	a := w.pod("a")
+	a.crashLoop("app", 4, true)
+	gone := w.pod("gone")
+	gone.crashLoop("app", 2, false)
+	w.f.StopSandbox(context.Background(), gone.sb, 0)
+	kept := w.pod("kept") // of a failing source: kept although not desired
+	kept.crashLoop("app", 3, false)
+	w.f.StopSandbox(context.Background(), kept.sb, 0)
+	// Another node's dead containers are not this node's to see.
+	other := &world{t: t, f: w.f.ForNode("other"), now: w.now}
+	other.pod("x").crashLoop("app", 3, false)
+
+	var logs bytes.Buffer
+	usage := NewImageUsage()
+	ready := false
+	g := &ContainerGC{
+		Runtime:      w.f,
+		Policy:       DefaultContainerPolicy,
+		SourcesReady: func() bool { return ready },
+		Desired:      func() map[string]bool { return map[string]bool{"a": true} },
+		KeepSource:   func(src string) bool { return src == "/m/kept.yaml" },
+		Usage:        usage,
+		Log:          slog.New(slog.NewTextHandler(&logs, nil)),
+	}
+	ctx := context.Background()
+	count := func(f *runtimetest.Fake) map[string]int {
+		cs, _ := f.ListContainers(ctx)
+		out := map[string]int{}
+		for _, c := range cs {
+			out[c.Pod.UID]++
+		}
+		sbs, _ := f.ListSandboxes(ctx)
+		for _, sb := range sbs {
+			out[sb.Pod.UID+"/sandboxes"]++
+		}
+		return out
+	}
+	if _, err := g.Collect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := fmt.Sprint(count(w.f)), fmt.Sprint(map[string]int{
+		"a": 2, "a/sandboxes": 1, "gone": 1, "gone/sandboxes": 1, "kept": 1, "kept/sandboxes": 1,
+	}); got != want {
+		t.Errorf("before the sources are ready: %s, want %s", got, want)
+	}
+	ready = true
+	if _, err := g.Collect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := fmt.Sprint(count(w.f)), fmt.Sprint(map[string]int{
+		"a": 2, "a/sandboxes": 1, "kept": 1, "kept/sandboxes": 1,
+	}); got != want {
+		t.Errorf("after: %s, want %s", got, want)
+	}
+	if got := count(other.f)["x"]; got != 3 {
+		t.Errorf("another node's containers: %d left, want 3", got)
+	}
+	// The image of the containers seen is recorded as used.
+	img, _ := w.f.ImageStatus(ctx, testImage)
+	last, _ := usage.seen([]*runner.Image{img}, nil, w.now)
+	if last[img.ID].IsZero() {
+		t.Errorf("the containers' image is not recorded as used")
+	}
+	if !strings.Contains(logs.String(), "container gc") {
+		t.Errorf("no log of the removals:\n%s", logs.String())
+	}
+}
+
+func TestNewerOrder(t *testing.T) {
+	now := time.Now()
+	cs := []*runner.Container{
+		{ID: "b", Attempt: 1, CreatedAt: now},
+		{ID: "a", Attempt: 1, CreatedAt: now},
+		{ID: "c", Attempt: 0, CreatedAt: now.Add(time.Hour)},
+		{ID: "d", Attempt: 1, CreatedAt: now.Add(time.Second)},
+	}
+	sort.Slice(cs, func(i, j int) bool { return newer(cs[i], cs[j]) })
+	sameIDs(t, "newest first", ids(cs), []string{"d", "b", "a", "c"})
+}
+
+func sortIDs(ids []string) []string {
+	out := append([]string(nil), ids...)
+	sort.Strings(out)
+	return out
+}
+
+func sortedByCreation(cs []*runner.Container) []string {
+	cp := append([]*runner.Container(nil), cs...)
+	sort.SliceStable(cp, func(i, j int) bool { return cp[i].CreatedAt.Before(cp[j].CreatedAt) })
+	return ids(cp)
+}
