@@ -1,7 +1,8 @@
-# Conveniences; each target is a script under hack/ that works on its own.
+# Conveniences; each target is a script (under hack/, bench/ or test/chaos/)
+# that works on its own.
 export PATH := /usr/local/go/bin:$(PATH)
 
-.PHONY: build test setup example
+.PHONY: build test setup example bench chaos
 build:
 	go build -o bin/podrun .
 setup:
@@ -10,3 +11,7 @@ test:
 	bash hack/test.sh
 example:
 	bash hack/run-example.sh
+bench:
+	bash bench/run.sh
+chaos:
+	bash test/chaos/run.sh

@@ -148,7 +148,9 @@ func TestWatchAdoptsAfterRestart(t *testing.T) {
 	e.write("a.yaml", sleepPod("a", 2))
 	e.write("b.yaml", webPod("web", freePort(t)))
 	stop := e.watch()
-	waitFor(t, "pods up", time.Minute, func() bool { return len(e.running()) == 5 })
+	// Five running objects are not enough: web's init container runs for a
+	// moment, and may be counted before httpd starts.
+	waitFor(t, "pods up", time.Minute, func() bool { r := e.running(); return len(r) == 5 && r["web/httpd"] != "" })
 	before := e.running()
 
 	// SIGKILL: the pods keep running; a new podrun adopts them.

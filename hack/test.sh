@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every podrun test: prepares the machine (hack/setup.sh: Docker, the
 # local test image), checks formatting and vet, then `go test -race` over all
-# packages, end-to-end tests against the real dockerd included.
+# packages, end-to-end tests against the real dockerd included, then the
+# short form of the reliability suite (test/chaos/run.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH=/usr/local/go/bin:$PATH
@@ -19,3 +20,10 @@ echo "== go vet"
 go vet ./...
 echo "== go test -race"
 go test -race -p 1 -count=1 -timeout 60m "$@" ./...
+
+# The reliability suite's short form (about 6 minutes here): SIGKILL during
+# bring-up, a dockerd restart (skipped while another Go test binary runs),
+# bad manifests, URL faults, a crash loop, and 15 s of each fuzz target.
+# `make chaos` runs it alone; CHAOS_FULL=1 runs the full counts.
+echo "== chaos (short form)"
+bash test/chaos/run.sh

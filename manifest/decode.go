@@ -80,8 +80,21 @@ func (p *parser) warn(loc locator, warnings []pathError) {
 	}
 }
 
+// sortByLine orders problems by line, then field and message: the same
+// input must give the same report every time (a source compares reports
+// from one scan to the next), and validation reports the problems of a map
+// (resource limits, labels) in its random iteration order.
 func sortByLine(list ErrorList) {
-	sort.SliceStable(list, func(i, j int) bool { return list[i].Line < list[j].Line })
+	sort.SliceStable(list, func(i, j int) bool {
+		a, b := list[i], list[j]
+		if a.Line != b.Line {
+			return a.Line < b.Line
+		}
+		if a.Field != b.Field {
+			return a.Field < b.Field
+		}
+		return a.Message < b.Message
+	})
 }
 
 // document decodes one document and adds what it defines to the snapshot.

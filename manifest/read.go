@@ -22,10 +22,12 @@ const MaxFileSize = 10 << 20
 func manifestExtensions() []string { return []string{".yaml", ".yml", ".json"} }
 
 // ReadPath reads a file or a directory (not recursively, like the kubelet's
-// staticPodPath): in a directory only *.yaml, *.yml and *.json files are
-// read, in name order, and dotfiles, subdirectories and all else are ignored
-// (logged at debug level, once per file and call). A file named explicitly
-// is read whatever its name. Files over MaxFileSize are an error.
+// staticPodPath): in a directory only *.yaml, *.yml and *.json entries are
+// read, in name order, and dotfiles and all else are ignored (logged at
+// debug level, once per file and call). An entry with a manifest's name
+// that is not a readable regular file (a directory, a FIFO, a symlink loop)
+// is an error. A file named explicitly is read whatever its name. Files over
+// MaxFileSize are an error.
 //
 // The pods of all files are merged into one Snapshot with Source = path;
 // pods are identified by each file's absolute path. Problems of all files are
@@ -88,12 +90,27 @@ func ReadFile(path string, opts Options) (*Snapshot, error) {
 }
 
 func readFile(path string, opts Options) (*Snapshot, error) {
+	// Look before opening: opening a FIFO would block until a writer
+	// comes. What has a manifest's name but cannot be read as one (a
+	// directory, a FIFO, a symlink loop) is an error, not "no manifest":
+	// the pods of a manifest replaced by such a thing are kept.
+	info, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("read manifest: %w", err)
+	}
+	if info.IsDir() {
+		return nil, fmt.Errorf("read manifest %s: is a directory, not a manifest file (manifest directories are not read "+
+			"recursively): move it, or rename it without the .yaml, .yml or .json extension", path)
+	}
+	if !info.Mode().IsRegular() {
+		return nil, fmt.Errorf("read manifest %s: not a regular file (%s)", path, info.Mode().Type())
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("read manifest: %w", err)
 	}
 	defer f.Close()
-	info, err := f.Stat()
+	info, err = f.Stat()
 	if err != nil {
 		return nil, fmt.Errorf("read manifest: %w", err)
 	}
@@ -166,17 +183,10 @@ func skipReason(full string, e fs.DirEntry) string {
 		}
 		return "not a *.yaml, *.yml or *.json file"
 	}
-	// Follow a symlink; read only regular files: a FIFO would block the
-	// read forever, and directories are not descended into.
-	info, err := os.Stat(full)
-	switch {
-	case err != nil:
-		return "cannot stat: " + err.Error()
-	case info.IsDir():
-		return "directory (manifest directories are not read recursively)"
-	case !info.Mode().IsRegular():
-		return "not a regular file"
-	}
+	// A manifest's name is read, whatever it is: a directory, a FIFO or a
+	// symlink loop by that name is an error of readFile (which does not
+	// open a FIFO), not something to skip. Skipping it would drop the pods
+	// of a manifest replaced by it, as if the file had been deleted.
 	return ""
 }
 

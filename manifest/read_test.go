@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 func writeFile(t *testing.T, path, data string, mode os.FileMode) {
@@ -45,11 +46,6 @@ func TestReadPathDirectory(t *testing.T) {
 	}
 	// Not recursive.
 	writeFile(t, filepath.Join(dir, "sub", "d.yaml"), podNamed("d"), 0o644)
-	writeFile(t, filepath.Join(dir, "sub.yaml", "e.yaml"), podNamed("e"), 0o644)
-	// A FIFO would block a read forever.
-	if err := syscall.Mkfifo(filepath.Join(dir, "fifo.yaml"), 0o644); err != nil {
-		t.Logf("no FIFO: %v", err)
-	}
 
 	var logs bytes.Buffer
 	opts := testOptions()
@@ -71,10 +67,49 @@ func TestReadPathDirectory(t *testing.T) {
 	if got := snap.Origin(snap.Pods[1]); got != filepath.Join(dir, "b.yaml")+":4" {
 		t.Errorf("Origin = %q", got)
 	}
-	for _, name := range []string{".hidden.yaml", "4913", "b.yaml~", "b.yaml.bak", "sub.yaml", "fifo.yaml"} {
+	for _, name := range []string{".hidden.yaml", "4913", "b.yaml~", "b.yaml.bak", "sub"} {
 		if n := strings.Count(logs.String(), filepath.Join(dir, name)+" "); n != 1 {
 			t.Errorf("%s logged %d times, want once:\n%s", name, n, logs.String())
 		}
+	}
+}
+
+// TestReadPathOddEntriesAreErrors: an entry with a manifest's name that is
+// not a readable regular file is an error naming it, not something
+// skipped (skipping it would remove the pods of a manifest replaced by
+// it). A FIFO is not opened: that would block forever.
+func TestReadPathOddEntriesAreErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		make func(path string) error
+		want string
+	}{
+		{"directory", func(p string) error { return os.MkdirAll(filepath.Join(p, "e"), 0o755) }, "is a directory"},
+		{"fifo", func(p string) error { return syscall.Mkfifo(p, 0o644) }, "not a regular file"},
+		{"symlink loop", func(p string) error { return os.Symlink(filepath.Base(p), p) }, "too many levels of symbolic links"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			writeFile(t, filepath.Join(dir, "a.yaml"), podNamed("a"), 0o644)
+			odd := filepath.Join(dir, "x.yaml")
+			if err := tc.make(odd); err != nil {
+				t.Skipf("cannot make it here: %v", err)
+			}
+			done := make(chan struct{})
+			var err error
+			go func() {
+				defer close(done)
+				_, err = ReadPath(dir, testOptions())
+			}()
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				t.Fatal("ReadPath blocked")
+			}
+			if err == nil || !strings.Contains(err.Error(), odd) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("ReadPath = %v, want an error naming %s: %s", err, odd, tc.want)
+			}
+		})
 	}
 }
 

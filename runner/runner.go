@@ -163,6 +163,7 @@ func New(cfg Config) *Runner {
 		lister = countingLister{PodObjectLister: l, m: cfg.Metrics}
 	}
 	r.cache = newPodCache(r.rt, lister, cfg.Log, cfg.RelistPeriod, r.wakePods)
+	r.cache.recovered = r.wakeAllNow
 	r.lastLoop.Store(cfg.Clock.Now().UnixNano())
 	return r
 }
@@ -231,8 +232,9 @@ func (r *Runner) Run(ctx context.Context, updates <-chan PodUpdate) {
 func (r *Runner) watchEvents(ctx context.Context, es EventSource) {
 	for ev := range es.Events(ctx) {
 		if ev.Resync {
-			// Events may have been missed: look at everything again.
-			r.wakeAll(r.cache.invalidate())
+			// The engine is back and events may have been missed: look
+			// at every pod again, now.
+			r.wakeAllNow()
 			continue
 		}
 		r.mu.Lock()
@@ -240,6 +242,16 @@ func (r *Runner) watchEvents(ctx context.Context, es EventSource) {
 			w.wakeFresh()
 		}
 		r.mu.Unlock()
+	}
+}
+
+// wakeAllNow has every worker sync at once, at fresh state, ending any
+// error back-off: the runtime is back after an outage.
+func (r *Runner) wakeAllNow() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, w := range r.workers {
+		w.wakeNow()
 	}
 }
 
@@ -352,6 +364,10 @@ type podWorker struct {
 	// state as it is now (a refresh of the pod alone).
 	needGen   uint64
 	needFresh bool
+	// needNow says the pod's spec changed (or it is to be removed), or the
+	// runtime is back after an outage, since the last sync: that is synced
+	// at once, and ends an error back-off.
+	needNow bool
 	// errs are why containers could not start, with when to try again.
 	errs map[string]startError
 }
@@ -377,6 +393,7 @@ func (w *podWorker) update(pod *v1.Pod) {
 	w.mu.Lock()
 	w.pod = pod
 	w.removed = false
+	w.needNow = true
 	w.mu.Unlock()
 	w.wake(0)
 }
@@ -384,6 +401,7 @@ func (w *podWorker) update(pod *v1.Pod) {
 func (w *podWorker) remove() {
 	w.mu.Lock()
 	w.removed = true
+	w.needNow = true
 	w.mu.Unlock()
 	w.wake(0)
 }
@@ -413,14 +431,24 @@ func (w *podWorker) signal() {
 	}
 }
 
+// wakeNow asks for a sync at once at the pod's state as it is now, even
+// during an error back-off (which it ends): the runtime is back.
+func (w *podWorker) wakeNow() {
+	w.mu.Lock()
+	w.needFresh, w.needNow = true, true
+	w.mu.Unlock()
+	w.signal()
+}
+
 // takeWake returns (and forgets) what the wakes since the last sync asked
-// for: a generation, and whether the pod must be looked at afresh.
-func (w *podWorker) takeWake() (gen uint64, fresh bool) {
+// for: a generation, whether the pod must be looked at afresh, and whether
+// it must be synced at once (see needNow).
+func (w *podWorker) takeWake() (gen uint64, fresh, now bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	gen, fresh = w.needGen, w.needFresh
-	w.needGen, w.needFresh = 0, false
-	return gen, fresh
+	gen, fresh, now = w.needGen, w.needFresh, w.needNow
+	w.needGen, w.needFresh, w.needNow = 0, false, false
+	return gen, fresh, now
 }
 
 func (w *podWorker) desired() (*v1.Pod, bool) {
@@ -435,10 +463,33 @@ func (w *podWorker) desired() (*v1.Pod, bool) {
 // pod alone: when the worker starts, after it acted, when a runtime event
 // names the pod, and when a back-off expires. So what one pod does costs
 // no list of every pod.
+//
+// Two rules keep a pod that cannot progress from spinning:
+//   - a sync that acted is followed at once by a fresh look; when that
+//     look shows nothing new (every start was held back by its back-off,
+//     or the actions changed nothing visible), the actions are not
+//     repeated at once: the worker waits for their retry time or a wake;
+//   - after a sync whose actions failed (a sandbox that would not start,
+//     a runtime error), the worker backs off (errorBackoffMin doubling to
+//     errorBackoffMax) before the next sync, whatever wakes it meanwhile
+//     but a change of the pod's spec or the runtime's return after an
+//     outage (wakeNow). Without it, a sandbox that fails to start would be
+//     made again and again, each time a new container.
 func (w *podWorker) run(ctx context.Context) {
 	r := w.r
 	var gen uint64
 	fresh := true
+	var (
+		// actedOn is the state the last sync acted on, until a fresh look
+		// shows what came of it; lastRetry is when that sync asked to look
+		// again.
+		actedOn   *podState
+		lastRetry time.Duration
+		// errDelay is the back-off after syncs that failed (0 after one
+		// that did not), errUntil when it ends.
+		errDelay time.Duration
+		errUntil time.Time
+	)
 	for {
 		var st *podState
 		var err error
@@ -462,46 +513,113 @@ func (w *podWorker) run(ctx context.Context) {
 			}
 		}
 		var retry time.Duration
-		acted := false
-		if err == nil && !removed {
-			var actions *podActions
-			actions, acted = w.sync(ctx, pod, st)
-			retry = actions.RetryAfter()
-			if d := w.nextRetry(); d > 0 && (retry == 0 || d < retry) {
-				retry = d
-			}
-		} else if err != nil {
+		acted, failed := false, false
+		switch {
+		case err != nil:
 			r.log.Warn("runtime state unavailable", "pod", podKey(pod), "err", err)
 			retry = time.Second
-		}
-		if acted {
-			// Look again at once, at state that shows what was just done.
-			fresh = true
-			continue
-		}
-		if removed {
+		case removed:
 			retry = time.Second // the teardown failed: try again
+		case actedOn != nil && st.equal(actedOn):
+			// The last sync acted, yet the runtime shows nothing new:
+			// wait for its retry time rather than repeat it in a loop.
+			retry = soonest(lastRetry, w.nextRetry())
+			if retry == 0 {
+				retry = time.Second // look once more, lest a held start be forgotten
+			}
+		default:
+			var actions *podActions
+			var syncErr error
+			actions, acted, syncErr = w.sync(ctx, pod, st)
+			lastRetry = actions.RetryAfter()
+			retry = soonest(lastRetry, w.nextRetry())
+			failed = syncErr != nil && ctx.Err() == nil
 		}
-		var timer *time.Timer
+		actedOn = nil
+		switch {
+		case failed:
+			errDelay = min(max(2*errDelay, errorBackoffMin), errorBackoffMax)
+			errUntil = r.clock.Now().Add(errDelay)
+			retry = max(retry, errDelay)
+			fresh = true
+		case err == nil && !removed:
+			errDelay, errUntil = 0, time.Time{}
+			if acted {
+				// Look again at once, at state that shows what was just done.
+				actedOn = st
+				fresh = true
+				continue
+			}
+		}
+		now := false
+		if !w.wait(ctx, retry, errUntil, &gen, &fresh, &now) {
+			return
+		}
+		if now {
+			// A new spec, or the runtime back: a fresh start.
+			errDelay, errUntil = 0, time.Time{}
+		}
+	}
+}
+
+// Back-off of a pod's syncs after one failed: the kubelet's pod workers
+// wait 10 s.
+const (
+	errorBackoffMin = time.Second
+	errorBackoffMax = 10 * time.Second
+)
+
+// wait waits for a wake, or retry (when not 0) to pass. Until holdUntil
+// only a wake that must be synced at once (wakeNow, a new spec) ends the
+// wait early; such a wake also sets *now. It reports false when ctx ended.
+func (w *podWorker) wait(ctx context.Context, retry time.Duration, holdUntil time.Time, gen *uint64, fresh, now *bool) bool {
+	r := w.r
+	after := retry
+	for {
 		var fire <-chan time.Time
-		if retry > 0 {
-			timer = time.NewTimer(retry)
+		var timer *time.Timer
+		if after > 0 {
+			timer = time.NewTimer(after)
 			fire = timer.C
 		}
+		woken, urgent := false, false
 		select {
 		case <-ctx.Done():
 		case <-w.wakeCh:
-			gen, fresh = w.takeWake()
+			g, f, n := w.takeWake()
+			*gen = max(*gen, g)
+			*fresh = *fresh || f
+			woken, urgent = true, n
+			*now = *now || n
 		case <-fire:
-			gen, fresh = 0, true
+			*gen, *fresh = 0, true
 		}
 		if timer != nil {
 			timer.Stop()
 		}
 		if ctx.Err() != nil {
-			return
+			return false
+		}
+		if woken && !urgent && r.clock.Now().Before(holdUntil) {
+			// Backing off after a failure: only a new spec or the
+			// runtime's return is worth a sync now; the rest waits for
+			// the back-off to end.
+			after = max(holdUntil.Sub(r.clock.Now()), time.Millisecond)
+			continue
+		}
+		return true
+	}
+}
+
+// soonest is the smallest of the durations above zero, or zero.
+func soonest(ds ...time.Duration) time.Duration {
+	var out time.Duration
+	for _, d := range ds {
+		if d > 0 && (out == 0 || d < out) {
+			out = d
 		}
 	}
+	return out
 }
 
 func podKey(pod *v1.Pod) string {
@@ -534,8 +652,9 @@ func errorReason(err error) string {
 }
 
 // sync computes and applies one round of actions, then publishes the pod's
-// status. It reports whether anything was done.
-func (w *podWorker) sync(ctx context.Context, pod *v1.Pod, st *podState) (*podActions, bool) {
+// status. It reports whether there was anything to do, and what of it
+// failed.
+func (w *podWorker) sync(ctx context.Context, pod *v1.Pod, st *podState) (*podActions, bool, error) {
 	r := w.r
 	start := r.clock.Now()
 	r.withAppliedResources(st)
@@ -545,9 +664,10 @@ func (w *podWorker) sync(ctx context.Context, pod *v1.Pod, st *podState) (*podAc
 	// Containers whose last start failed wait out their back-off.
 	errs := w.shownErrors()
 
+	var applyErr error
 	if !actions.Empty() {
-		if err := r.applyActions(ctx, pod, st, actions, w); err != nil && ctx.Err() == nil {
-			r.log.Warn("sync pod", "pod", podKey(pod), "err", err)
+		if applyErr = r.applyActions(ctx, pod, st, actions, w); applyErr != nil && ctx.Err() == nil {
+			r.log.Warn("sync pod", "pod", podKey(pod), "err", applyErr)
 		}
 		took := r.clock.Since(start)
 		r.metrics.observeSync(took)
@@ -561,7 +681,7 @@ func (w *podWorker) sync(ctx context.Context, pod *v1.Pod, st *podState) (*podAc
 	out := pod.DeepCopy()
 	out.Status = status
 	r.publish(out, false)
-	return actions, !actions.Empty()
+	return actions, !actions.Empty(), applyErr
 }
 
 // recordStartError remembers why name did not start, with image-pull style

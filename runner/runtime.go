@@ -86,6 +86,19 @@ type EventSource interface {
 	Events(ctx context.Context) <-chan Event
 }
 
+// PodObjectLister is implemented by runtimes that can list the sandboxes
+// and containers of one pod, or of every pod of the node, in one call. The
+// sync core then refreshes only the pod an event or an action concerns: a
+// change to one pod costs a list of that pod, not of the whole node, and
+// the periodic relist costs one call, not two.
+type PodObjectLister interface {
+	// ListPodObjects returns the sandboxes and containers (as ListSandboxes
+	// and ListContainers report them) of the pod whose UID is uid, or of
+	// every pod of this node when uid is "". A pod with no object is not
+	// an error: both lists are empty.
+	ListPodObjects(ctx context.Context, uid string) ([]*Sandbox, []*Container, error)
+}
+
 // ImageService is implemented by runtimes that can list and remove images
 // and measure the filesystem that holds them: what image garbage collection
 // needs. Unlike the rest of Runtime it is not bound to a node: images belong

@@ -23,12 +23,17 @@ type detail struct {
 	message    string
 }
 
-// list is one ContainerList of this node's objects (sandboxes only, or all),
-// filtered by the engine.
-func (r *Runtime) list(ctx context.Context, sandboxesOnly bool) ([]container.Summary, error) {
+var _ runner.PodObjectLister = (*Runtime)(nil)
+
+// list is one ContainerList of this node's objects (sandboxes only, or
+// all; of the pod podUID only, when it is not ""), filtered by the engine.
+func (r *Runtime) list(ctx context.Context, sandboxesOnly bool, podUID string) ([]container.Summary, error) {
 	f := filters.NewArgs(filters.Arg("label", LabelNode+"="+r.node))
 	if sandboxesOnly {
 		f.Add("label", LabelContainerType+"="+TypeSandbox)
+	}
+	if podUID != "" {
+		f.Add("label", LabelPodUID+"="+podUID)
 	}
 	cs, err := r.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
 	if err != nil {
@@ -39,30 +44,99 @@ func (r *Runtime) list(ctx context.Context, sandboxesOnly bool) ([]container.Sum
 
 // ListSandboxes returns this node's sandboxes, from one ContainerList call.
 func (r *Runtime) ListSandboxes(ctx context.Context) ([]*runner.Sandbox, error) {
-	cs, err := r.list(ctx, true)
+	cs, err := r.list(ctx, true, "")
 	if err != nil {
 		return nil, fmt.Errorf("list sandboxes: %w", err)
 	}
 	out := make([]*runner.Sandbox, 0, len(cs))
 	seen := make(map[string]bool, len(cs))
 	for _, c := range cs {
-		seen[c.ID] = true
-		r.remember(c.ID, TypeSandbox)
-		grace, _ := time.ParseDuration(c.Labels[LabelGracePeriod])
-		out = append(out, &runner.Sandbox{
-			ID:          c.ID,
-			Pod:         podRef(c.Labels),
-			Attempt:     attemptOf(c.Labels),
-			Hash:        c.Labels[LabelSandboxHash],
-			State:       sandboxState(c.State),
-			IP:          sandboxIP(c),
-			CreatedAt:   time.Unix(c.Created, 0),
-			Source:      c.Labels[LabelPodSource],
-			GracePeriod: grace,
-		})
+		sb, err := r.sandboxOf(ctx, c)
+		if err != nil {
+			return nil, fmt.Errorf("list sandboxes: %w", err)
+		}
+		if sb != nil {
+			seen[c.ID] = true
+			out = append(out, sb)
+		}
 	}
 	r.prune(seen, true)
 	return out, nil
+}
+
+// sandboxOf maps a listed infra container; nil when it was removed since
+// the list. A created one is inspected: Docker leaves a sandbox whose start
+// failed (a host port taken, a stale task after an engine restart)
+// "created", with an error, and that one is dead, not waiting to be
+// started: it is reported exited, so that a new attempt replaces it rather
+// than one start after another failing on it.
+func (r *Runtime) sandboxOf(ctx context.Context, c container.Summary) (*runner.Sandbox, error) {
+	r.remember(c.ID, TypeSandbox)
+	state := sandboxState(c.State)
+	if c.State == container.StateCreated {
+		ins, err := r.cli.ContainerInspect(ctx, c.ID)
+		if cerrdefs.IsNotFound(err) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("inspect %s: %w", shortID(c.ID), wrap(err))
+		}
+		if ins.ContainerJSONBase != nil && ins.State != nil && (ins.State.ExitCode != 0 || ins.State.Error != "") {
+			state = runner.StateExited
+		}
+	}
+	grace, _ := time.ParseDuration(c.Labels[LabelGracePeriod])
+	return &runner.Sandbox{
+		ID:          c.ID,
+		Pod:         podRef(c.Labels),
+		Attempt:     attemptOf(c.Labels),
+		Hash:        c.Labels[LabelSandboxHash],
+		State:       state,
+		IP:          sandboxIP(c),
+		CreatedAt:   time.Unix(c.Created, 0),
+		Source:      c.Labels[LabelPodSource],
+		GracePeriod: grace,
+	}, nil
+}
+
+// ListPodObjects returns the sandboxes and containers of the pod uid, or of
+// every pod of this node when uid is "", from one ContainerList call (plus
+// the inspects ListContainers makes).
+func (r *Runtime) ListPodObjects(ctx context.Context, uid string) ([]*runner.Sandbox, []*runner.Container, error) {
+	cs, err := r.list(ctx, false, uid)
+	if err != nil {
+		return nil, nil, fmt.Errorf("list pod objects: %w", err)
+	}
+	var sbs []*runner.Sandbox
+	var ctrs []*runner.Container
+	seen := make(map[string]bool, len(cs))
+	for _, c := range cs {
+		if c.Labels[LabelContainerType] == TypeSandbox {
+			sb, err := r.sandboxOf(ctx, c)
+			if err != nil {
+				return nil, nil, fmt.Errorf("list pod objects: %w", err)
+			}
+			if sb != nil {
+				seen[c.ID] = true
+				sbs = append(sbs, sb)
+			}
+			continue
+		}
+		ctr, err := r.containerOf(ctx, c)
+		if err != nil {
+			return nil, nil, fmt.Errorf("list pod objects: %w", err)
+		}
+		if ctr != nil {
+			seen[c.ID] = true
+			ctrs = append(ctrs, ctr)
+		}
+	}
+	if uid == "" {
+		// A complete list: what it did not return is gone.
+		r.prune(seen, true)
+		r.prune(seen, false)
+	}
+	return sbs, ctrs, nil
 }
 
 // sandboxState maps Docker's state of an infra container.
@@ -105,52 +179,64 @@ func sandboxIP(c container.Summary) string {
 // present state (what inspect tells of a running or exited container does
 // not change, and is cached) and for each created one.
 func (r *Runtime) ListContainers(ctx context.Context) ([]*runner.Container, error) {
-	cs, err := r.list(ctx, false)
+	cs, err := r.list(ctx, false, "")
 	if err != nil {
 		return nil, fmt.Errorf("list containers: %w", err)
 	}
 	out := make([]*runner.Container, 0, len(cs))
 	seen := make(map[string]bool, len(cs))
 	for _, c := range cs {
-		typ := c.Labels[LabelContainerType]
-		if typ == TypeSandbox {
+		if c.Labels[LabelContainerType] == TypeSandbox {
 			continue
 		}
-		seen[c.ID] = true
-		r.remember(c.ID, typ)
-		d, err := r.detail(ctx, c.ID, c.State)
-		if cerrdefs.IsNotFound(err) {
-			continue // removed since the list
-		}
+		ctr, err := r.containerOf(ctx, c)
 		if err != nil {
-			return nil, fmt.Errorf("list containers: inspect %s: %w", shortID(c.ID), wrap(err))
+			return nil, fmt.Errorf("list containers: %w", err)
 		}
-		image := c.Labels[LabelImage]
-		if image == "" {
-			image = c.Image
+		if ctr != nil {
+			seen[c.ID] = true
+			out = append(out, ctr)
 		}
-		out = append(out, &runner.Container{
-			ID:            c.ID,
-			SandboxID:     c.Labels[LabelSandboxID],
-			Pod:           podRef(c.Labels),
-			Name:          c.Labels[LabelContainerName],
-			Type:          runner.ContainerType(typ),
-			Attempt:       attemptOf(c.Labels),
-			Hash:          c.Labels[LabelContainerHash],
-			ResourcesHash: c.Labels[LabelResourcesHash],
-			Image:         image,
-			ImageID:       c.ImageID,
-			State:         d.state,
-			CreatedAt:     time.Unix(c.Created, 0),
-			StartedAt:     d.startedAt,
-			FinishedAt:    d.finishedAt,
-			ExitCode:      d.exitCode,
-			OOMKilled:     d.oomKilled,
-			Message:       d.message,
-		})
 	}
 	r.prune(seen, false)
 	return out, nil
+}
+
+// containerOf maps a listed container, with what only inspect tells (see
+// detail); nil when it was removed since the list.
+func (r *Runtime) containerOf(ctx context.Context, c container.Summary) (*runner.Container, error) {
+	typ := c.Labels[LabelContainerType]
+	r.remember(c.ID, typ)
+	d, err := r.detail(ctx, c.ID, c.State)
+	if cerrdefs.IsNotFound(err) {
+		return nil, nil // removed since the list
+	}
+	if err != nil {
+		return nil, fmt.Errorf("inspect %s: %w", shortID(c.ID), wrap(err))
+	}
+	image := c.Labels[LabelImage]
+	if image == "" {
+		image = c.Image
+	}
+	return &runner.Container{
+		ID:            c.ID,
+		SandboxID:     c.Labels[LabelSandboxID],
+		Pod:           podRef(c.Labels),
+		Name:          c.Labels[LabelContainerName],
+		Type:          runner.ContainerType(typ),
+		Attempt:       attemptOf(c.Labels),
+		Hash:          c.Labels[LabelContainerHash],
+		ResourcesHash: c.Labels[LabelResourcesHash],
+		Image:         image,
+		ImageID:       c.ImageID,
+		State:         d.state,
+		CreatedAt:     time.Unix(c.Created, 0),
+		StartedAt:     d.startedAt,
+		FinishedAt:    d.finishedAt,
+		ExitCode:      d.exitCode,
+		OOMKilled:     d.oomKilled,
+		Message:       d.message,
+	}, nil
 }
 
 // detail returns what inspect tells of container id, which the list saw in

@@ -23,12 +23,13 @@ import (
 // exit with Fake.Exit.
 const FakeScript = "fake"
 
-// Fake is an in-memory runner.Runtime (also a ResourceUpdater, a LogReader
-// and an ImageService) for the sync core's unit tests. It passes the conformance suite,
+// Fake is an in-memory runner.Runtime (also a ResourceUpdater, a LogReader,
+// an ImageService and a PodObjectLister) for the sync core's unit tests. It passes the conformance suite,
 // so it behaves as runner/docker does where the sync core can tell: images
 // must be present to create from, names are unique per (pod UID, container,
 // attempt) across nodes, a started container whose sandbox is not running
-// fails to start, and so on.
+// fails to start, a sandbox whose host port another running sandbox
+// publishes fails to start (and is reported exited), and so on.
 //
 // It has no processes. A started container runs until Exit, StopContainer or
 // RemoveContainer ends it, unless its command line (Command then Args) is a
@@ -67,6 +68,7 @@ var (
 	_ runner.Execer          = (*Fake)(nil)
 	_ runner.EventSource     = (*Fake)(nil)
 	_ runner.ImageService    = (*Fake)(nil)
+	_ runner.PodObjectLister = (*Fake)(nil)
 )
 
 type fakeStore struct {
@@ -494,6 +496,11 @@ func (f *Fake) RunSandbox(ctx context.Context, cfg *runner.SandboxConfig) (strin
 		return "", fmt.Errorf("run sandbox: %w", err)
 	}
 	if sb.sb.State != runner.StateRunning {
+		if taken := f.s.portTaken(sb); taken != "" {
+			// As Docker: the start fails, and the sandbox is dead.
+			sb.sb.State = runner.StateExited
+			return "", fmt.Errorf("run sandbox: start: Bind for %s failed: port is already allocated", taken)
+		}
 		sb.sb.State = runner.StateRunning
 		if !sb.cfg.HostNetwork {
 			f.s.ips++
@@ -502,6 +509,39 @@ func (f *Fake) RunSandbox(ctx context.Context, cfg *runner.SandboxConfig) (strin
 		f.s.emit(f.node, sb.cfg.Pod.UID, sb.sb.ID, "start")
 	}
 	return sb.sb.ID, nil
+}
+
+// portTaken returns "ip:port" of a host port of sb that a running sandbox
+// (of any node) publishes already, or "".
+func (s *fakeStore) portTaken(sb *fakeSandbox) string {
+	for _, p := range sb.cfg.Ports {
+		if p.HostPort == 0 || sb.cfg.HostNetwork {
+			continue
+		}
+		for _, o := range s.sandboxes {
+			if o == sb || o.sb.State != runner.StateRunning {
+				continue
+			}
+			for _, q := range o.cfg.Ports {
+				if q.HostPort == p.HostPort && protocol(q.Protocol) == protocol(p.Protocol) &&
+					(q.HostIP == p.HostIP || q.HostIP == "" || p.HostIP == "" || q.HostIP == "0.0.0.0" || p.HostIP == "0.0.0.0") {
+					ip := p.HostIP
+					if ip == "" {
+						ip = "0.0.0.0"
+					}
+					return fmt.Sprintf("%s:%d", ip, p.HostPort)
+				}
+			}
+		}
+	}
+	return ""
+}
+
+func protocol(p string) string {
+	if p == "" {
+		return "TCP"
+	}
+	return strings.ToUpper(p)
 }
 
 // StopSandbox stops a sandbox.
@@ -891,6 +931,34 @@ func (f *Fake) ListContainers(ctx context.Context) ([]*runner.Container, error) 
 		out = append(out, &cc)
 	}
 	return out, nil
+}
+
+// ListPodObjects returns the sandboxes and containers of the pod uid, or
+// of every pod of this node when uid is "", in one call.
+func (f *Fake) ListPodObjects(ctx context.Context, uid string) ([]*runner.Sandbox, []*runner.Container, error) {
+	f.s.mu.Lock()
+	defer f.s.mu.Unlock()
+	if err := f.call("ListPodObjects"); err != nil {
+		return nil, nil, err
+	}
+	var sbs []*runner.Sandbox
+	for _, sb := range f.s.sandboxes {
+		if sb.node != f.node || (uid != "" && sb.sb.Pod.UID != uid) {
+			continue
+		}
+		s := sb.sb
+		s.IP = sb.ip
+		sbs = append(sbs, &s)
+	}
+	var cs []*runner.Container
+	for _, c := range f.s.ctrs {
+		if c.node != f.node || (uid != "" && c.c.Pod.UID != uid) {
+			continue
+		}
+		cc := c.c
+		cs = append(cs, &cc)
+	}
+	return sbs, cs, nil
 }
 
 // ImageStatus returns a local image, or ErrNotFound.

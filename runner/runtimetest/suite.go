@@ -13,6 +13,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -151,6 +153,8 @@ func Run(t *testing.T, newRuntime func(t *testing.T, nodeName string) runner.Run
 		{"UpdateResources", testUpdateResources},
 		{"Exec", testExec},
 		{"Events", testEvents},
+		{"ListPodObjects", testListPodObjects},
+		{"SandboxStartFails", testSandboxStartFails},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -899,6 +903,141 @@ func testAdoption(t *testing.T, s *suite) {
 	}
 	if err := rt2.StopContainer(ctx, id, 10*time.Second); err != nil {
 		t.Errorf("new runtime stops the adopted container: %v", err)
+	}
+}
+
+// testSandboxStartFails: a sandbox whose start fails (its host port is
+// taken by another sandbox) is an error of RunSandbox, and is listed as
+// exited: dead, not waiting to be started. Running it again (adoption)
+// fails again and makes no second object.
+func testSandboxStartFails(t *testing.T, s *suite) {
+	rt, _ := s.runtime(t)
+	ctx := ctxFor(t)
+	port := freePort(t)
+	holder := s.sandboxConfig("port-holder")
+	holder.Ports = []runner.PortMapping{{Protocol: "TCP", ContainerPort: 80, HostPort: port, HostIP: "127.0.0.1"}}
+	s.runSandbox(t, rt, holder)
+
+	sb := s.sandboxConfig("port-taker")
+	sb.Ports = []runner.PortMapping{{Protocol: "TCP", ContainerPort: 80, HostPort: port, HostIP: "127.0.0.1"}}
+	if id, err := rt.RunSandbox(ctx, sb); err == nil {
+		t.Fatalf("RunSandbox with a taken host port = %s, want an error", id)
+	}
+	if _, err := rt.RunSandbox(ctx, sb); err == nil {
+		t.Fatalf("RunSandbox again with a taken host port: want an error")
+	}
+	sbs, err := rt.ListSandboxes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mine []*runner.Sandbox
+	for _, x := range sbs {
+		if x.Pod.UID == sb.Pod.UID {
+			mine = append(mine, x)
+		}
+	}
+	if len(mine) != 1 {
+		t.Fatalf("%d sandboxes of the pod, want 1: %+v", len(mine), mine)
+	}
+	if mine[0].State != runner.StateExited {
+		t.Errorf("a sandbox whose start failed is listed %s, want %s", mine[0].State, runner.StateExited)
+	}
+	if pl, ok := rt.(runner.PodObjectLister); ok {
+		sbs, _, err := pl.ListPodObjects(ctx, sb.Pod.UID)
+		if err != nil || len(sbs) != 1 || sbs[0].State != runner.StateExited {
+			t.Errorf("ListPodObjects: %+v, %v; want the one sandbox, exited", sbs, err)
+		}
+	}
+}
+
+// freePort returns a TCP port free on 127.0.0.1 now.
+func freePort(t *testing.T) int32 {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return int32(l.Addr().(*net.TCPAddr).Port)
+}
+
+// testListPodObjects: one pod's objects, or all of the node's, in one call,
+// as ListSandboxes and ListContainers report them; never another node's.
+func testListPodObjects(t *testing.T, s *suite) {
+	rt, _ := s.runtime(t)
+	pl, ok := rt.(runner.PodObjectLister)
+	if !ok {
+		t.Skip("not a PodObjectLister")
+	}
+	other, _ := s.runtime(t)
+	ctx := ctxFor(t)
+	sbA := s.sandboxConfig("list-a")
+	sbAID := s.runSandbox(t, rt, sbA)
+	a1 := s.create(t, rt, sbAID, sbA, s.containerConfig("one", ProcessRun))
+	s.start(t, rt, a1)
+	a2 := s.create(t, rt, sbAID, sbA, s.containerConfig("two", ProcessRun)) // created, never started
+	sbB := s.sandboxConfig("list-b")
+	sbBID := s.runSandbox(t, rt, sbB)
+	b1 := s.create(t, rt, sbBID, sbB, s.containerConfig("one", ProcessRun))
+	s.start(t, rt, b1)
+	// Another node's pod shows in neither list.
+	osb := s.sandboxConfig("list-other")
+	oID := s.runSandbox(t, other, osb)
+
+	ids := func(sbs []*runner.Sandbox, cs []*runner.Container) map[string]bool {
+		out := map[string]bool{}
+		for _, sb := range sbs {
+			out["sb:"+sb.ID] = true
+		}
+		for _, c := range cs {
+			out["c:"+c.ID] = true
+		}
+		return out
+	}
+	sbs, cs, err := pl.ListPodObjects(ctx, sbA.Pod.UID)
+	if err != nil {
+		t.Fatalf("ListPodObjects(A): %v", err)
+	}
+	want := map[string]bool{"sb:" + sbAID: true, "c:" + a1: true, "c:" + a2: true}
+	if got := ids(sbs, cs); !reflect.DeepEqual(got, want) {
+		t.Errorf("ListPodObjects(A) = %v, want %v", got, want)
+	}
+	for _, c := range cs {
+		full := findContainer(t, rt, c.ID)
+		if full == nil {
+			t.Fatalf("ListContainers misses %s", c.ID)
+		}
+		if !reflect.DeepEqual(c, full) {
+			t.Errorf("ListPodObjects reports %+v, ListContainers %+v", c, full)
+		}
+	}
+	for _, sb := range sbs {
+		if full := findSandbox(t, rt, sb.ID); !reflect.DeepEqual(sb, full) {
+			t.Errorf("ListPodObjects reports %+v, ListSandboxes %+v", sb, full)
+		}
+	}
+
+	sbs, cs, err = pl.ListPodObjects(ctx, "")
+	if err != nil {
+		t.Fatalf("ListPodObjects(all): %v", err)
+	}
+	want = map[string]bool{"sb:" + sbAID: true, "c:" + a1: true, "c:" + a2: true, "sb:" + sbBID: true, "c:" + b1: true}
+	if got := ids(sbs, cs); !reflect.DeepEqual(got, want) {
+		t.Errorf("ListPodObjects(all) = %v, want %v", got, want)
+	}
+
+	if got := ids(sbs, cs); got["sb:"+oID] {
+		t.Errorf("ListPodObjects(all) lists another node's sandbox")
+	}
+	sbs, cs, err = pl.ListPodObjects(ctx, "no-such-pod-"+randHex(6))
+	if err != nil || len(sbs) != 0 || len(cs) != 0 {
+		t.Errorf("ListPodObjects(unknown) = %v, %v, %v; want nothing and no error", sbs, cs, err)
+	}
+	if opl, ok := other.(runner.PodObjectLister); ok {
+		sbs, cs, err := opl.ListPodObjects(ctx, sbB.Pod.UID)
+		if err != nil || len(sbs) != 0 || len(cs) != 0 {
+			t.Errorf("another node lists %v, %v (%v) of this node's pod, want nothing", sbs, cs, err)
+		}
 	}
 }
 

@@ -1,0 +1,587 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+
+	"github.com/podrun/podrun/bench/benchkit"
+)
+
+// BringUp is one subject's bring-up of N pods, every repetition.
+type BringUp struct {
+	Subject string
+	Pods    int
+	Seconds []float64
+}
+
+// bringUp measures every subject and the bound at n pods, runs times,
+// alternating the order so that neither always goes first.
+func (e *env) bringUp(ctx context.Context, n int) ([]BringUp, error) {
+	type measure struct {
+		label string
+		fn    func(ctx context.Context, n int) (float64, error)
+	}
+	var ms []measure
+	for _, s := range e.subs {
+		ms = append(ms, measure{s.Label, func(ctx context.Context, n int) (float64, error) { return e.onceUp(ctx, s, n) }})
+	}
+	ms = append(ms, measure{"bound", e.boundUp})
+	out := make([]BringUp, len(ms))
+	for i, m := range ms {
+		out[i] = BringUp{Subject: m.label, Pods: n}
+	}
+	for r := 0; r < e.cfg.runs; r++ {
+		for k := range ms {
+			i := (k + r) % len(ms)
+			secs, err := ms[i].fn(ctx, n)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", ms[i].label, err)
+			}
+			out[i].Seconds = append(out[i].Seconds, secs)
+			log.Printf("bring-up %3d pods, run %d: %-18s %7.3f s", n, r+1, ms[i].label, secs)
+		}
+	}
+	return out, nil
+}
+
+// onceUp times `podrun once --wait running` of n new pods, checks that
+// they all run, and removes them.
+func (e *env) onceUp(ctx context.Context, s subject, n int) (float64, error) {
+	node := track(benchkit.NodeName("bench"))
+	dir, root := e.dirs(node)
+	defer os.RemoveAll(filepath.Dir(dir))
+	defer e.cleanup(node)
+	if err := benchkit.WritePods(dir, "p", n); err != nil {
+		return 0, err
+	}
+	p := &benchkit.Podrun{Bin: s.Bin, Node: node, Root: root, Infra: e.infra}
+	res, err := p.Run(ctx, 10*time.Minute, "once", "--wait", "running", "--timeout", "5m", dir)
+	if err != nil {
+		return 0, err
+	}
+	if res.Code != 0 {
+		return 0, fmt.Errorf("podrun once exited %d:\n%s", res.Code, lastLines(res.Stderr, 20))
+	}
+	if err := e.checkRunning(ctx, node, 2*n); err != nil {
+		return 0, err
+	}
+	return res.Took.Seconds(), nil
+}
+
+// boundUp times bench/bound making n pods.
+func (e *env) boundUp(ctx context.Context, n int) (float64, error) {
+	node := track(benchkit.NodeName("bench-bound"))
+	defer e.cleanup(node)
+	cmd := exec.CommandContext(ctx, e.cfg.bound, "-n", strconv.Itoa(n), "-node", node, "-infra", e.infra)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	start := time.Now()
+	if _, err := cmd.Output(); err != nil {
+		return 0, fmt.Errorf("bound: %v: %s", err, stderr.String())
+	}
+	took := time.Since(start)
+	if err := e.checkRunning(ctx, node, 2*n); err != nil {
+		return 0, err
+	}
+	return took.Seconds(), nil
+}
+
+func (e *env) checkRunning(ctx context.Context, node string, want int) error {
+	running, dups, err := benchkit.Running(ctx, e.cli, node)
+	if err != nil {
+		return err
+	}
+	if len(dups) > 0 {
+		return fmt.Errorf("duplicates: %v", dups)
+	}
+	if len(running) != want {
+		return fmt.Errorf("%d containers run, want %d", len(running), want)
+	}
+	return nil
+}
+
+// dirs makes a manifest directory and a root dir for node.
+func (e *env) dirs(node string) (string, string) {
+	base := filepath.Join(e.tmp, node)
+	dir, root := filepath.Join(base, "manifests"), filepath.Join(base, "root")
+	os.MkdirAll(dir, 0o755)
+	os.MkdirAll(root, 0o755)
+	return dir, root
+}
+
+// track records node for removal on an interrupt, and returns it.
+func track(node string) string {
+	benchkit.TrackNode(node)
+	return node
+}
+
+// cleanup removes the node's containers and lets the engine settle, so the
+// next measurement starts from the same state.
+func (e *env) cleanup(node string) {
+	defer benchkit.TrackNode(node)() // tracked until now
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if err := benchkit.Cleanup(ctx, e.cli, node); err != nil {
+		log.Printf("cleanup %s: %v", node, err)
+	}
+	time.Sleep(time.Second)
+}
+
+// Update is one subject's update reaction, every trial.
+type Update struct {
+	Subject string
+	Pods    int
+	// Reaction is from the file write to the new container's StartedAt;
+	// Seen to when a poll of Docker saw it running.
+	Reaction []float64
+	Seen     []float64
+	// CreateStart is Docker's create + start of the same container (the
+	// reference), Kill Docker's stop (timeout 0) of it.
+	CreateStart []float64
+	Kill        []float64
+}
+
+// watch starts `podrun watch` over dir with its HTTP server on a free port.
+func (e *env) watch(p *benchkit.Podrun, dir string) (*benchkit.Proc, int, error) {
+	port, err := benchkit.FreePort()
+	if err != nil {
+		return nil, 0, err
+	}
+	pr, err := p.Start("watch", "--path", dir, "--healthz-port", strconv.Itoa(port),
+		"--file-check-frequency", "20s", "--log-level", "warn")
+	return pr, port, err
+}
+
+// waitUp waits until want containers of node run.
+func (e *env) waitUp(ctx context.Context, pr *benchkit.Proc, node string, want int) error {
+	_, err := benchkit.WaitFor(ctx, 10*time.Minute, 200*time.Millisecond, fmt.Sprintf("%d containers to run", want), func() (bool, error) {
+		if pr.Exited() {
+			return false, fmt.Errorf("podrun watch exited:\n%s", lastLines(pr.Stderr(4000), 20))
+		}
+		running, _, err := benchkit.Running(ctx, e.cli, node)
+		return len(running) == want, err
+	})
+	return err
+}
+
+func (e *env) update(ctx context.Context, s subject) (Update, error) {
+	n := e.cfg.updatePods
+	u := Update{Subject: s.Label, Pods: n}
+	node := track(benchkit.NodeName("bench-upd"))
+	dir, root := e.dirs(node)
+	defer os.RemoveAll(filepath.Dir(dir))
+	defer e.cleanup(node)
+	if err := benchkit.WritePods(dir, "p", n); err != nil {
+		return u, err
+	}
+	p := &benchkit.Podrun{Bin: s.Bin, Node: node, Root: root, Infra: e.infra}
+	pr, _, err := e.watch(p, dir)
+	if err != nil {
+		return u, err
+	}
+	defer pr.Stop(syscall.SIGTERM, 30*time.Second)
+	if err := e.waitUp(ctx, pr, node, 2*n); err != nil {
+		return u, err
+	}
+	time.Sleep(3 * time.Second) // let the bring-up's stragglers (events, relists) pass
+
+	for trial := 0; trial < e.cfg.updateTrials; trial++ {
+		name := fmt.Sprintf("p-%03d", (trial*17+5)%n)
+		podName := name + "-" + node
+		old, sandbox, err := e.appOf(ctx, node, podName, "")
+		if err != nil {
+			return u, err
+		}
+		manifest := benchkit.Pod{Name: name, Command: []string{"sleep", strconv.Itoa(3601 + trial)}}.YAML()
+		t0 := time.Now()
+		if err := benchkit.WriteFile(filepath.Join(dir, name+".yaml"), manifest); err != nil {
+			return u, err
+		}
+		var newID string
+		_, err = benchkit.WaitFor(ctx, time.Minute, 5*time.Millisecond, "the edited container to run", func() (bool, error) {
+			id, _, err := e.appOf(ctx, node, podName, old)
+			newID = id
+			return err == nil && id != "", nil
+		})
+		seen := time.Since(t0)
+		if err != nil {
+			return u, fmt.Errorf("%s: %w\n%s", name, err, lastLines(pr.Stderr(4000), 20))
+		}
+		ins, err := e.cli.ContainerInspect(ctx, newID)
+		if err != nil {
+			return u, err
+		}
+		started, err := time.Parse(time.RFC3339Nano, ins.State.StartedAt)
+		if err != nil {
+			return u, err
+		}
+		cs, kill, err := e.reference(ctx, node, sandbox, ins.Config.Image, ins.Config.Entrypoint, ins.Config.Cmd)
+		if err != nil {
+			return u, err
+		}
+		u.Reaction = append(u.Reaction, started.Sub(t0).Seconds())
+		u.Seen = append(u.Seen, seen.Seconds())
+		u.CreateStart = append(u.CreateStart, cs)
+		u.Kill = append(u.Kill, kill)
+		log.Printf("update %-18s trial %d: reaction %.3f s (seen %.3f s); docker create+start %.3f s, kill %.3f s",
+			s.Label, trial+1, started.Sub(t0).Seconds(), seen.Seconds(), cs, kill)
+		time.Sleep(2 * time.Second)
+	}
+	return u, nil
+}
+
+// appOf returns the running app container of pod other than not, and the
+// pod's sandbox; "" when there is none.
+func (e *env) appOf(ctx context.Context, node, pod, not string) (string, string, error) {
+	cs, err := e.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(
+		filters.Arg("label", benchkit.LabelNode+"="+node), filters.Arg("label", "io.podrun.pod.name="+pod))})
+	if err != nil {
+		return "", "", err
+	}
+	var app, sb string
+	for _, c := range cs {
+		if c.State != "running" {
+			continue
+		}
+		switch {
+		case c.Labels["io.podrun.container.type"] == "sandbox":
+			sb = c.ID
+		case c.Labels["io.podrun.container.name"] == "app" && c.ID != not:
+			app = c.ID
+		}
+	}
+	return app, sb, nil
+}
+
+// reference times Docker's create + start of the container the edit made
+// (same image and command, joined to the pod's sandbox), then its kill.
+func (e *env) reference(ctx context.Context, node, sandbox, img string, entry, cmd []string) (float64, float64, error) {
+	ns := "container:" + sandbox
+	start := time.Now()
+	c, err := e.cli.ContainerCreate(ctx,
+		&container.Config{Image: img, Entrypoint: entry, Cmd: cmd, Labels: map[string]string{benchkit.LabelNode: node}},
+		&container.HostConfig{NetworkMode: container.NetworkMode(ns), IpcMode: container.IpcMode(ns)}, nil, nil, "")
+	if err != nil {
+		return 0, 0, err
+	}
+	defer e.cli.ContainerRemove(context.Background(), c.ID, container.RemoveOptions{Force: true})
+	if err := e.cli.ContainerStart(ctx, c.ID, container.StartOptions{}); err != nil {
+		return 0, 0, err
+	}
+	cs := time.Since(start).Seconds()
+	zero := 0
+	start = time.Now()
+	if err := e.cli.ContainerStop(ctx, c.ID, container.StopOptions{Timeout: &zero}); err != nil {
+		return 0, 0, err
+	}
+	return cs, time.Since(start).Seconds(), nil
+}
+
+// Steady is one subject's steady state with Pods pods.
+type Steady struct {
+	Subject string
+	Pods    int
+	Seconds float64
+	// RSS at the end, the highest sampled during the window, and the
+	// process's peak since it started (VmHWM, bring-up included).
+	RSS, MaxRSS, HWM int64
+	CPUPercent       float64
+	// RuntimeCalls per minute by method (podrun_runtime_calls_total);
+	// DockerCalls per minute by endpoint (the counting proxy).
+	RuntimeCalls    map[string]float64
+	DockerCalls     map[string]float64
+	RuntimePerMin   float64
+	DockerPerMin    float64
+	BringUpSeconds  float64
+	Threads         int
+	SyncsInWindow   float64
+	ContainerStarts float64
+	// ListBytesPerMin is what podrun read from Docker's container lists
+	// per minute.
+	ListBytesPerMin float64
+	// Events are the costs of one container killed under watch.
+	Events []EventCost
+}
+
+// EventCost is what one runtime event (a container killed) cost podrun:
+// the time until the new container ran, and the Docker requests and list
+// bytes beyond the steady rate measured in the window before.
+type EventCost struct {
+	Seconds       float64
+	ExtraRequests float64
+	ExtraListKiB  float64
+}
+
+func (e *env) steadyState(ctx context.Context, s subject, n int) (Steady, error) {
+	st := Steady{Subject: s.Label, Pods: n}
+	node := track(benchkit.NodeName("bench-steady"))
+	dir, root := e.dirs(node)
+	defer os.RemoveAll(filepath.Dir(dir))
+	defer e.cleanup(node)
+	if err := benchkit.WritePods(dir, "p", n); err != nil {
+		return st, err
+	}
+	proxy, err := benchkit.StartDockerProxy(filepath.Dir(dir))
+	if err != nil {
+		return st, err
+	}
+	defer proxy.Close()
+	p := &benchkit.Podrun{Bin: s.Bin, Node: node, Root: root, Infra: e.infra, Env: []string{"DOCKER_HOST=" + proxy.Host()}}
+	start := time.Now()
+	pr, port, err := e.watch(p, dir)
+	if err != nil {
+		return st, err
+	}
+	defer pr.Stop(syscall.SIGTERM, 30*time.Second)
+	if err := e.waitUp(ctx, pr, node, 2*n); err != nil {
+		return st, err
+	}
+	st.BringUpSeconds = time.Since(start).Seconds()
+	time.Sleep(5 * time.Second) // the bring-up's tail is not the steady state
+	url := fmt.Sprintf("http://127.0.0.1:%d/metrics", port)
+
+	m0, err := benchkit.Metrics(ctx, url, "podrun_runtime_calls_total")
+	if err != nil {
+		return st, err
+	}
+	syncs0, _ := benchkit.Metrics(ctx, url, "podrun_pod_sync_duration_seconds_count")
+	starts0, _ := benchkit.Metrics(ctx, url, "podrun_container_starts_total")
+	d0, b0 := proxy.Counts(), proxy.Bytes()
+	p0, err := benchkit.ReadProc(pr.Pid())
+	if err != nil {
+		return st, err
+	}
+	t0 := time.Now()
+	tick := time.NewTicker(time.Second)
+	for time.Since(t0) < e.cfg.steady {
+		<-tick.C
+		if pr.Exited() {
+			tick.Stop()
+			return st, fmt.Errorf("podrun watch exited:\n%s", lastLines(pr.Stderr(4000), 20))
+		}
+		if ps, err := benchkit.ReadProc(pr.Pid()); err == nil && ps.RSS > st.MaxRSS {
+			st.MaxRSS = ps.RSS
+		}
+	}
+	tick.Stop()
+	p1, err := benchkit.ReadProc(pr.Pid())
+	if err != nil {
+		return st, err
+	}
+	d1, b1 := proxy.Counts(), proxy.Bytes()
+	m1, err := benchkit.Metrics(ctx, url, "podrun_runtime_calls_total")
+	if err != nil {
+		return st, err
+	}
+	syncs1, _ := benchkit.Metrics(ctx, url, "podrun_pod_sync_duration_seconds_count")
+	starts1, _ := benchkit.Metrics(ctx, url, "podrun_container_starts_total")
+	el := time.Since(t0)
+	perMin := 60 / el.Seconds()
+	st.Seconds = el.Seconds()
+	st.RSS, st.HWM, st.Threads = p1.RSS, p1.HWM, p1.Threads
+	st.MaxRSS = max(st.MaxRSS, p1.RSS)
+	st.CPUPercent = 100 * (p1.CPU - p0.CPU).Seconds() / el.Seconds()
+	st.RuntimeCalls = map[string]float64{}
+	for k, v := range m1 {
+		if d := v - m0[k]; d > 0 {
+			method := strings.TrimSuffix(strings.TrimPrefix(k, `method="`), `"`)
+			st.RuntimeCalls[method] = d * perMin
+			st.RuntimePerMin += d * perMin
+		}
+	}
+	st.DockerCalls = map[string]float64{}
+	keys, diff := benchkit.Diff(d0, d1)
+	for _, k := range keys {
+		st.DockerCalls[k] = float64(diff[k]) * perMin
+		st.DockerPerMin += float64(diff[k]) * perMin
+	}
+	st.SyncsInWindow = benchkit.Sum(syncs1) - benchkit.Sum(syncs0)
+	st.ContainerStarts = benchkit.Sum(starts1) - benchkit.Sum(starts0)
+	st.ListBytesPerMin = float64(listBytes(b1)-listBytes(b0)) * perMin
+
+	// Events: kill one app container at a time; what did podrun do beyond
+	// its steady rate until the new one ran (and 1 s more)?
+	reqRate := st.DockerPerMin / 60
+	bytesRate := st.ListBytesPerMin / 60
+	for k := 0; k < e.cfg.eventTrials; k++ {
+		name := fmt.Sprintf("p-%03d", (k*37+3)%n)
+		podName := name + "-" + node
+		old, _, err := e.appOf(ctx, node, podName, "")
+		if err != nil || old == "" {
+			return st, fmt.Errorf("event trial: no app container of %s (%v)", name, err)
+		}
+		c0, lb0 := proxy.Counts(), listBytes(proxy.Bytes())
+		t0 := time.Now()
+		if err := e.cli.ContainerKill(ctx, old, "KILL"); err != nil {
+			return st, err
+		}
+		if _, err := benchkit.WaitFor(ctx, time.Minute, 5*time.Millisecond, "the killed container to be replaced", func() (bool, error) {
+			id, _, err := e.appOf(ctx, node, podName, old)
+			return err == nil && id != "", nil
+		}); err != nil {
+			return st, fmt.Errorf("%s: %w\n%s", name, err, lastLines(pr.Stderr(4000), 20))
+		}
+		took := time.Since(t0)
+		time.Sleep(time.Second)
+		window := time.Since(t0).Seconds()
+		_, dc := benchkit.Diff(c0, proxy.Counts())
+		var reqs int
+		for _, v := range dc {
+			reqs += v
+		}
+		ev := EventCost{Seconds: took.Seconds(),
+			ExtraRequests: float64(reqs) - reqRate*window,
+			ExtraListKiB:  (float64(listBytes(proxy.Bytes())-lb0) - bytesRate*window) / 1024}
+		st.Events = append(st.Events, ev)
+		log.Printf("event %3d pods %-18s: restarted in %.3f s, %+.1f requests, %+.1f KiB of lists beyond the steady rate (%v)",
+			n, s.Label, ev.Seconds, ev.ExtraRequests, ev.ExtraListKiB, dc)
+		time.Sleep(time.Second)
+	}
+	log.Printf("steady %3d pods %-18s: RSS %.1f MiB (max %.1f), CPU %.2f%%, runtime calls %.1f/min, docker requests %.1f/min %v",
+		n, s.Label, mib(st.RSS), mib(st.MaxRSS), st.CPUPercent, st.RuntimePerMin, st.DockerPerMin, st.DockerCalls)
+	return st, nil
+}
+
+func mib(b int64) float64 { return float64(b) / (1 << 20) }
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// listBytes adds up the bytes of container lists.
+func listBytes(b map[string]int64) int64 {
+	var n int64
+	for k, v := range b {
+		if strings.HasPrefix(k, "GET /containers/json") {
+			n += v
+		}
+	}
+	return n
+}
+
+// Stuck is a pod that cannot start, under watch, for a while: what it
+// costs.
+type Stuck struct {
+	Case, Subject    string
+	Seconds          float64
+	DockerPerMin     float64
+	ContainersMade   int
+	CPUPercent       float64
+	TopEndpoints     string
+	SandboxAttempts  int
+	RuntimeCallsPerM float64
+}
+
+// stuck runs one pod that cannot start under watch for e.cfg.stuck: its
+// image is absent with imagePullPolicy Never, or its host port is taken.
+func (e *env) stuck(ctx context.Context, s subject, kind string) (Stuck, error) {
+	st := Stuck{Case: kind, Subject: s.Label}
+	node := track(benchkit.NodeName("bench-stuck"))
+	dir, root := e.dirs(node)
+	defer os.RemoveAll(filepath.Dir(dir))
+	defer e.cleanup(node)
+	pod := benchkit.Pod{Name: "stuck"}
+	switch kind {
+	case "image absent, pull policy Never":
+		pod.Image, pod.PullPolicy = "podrun-bench/absent:never", "Never"
+	case "host port taken":
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return st, err
+		}
+		defer ln.Close()
+		pod.HostPort = ln.Addr().(*net.TCPAddr).Port
+	}
+	if err := benchkit.WriteFile(filepath.Join(dir, "stuck.yaml"), pod.YAML()); err != nil {
+		return st, err
+	}
+	proxy, err := benchkit.StartDockerProxy(filepath.Dir(dir))
+	if err != nil {
+		return st, err
+	}
+	defer proxy.Close()
+	p := &benchkit.Podrun{Bin: s.Bin, Node: node, Root: root, Infra: e.infra, Env: []string{"DOCKER_HOST=" + proxy.Host()}}
+	pr, port, err := e.watch(p, dir)
+	if err != nil {
+		return st, err
+	}
+	defer pr.Stop(syscall.SIGTERM, 30*time.Second)
+	time.Sleep(3 * time.Second)
+	url := fmt.Sprintf("http://127.0.0.1:%d/metrics", port)
+	m0, _ := benchkit.Metrics(ctx, url, "podrun_runtime_calls_total")
+	cs0, err := benchkit.List(ctx, e.cli, node)
+	if err != nil {
+		return st, err
+	}
+	d0 := proxy.Counts()
+	p0, err := benchkit.ReadProc(pr.Pid())
+	if err != nil {
+		return st, err
+	}
+	t0 := time.Now()
+	time.Sleep(e.cfg.stuck)
+	if pr.Exited() {
+		return st, fmt.Errorf("podrun watch exited:\n%s", lastLines(pr.Stderr(4000), 20))
+	}
+	p1, err := benchkit.ReadProc(pr.Pid())
+	if err != nil {
+		return st, err
+	}
+	el := time.Since(t0)
+	keys, diff := benchkit.Diff(d0, proxy.Counts())
+	m1, _ := benchkit.Metrics(ctx, url, "podrun_runtime_calls_total")
+	cs1, err := benchkit.List(ctx, e.cli, node)
+	if err != nil {
+		return st, err
+	}
+	perMin := 60 / el.Seconds()
+	st.Seconds = el.Seconds()
+	var total int
+	type kv struct {
+		k string
+		v int
+	}
+	var top []kv
+	for _, k := range keys {
+		total += diff[k]
+		top = append(top, kv{k, diff[k]})
+	}
+	sort.Slice(top, func(i, j int) bool { return top[i].v > top[j].v })
+	var parts []string
+	for i, t := range top {
+		if i == 3 {
+			break
+		}
+		parts = append(parts, fmt.Sprintf("`%s` %.0f", t.k, float64(t.v)*perMin))
+	}
+	st.TopEndpoints = strings.Join(parts, ", ")
+	st.DockerPerMin = float64(total) * perMin
+	st.RuntimeCallsPerM = (benchkit.Sum(m1) - benchkit.Sum(m0)) * perMin
+	st.ContainersMade = len(cs1) - len(cs0)
+	st.CPUPercent = 100 * (p1.CPU - p0.CPU).Seconds() / el.Seconds()
+	for _, c := range cs1 {
+		if c.Labels["io.podrun.container.type"] == "sandbox" {
+			st.SandboxAttempts++
+		}
+	}
+	log.Printf("stuck %-32s %-18s: %.0f Docker requests/min (%s), %d containers made in %.0f s, CPU %.2f%%",
+		kind, s.Label, st.DockerPerMin, st.TopEndpoints, st.ContainersMade, st.Seconds, st.CPUPercent)
+	return st, nil
+}

@@ -1,0 +1,89 @@
+package runner
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+)
+
+// gatedLister answers each list with what the test gives, when the test
+// says so.
+type gatedLister struct {
+	calls chan listCall // each list, as it begins
+}
+
+type listCall struct {
+	uid   string
+	reply chan []*Container
+}
+
+func (g *gatedLister) ListPodObjects(ctx context.Context, uid string) ([]*Sandbox, []*Container, error) {
+	call := listCall{uid: uid, reply: make(chan []*Container)}
+	g.calls <- call
+	select {
+	case cs := <-call.reply:
+		return nil, cs, nil
+	case <-ctx.Done():
+		return nil, nil, ctx.Err()
+	}
+}
+
+// TestRefreshWinsOverAnOlderRelist: a relist that began before a refresh
+// and ends after it does not undo the refresh's newer state.
+func TestRefreshWinsOverAnOlderRelist(t *testing.T) {
+	g := &gatedLister{calls: make(chan listCall)}
+	c := newPodCache(nil, g, slog.New(slog.NewTextHandler(io.Discard, nil)), time.Hour, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ref := PodRef{UID: "u1"}
+	old := &Container{ID: "c1", Pod: ref, Name: "app", State: StateRunning}
+	newer := &Container{ID: "c1", Pod: ref, Name: "app", State: StateExited, ExitCode: 1}
+
+	relisted := make(chan struct{})
+	go func() { c.relist(ctx); close(relisted) }()
+	relist := <-g.calls
+	if relist.uid != "" {
+		t.Fatalf("relist listed %q, want every pod", relist.uid)
+	}
+	refreshed := make(chan *podState)
+	go func() {
+		st, err := c.refresh(ctx, "u1")
+		if err != nil {
+			t.Error(err)
+		}
+		refreshed <- st
+	}()
+	refresh := <-g.calls
+	if refresh.uid != "u1" {
+		t.Fatalf("refresh listed %q, want u1", refresh.uid)
+	}
+	refresh.reply <- []*Container{newer} // the refresh ends first
+	if st := <-refreshed; len(st.Containers) != 1 || st.Containers[0].State != StateExited {
+		t.Fatalf("refresh returned %+v", st)
+	}
+	relist.reply <- []*Container{old} // then the older relist
+	<-relisted
+	st, err := c.get(ctx, "u1", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Containers) != 1 || st.Containers[0].State != StateExited {
+		t.Fatalf("after the older relist the cache holds %+v, want the refresh's exited container", st.Containers[0])
+	}
+
+	// A relist begun after the refresh replaces it.
+	go func() { c.relist(ctx) }()
+	(<-g.calls).reply <- nil // the pod is gone
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if _, ok := c.all()["u1"]; !ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a newer relist did not remove the pod")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

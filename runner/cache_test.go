@@ -1,0 +1,145 @@
+package runner_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/podrun/podrun/runner"
+	"github.com/podrun/podrun/runner/runtimetest"
+)
+
+// listRecorder is the fake, recording the pod each ListPodObjects asked for
+// ("" for every pod).
+type listRecorder struct {
+	*runtimetest.Fake
+	mu    sync.Mutex
+	lists map[string]int
+}
+
+func (l *listRecorder) ListPodObjects(ctx context.Context, uid string) ([]*runner.Sandbox, []*runner.Container, error) {
+	l.mu.Lock()
+	l.lists[uid]++
+	l.mu.Unlock()
+	return l.Fake.ListPodObjects(ctx, uid)
+}
+
+func (l *listRecorder) take() map[string]int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := l.lists
+	l.lists = map[string]int{}
+	return out
+}
+
+// TestEventCostsOnePodNotTheNode: with many pods running, a container that
+// dies is restarted from lists of its own pod alone; no list of the whole
+// node is made for it (the periodic relist is off here).
+func TestEventCostsOnePodNotTheNode(t *testing.T) {
+	fake := newFake(t)
+	rec := &listRecorder{Fake: fake, lists: map[string]int{}}
+	h := start(t, fake, func(c *runner.Config) {
+		c.Runtime = rec
+		c.RelistPeriod = time.Hour
+		c.HousekeepingPeriod = time.Hour
+	})
+	const n = 30
+	var pods []*v1.Pod
+	for i := 0; i < n; i++ {
+		pods = append(pods, newPod(fmt.Sprintf("u%d", i), fmt.Sprintf("p%d-node1", i), v1.RestartPolicyAlways,
+			map[string][]string{"app": {"run"}}))
+	}
+	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: pods}
+	for i := 0; i < n; i++ {
+		h.waitStatus(fmt.Sprintf("u%d", i), "running", allRunning)
+	}
+	victim := h.containers("u7")[0]
+	time.Sleep(100 * time.Millisecond) // the bring-up's last events
+	rec.take()
+	fake.ResetCalls()
+
+	if err := fake.Exit(victim.ID, 1); err != nil {
+		t.Fatal(err)
+	}
+	h.waitStatus("u7", "a restart", func(p *v1.Pod) bool {
+		cs := p.Status.ContainerStatuses[0]
+		return cs.RestartCount == 1 && cs.State.Running != nil
+	})
+	time.Sleep(100 * time.Millisecond) // the restart's own events
+	lists := rec.take()
+	for uid, k := range lists {
+		if uid != "u7" {
+			t.Errorf("%d lists of %q for an event of u7; want only lists of u7", k, uid)
+		}
+	}
+	if lists["u7"] == 0 || lists["u7"] > 6 {
+		t.Errorf("%d lists of u7 to restart one container; want 1..6", lists["u7"])
+	}
+	for _, m := range []string{"ListSandboxes", "ListContainers"} {
+		if k := fake.Calls(m); k != 0 {
+			t.Errorf("%d calls of %s for one event; want none", k, m)
+		}
+	}
+}
+
+// TestWithoutPodListerStillConverges: a runtime that cannot list one pod
+// gets relists instead.
+func TestWithoutPodListerStillConverges(t *testing.T) {
+	fake := newFake(t)
+	h := start(t, fake, func(c *runner.Config) { c.Runtime = plainRuntime{fake} })
+	pod := newPod("u1", "p-node1", v1.RestartPolicyAlways, map[string][]string{"app": {"run"}})
+	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{pod}}
+	h.waitStatus("u1", "running", allRunning)
+	if err := fake.Exit(h.containers("u1")[0].ID, 1); err != nil {
+		t.Fatal(err)
+	}
+	h.waitStatus("u1", "a restart", func(p *v1.Pod) bool {
+		cs := p.Status.ContainerStatuses[0]
+		return cs.RestartCount == 1 && cs.State.Running != nil
+	})
+	if k := fake.Calls("ListPodObjects"); k != 0 {
+		t.Errorf("ListPodObjects called %d times through a runtime without it", k)
+	}
+}
+
+// plainRuntime hides every optional ability of the fake but events.
+type plainRuntime struct{ f *runtimetest.Fake }
+
+func (p plainRuntime) RunSandbox(ctx context.Context, cfg *runner.SandboxConfig) (string, error) {
+	return p.f.RunSandbox(ctx, cfg)
+}
+func (p plainRuntime) StopSandbox(ctx context.Context, id string, grace time.Duration) error {
+	return p.f.StopSandbox(ctx, id, grace)
+}
+func (p plainRuntime) RemoveSandbox(ctx context.Context, id string) error {
+	return p.f.RemoveSandbox(ctx, id)
+}
+func (p plainRuntime) ListSandboxes(ctx context.Context) ([]*runner.Sandbox, error) {
+	return p.f.ListSandboxes(ctx)
+}
+func (p plainRuntime) CreateContainer(ctx context.Context, sandboxID string, sb *runner.SandboxConfig, cfg *runner.ContainerConfig) (string, error) {
+	return p.f.CreateContainer(ctx, sandboxID, sb, cfg)
+}
+func (p plainRuntime) StartContainer(ctx context.Context, id string) error {
+	return p.f.StartContainer(ctx, id)
+}
+func (p plainRuntime) StopContainer(ctx context.Context, id string, grace time.Duration) error {
+	return p.f.StopContainer(ctx, id, grace)
+}
+func (p plainRuntime) RemoveContainer(ctx context.Context, id string) error {
+	return p.f.RemoveContainer(ctx, id)
+}
+func (p plainRuntime) ListContainers(ctx context.Context) ([]*runner.Container, error) {
+	return p.f.ListContainers(ctx)
+}
+func (p plainRuntime) ImageStatus(ctx context.Context, ref string) (*runner.Image, error) {
+	return p.f.ImageStatus(ctx, ref)
+}
+func (p plainRuntime) PullImage(ctx context.Context, ref string, auth *runner.AuthConfig) (*runner.Image, error) {
+	return p.f.PullImage(ctx, ref, auth)
+}
+func (p plainRuntime) Events(ctx context.Context) <-chan runner.Event { return p.f.Events(ctx) }

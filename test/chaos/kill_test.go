@@ -1,0 +1,115 @@
+//go:build chaos
+
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/podrun/podrun/bench/benchkit"
+)
+
+// TestKillDuringBringUp: podrun once is SIGKILLed at a random moment of the
+// bring-up of 20 pods (when a random number of their 40 containers exist),
+// then run again: every pod must converge, with no duplicate container and
+// nothing left over, and `down --all` must then remove everything.
+func TestKillDuringBringUp(t *testing.T) {
+	trials := count("KILL_TRIALS", 20, 3)
+	const pods = 20
+	sum := newSummary(t, "kill-during-bring-up")
+	var killedAt []int
+	var converge []time.Duration
+	for i := 0; i < trials; i++ {
+		target := rand.IntN(2 * pods) // containers made when the kill lands
+		at, took, err := killTrial(t, pods, target)
+		killedAt = append(killedAt, at)
+		converge = append(converge, took)
+		sum.trial(err)
+		t.Logf("trial %d: killed with %d/%d containers made; restart converged in %s; err=%v", i+1, at, 2*pods, took.Round(10*time.Millisecond), err)
+	}
+	sum.note("killed with containers made: %v of %d", killedAt, 2*pods)
+	sum.note("second once: median %s, max %s", median(converge).Round(100*time.Millisecond), maxDur(converge).Round(100*time.Millisecond))
+}
+
+func killTrial(t *testing.T, pods, target int) (int, time.Duration, error) {
+	n := newNode(t, "chaos-kill")
+	n.writePods("p", pods)
+	ctx := ctxFor(t, 10*time.Minute)
+
+	pr, err := n.p.Start("once", "--wait", "running", "--timeout", "5m", n.dir)
+	if err != nil {
+		return 0, 0, err
+	}
+	made := 0
+	_, err = benchkit.WaitFor(ctx, 5*time.Minute, 10*time.Millisecond, "containers to appear", func() (bool, error) {
+		if pr.Exited() {
+			return true, nil
+		}
+		cs, err := benchkit.List(ctx, docker, n.name)
+		if err != nil {
+			return false, err
+		}
+		made = len(cs)
+		return made >= target, nil
+	})
+	exitedFirst := pr.Exited()
+	pr.Kill()
+	if err != nil {
+		return made, 0, err
+	}
+	if exitedFirst {
+		made = 2 * pods // it finished before the kill
+	}
+
+	res, err := n.p.Run(ctx, 6*time.Minute, "once", "--wait", "running", "--timeout", "5m", n.dir)
+	if err != nil {
+		return made, 0, err
+	}
+	if res.Code != 0 {
+		return made, res.Took, fmt.Errorf("the second once exited %d:\n%s", res.Code, res.Stderr)
+	}
+	st, err := n.state(ctx)
+	if err != nil {
+		return made, res.Took, err
+	}
+	if err := st.check(2*pods, true); err != nil {
+		return made, res.Took, fmt.Errorf("after the second once: %w", err)
+	}
+	down, err := n.p.Run(ctx, 5*time.Minute, "down", "--all", "--grace-period", "0s")
+	if err != nil {
+		return made, res.Took, err
+	}
+	if down.Code != 0 {
+		return made, res.Took, fmt.Errorf("down --all exited %d:\n%s", down.Code, down.Stderr)
+	}
+	if cs, err := benchkit.List(context.Background(), docker, n.name); err != nil || len(cs) != 0 {
+		return made, res.Took, fmt.Errorf("after down --all: %d containers left (%v)", len(cs), err)
+	}
+	return made, res.Took, nil
+}
+
+func median(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := append([]time.Duration(nil), ds...)
+	for i := range s {
+		for j := i + 1; j < len(s); j++ {
+			if s[j] < s[i] {
+				s[i], s[j] = s[j], s[i]
+			}
+		}
+	}
+	return s[len(s)/2]
+}
+
+func maxDur(ds []time.Duration) time.Duration {
+	var m time.Duration
+	for _, d := range ds {
+		m = max(m, d)
+	}
+	return m
+}

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Runs podrun's reliability suite (`make chaos`): the chaos scenarios of
+# test/chaos (build tag chaos) against the real dockerd, then each fuzz
+# target of the manifest decoder and the URL source's body handling for a
+# bounded time. Prints one summary line per scenario and exits non-zero on
+# any failure.
+#
+# Environment:
+#   CHAOS_FULL=1          the full counts (20 kills, 5 dockerd restarts,
+#                         a 3 min crash loop, 30 s per fuzz target); the
+#                         default is the short form CI runs
+#   CHAOS_FUZZTIME=30s    time per fuzz target (short form: 15s)
+#   CHAOS_RUN=regexp      only the scenarios matching (go test -run)
+#   CHAOS_DOCKERD=0       skip the dockerd restart (it is skipped anyway
+#                         while another Go test binary runs)
+#   CHAOS_VERBOSE=1       every trial's log
+#   CHAOS_<NAME>=...      per-scenario counts: KILL_TRIALS, DOCKERD_TRIALS,
+#                         DOCKERD_DEADLINE, CRASHLOOP, URL_HOLD
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+export PATH=/usr/local/go/bin:$PATH
+
+bash hack/setup.sh || exit 1
+
+if [ "${CHAOS_FULL:-}" = 1 ]; then
+	fuzztime=${CHAOS_FUZZTIME:-30s}
+else
+	fuzztime=${CHAOS_FUZZTIME:-15s}
+fi
+
+tmp=$(mktemp -d /tmp/podrun-chaos-build.XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+echo "== build"
+CGO_ENABLED=0 go build -trimpath -o "$tmp/podrun" . || exit 1
+go test -c -tags chaos -o "$tmp/chaos.test" ./test/chaos || exit 1
+
+status=0
+echo "== chaos scenarios"
+args=(-test.timeout 120m -test.count 1)
+[ "${CHAOS_VERBOSE:-}" = 1 ] && args+=(-test.v)
+[ -n "${CHAOS_RUN:-}" ] && args+=(-test.run "$CHAOS_RUN")
+(cd test/chaos && CHAOS_PODRUN="$tmp/podrun" "$tmp/chaos.test" "${args[@]}") | tee "$tmp/chaos.out"
+[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+
+summary=$(grep '^chaos: ' "$tmp/chaos.out" || true)
+if [ -z "${CHAOS_RUN:-}" ]; then
+	echo "== fuzz ($fuzztime per target)"
+	for target in FuzzParse FuzzURLBody; do
+		start=$(date +%s)
+		go test -run '^$' -fuzz "^$target\$" -fuzztime "$fuzztime" -fuzzminimizetime 5s ./manifest >"$tmp/$target.out" 2>&1
+		rc=$?
+		last=$(grep '^fuzz: elapsed' "$tmp/$target.out" | tail -1)
+		execs=$(echo "$last" | sed -n 's/.*execs: \([0-9]*\).*/\1/p')
+		if [ $rc -eq 0 ]; then
+			line=$(printf 'chaos: %-22s trials=1   held=1   failed=0   took=%ss | %s execs, no crasher' "fuzz $target" $(( $(date +%s) - start )) "${execs:-?}")
+		else
+			status=1
+			tail -30 "$tmp/$target.out"
+			line=$(printf 'chaos: %-22s trials=1   held=0   failed=1   took=%ss | crasher written under manifest/testdata/fuzz/%s: make it a regression test' "fuzz $target" $(( $(date +%s) - start )) "$target")
+		fi
+		echo "$line"
+		summary+=$'\n'"$line"
+	done
+fi
+
+echo
+echo "== summary"
+echo "$summary"
+if [ $status -ne 0 ]; then
+	echo "chaos: FAILED"
+else
+	echo "chaos: all held"
+fi
+exit $status
