@@ -106,10 +106,17 @@ func pickContainer(all []*runner.Container, opts *logsOptions) (*runner.Containe
 	}
 	sort.Slice(mine, func(i, j int) bool { return mine[i].Attempt > mine[j].Attempt })
 	if opts.Previous {
-		if len(mine) < 2 {
+		// As kubectl: the previous run is the container's lastState. While
+		// the newest run is dead (a crash loop waiting out its back-off)
+		// that is the newest run itself, and it is the one GC keeps.
+		prev := 1
+		if mine[0].State == runner.StateExited {
+			prev = 0
+		}
+		if len(mine) <= prev {
 			return nil, badInputf("container %s of pod %s has no previous run", name, opts.Pod)
 		}
-		return mine[1], nil
+		return mine[prev], nil
 	}
 	return mine[0], nil
 }

@@ -541,7 +541,6 @@ func (w *podWorker) run(ctx context.Context) {
 			errDelay = min(max(2*errDelay, errorBackoffMin), errorBackoffMax)
 			errUntil = r.clock.Now().Add(errDelay)
 			retry = max(retry, errDelay)
-			fresh = true
 		case err == nil && !removed:
 			errDelay, errUntil = 0, time.Time{}
 			if acted {
@@ -551,6 +550,9 @@ func (w *podWorker) run(ctx context.Context) {
 				continue
 			}
 		}
+		// What the next look is is decided by what ends the wait (after a
+		// failure: fresh whatever it is).
+		gen, fresh = 0, failed
 		now := false
 		if !w.wait(ctx, retry, errUntil, &gen, &fresh, &now) {
 			return
@@ -661,9 +663,6 @@ func (w *podWorker) sync(ctx context.Context, pod *v1.Pod, st *podState) (*podAc
 	r.trackProbes(pod, st)
 	actions := computePodActions(pod, st, r.backoff, r.probes)
 
-	// Containers whose last start failed wait out their back-off.
-	errs := w.shownErrors()
-
 	var applyErr error
 	if !actions.Empty() {
 		if applyErr = r.applyActions(ctx, pod, st, actions, w); applyErr != nil && ctx.Err() == nil {
@@ -673,6 +672,9 @@ func (w *podWorker) sync(ctx context.Context, pod *v1.Pod, st *podState) (*podAc
 		r.metrics.observeSync(took)
 		r.log.Debug("synced pod", "pod", podKey(pod), "took", took)
 	}
+	// Why containers could not start, this sync's failures included: a
+	// refused or failed start shows at once.
+	errs := w.shownErrors()
 
 	status := computePodStatus(statusInput{
 		Pod: pod, State: st, Actions: actions, Errors: errs, HostIP: r.cfg.HostIP, Probes: r.probes,
