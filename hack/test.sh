@@ -21,9 +21,4 @@ go vet ./...
 echo "== go test -race"
 go test -race -p 1 -count=1 -timeout 60m "$@" ./...
 
-# The reliability suite's short form (about 6 minutes here): SIGKILL during
-# bring-up, a dockerd restart (skipped while another Go test binary runs),
-# bad manifests, URL faults, a crash loop, and 15 s of each fuzz target.
-# `make chaos` runs it alone; CHAOS_FULL=1 runs the full counts.
-echo "== chaos (short form)"
-bash test/chaos/run.sh
+# The reliability suite (test/chaos) runs on its own: `make chaos`.
