@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # Runs every podrun test: prepares the machine (hack/setup.sh: Docker, the
 # local test image), checks formatting and vet, then `go test -race` over all
-# packages, end-to-end tests against the real dockerd included, then the
-# short form of the reliability suite (test/chaos/run.sh).
+# packages, end-to-end tests against the real dockerd included.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH=/usr/local/go/bin:$PATH
