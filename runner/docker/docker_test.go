@@ -570,7 +570,7 @@ func TestExecOutputBoundedAndMissingCommand(t *testing.T) {
 }
 
 func TestEventsOOM(t *testing.T) {
-	t.Parallel()
+	// Not parallel: Docker's oom event races with the exit under load.
 	p := newPod(t, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -158,7 +158,11 @@ func Run(t *testing.T, newRuntime func(t *testing.T, nodeName string) runner.Run
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
+			// Docker's OOM report (State.OOMKilled, the oom event) races
+			// with the exit under load: the OOM test runs alone.
+			if tc.name != "OOMKilled" {
+				t.Parallel()
+			}
 			s := &suite{env: env, newRuntime: newRuntime}
 			tc.fn(t, s)
 		})
