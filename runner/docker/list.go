@@ -74,15 +74,30 @@ func (r *Runtime) sandboxOf(ctx context.Context, c container.Summary) (*runner.S
 	r.remember(c.ID, TypeSandbox)
 	state := sandboxState(c.State)
 	if c.State == container.StateCreated {
-		ins, err := r.cli.ContainerInspect(ctx, c.ID)
-		if cerrdefs.IsNotFound(err) {
-			return nil, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("inspect %s: %w", shortID(c.ID), wrap(err))
-		}
-		if ins.ContainerJSONBase != nil && ins.State != nil && (ins.State.ExitCode != 0 || ins.State.Error != "") {
+		// Once Docker has recorded a failed start, the sandbox stays so
+		// until a start succeeds (and the list says "running"): what the
+		// inspect found is kept (in details, which holds containers' by
+		// ID otherwise), so that dead sandboxes are not inspected at
+		// every relist until garbage collection removes them.
+		r.mu.Lock()
+		d, failed := r.details[c.ID]
+		r.mu.Unlock()
+		if failed && d.state == runner.StateExited {
 			state = runner.StateExited
+		} else {
+			ins, err := r.cli.ContainerInspect(ctx, c.ID)
+			if cerrdefs.IsNotFound(err) {
+				return nil, nil
+			}
+			if err != nil {
+				return nil, fmt.Errorf("inspect %s: %w", shortID(c.ID), wrap(err))
+			}
+			if ins.ContainerJSONBase != nil && ins.State != nil && (ins.State.ExitCode != 0 || ins.State.Error != "") {
+				state = runner.StateExited
+				r.mu.Lock()
+				r.details[c.ID] = detail{state: runner.StateExited, exitCode: ins.State.ExitCode, message: ins.State.Error}
+				r.mu.Unlock()
+			}
 		}
 	}
 	grace, _ := time.ParseDuration(c.Labels[LabelGracePeriod])
