@@ -143,3 +143,38 @@ func (p plainRuntime) PullImage(ctx context.Context, ref string, auth *runner.Au
 	return p.f.PullImage(ctx, ref, auth)
 }
 func (p plainRuntime) Events(ctx context.Context) <-chan runner.Event { return p.f.Events(ctx) }
+
+// TestResyncListsTheNodeOnce: the periodic resync of every pod costs one
+// list of the node, not a list of each pod.
+func TestResyncListsTheNodeOnce(t *testing.T) {
+	fake := newFake(t)
+	rec := &listRecorder{Fake: fake, lists: map[string]int{}}
+	h := start(t, fake, func(c *runner.Config) {
+		c.Runtime = rec
+		c.RelistPeriod = time.Hour
+		c.HousekeepingPeriod = time.Hour
+		c.SyncFrequency = 300 * time.Millisecond
+	})
+	const n = 20
+	var pods []*v1.Pod
+	for i := 0; i < n; i++ {
+		pods = append(pods, newPod(fmt.Sprintf("u%d", i), fmt.Sprintf("p%d-node1", i), v1.RestartPolicyAlways,
+			map[string][]string{"app": {"run"}}))
+	}
+	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: pods}
+	for i := 0; i < n; i++ {
+		h.waitStatus(fmt.Sprintf("u%d", i), "running", allRunning)
+	}
+	time.Sleep(100 * time.Millisecond)
+	rec.take()
+	time.Sleep(1100 * time.Millisecond) // three resyncs
+	lists := rec.take()
+	for uid, k := range lists {
+		if uid != "" {
+			t.Errorf("%d lists of pod %s in three resyncs; want lists of the node only", k, uid)
+		}
+	}
+	if lists[""] < 2 || lists[""] > 6 {
+		t.Errorf("%d lists of the node in three resyncs; want about three", lists[""])
+	}
+}
