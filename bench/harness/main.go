@@ -123,6 +123,7 @@ type Results struct {
 	Stuck    []Stuck
 	Micro    []Micro
 	Load     []string
+	Retried  []string
 }
 
 type env struct {
@@ -131,6 +132,40 @@ type env struct {
 	infra string
 	tmp   string
 	subs  []subject
+	// retried lists the measurements that failed and were made again
+	// (dockerd restarted by another test, say).
+	retried []string
+}
+
+// again runs fn up to three times: a measurement that fails (the machine
+// is shared: another engineer's test may restart dockerd under it) is made
+// again once the engine answers, and the failure is recorded.
+func again[T any](e *env, what string, fn func() (T, error)) (T, error) {
+	var v T
+	var err error
+	for try := 1; try <= 3; try++ {
+		if v, err = fn(); err == nil {
+			return v, nil
+		}
+		log.Printf("%s failed (try %d): %v", what, try, err)
+		e.retried = append(e.retried, fmt.Sprintf("%s: %s", what, firstLine(err.Error())))
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		_, _ = benchkit.WaitFor(ctx, 5*time.Minute, time.Second, "the engine", func() (bool, error) {
+			_, perr := e.cli.Ping(ctx)
+			return perr == nil, nil
+		})
+		cancel()
+		time.Sleep(5 * time.Second)
+		if _, ierr := e.cli.ImageInspect(context.Background(), e.infra); ierr != nil {
+			return v, fmt.Errorf("%w (and the infra image is gone: %v)", err, ierr)
+		}
+	}
+	return v, err
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(s, "\n")
+	return s
 }
 
 func run(c config) error {
@@ -189,7 +224,7 @@ func run(c config) error {
 	}
 	if c.only["update"] {
 		for _, s := range e.subs {
-			u, err := e.update(ctx, s)
+			u, err := again(e, "update reaction ("+s.Label+")", func() (Update, error) { return e.update(ctx, s) })
 			if err != nil {
 				return fmt.Errorf("update reaction (%s): %w", s.Label, err)
 			}
@@ -199,7 +234,7 @@ func run(c config) error {
 	if c.only["steady"] {
 		for _, n := range c.steadySizes {
 			for _, s := range e.subs {
-				st, err := e.steadyState(ctx, s, n)
+				st, err := again(e, fmt.Sprintf("steady state of %d pods (%s)", n, s.Label), func() (Steady, error) { return e.steadyState(ctx, s, n) })
 				if err != nil {
 					return fmt.Errorf("steady state of %d pods (%s): %w", n, s.Label, err)
 				}
@@ -210,7 +245,7 @@ func run(c config) error {
 	if c.only["stuck"] {
 		for _, kind := range []string{"image absent, pull policy Never", "host port taken"} {
 			for _, s := range e.subs {
-				st, err := e.stuck(ctx, s, kind)
+				st, err := again(e, fmt.Sprintf("stuck pod, %s (%s)", kind, s.Label), func() (Stuck, error) { return e.stuck(ctx, s, kind) })
 				if err != nil {
 					return fmt.Errorf("stuck pod, %s (%s): %w", kind, s.Label, err)
 				}
@@ -233,6 +268,7 @@ func run(c config) error {
 		res.Micro = append(res.Micro, m...)
 	}
 	res.Load = append(res.Load, "end: "+loadNote())
+	res.Retried = e.retried
 	res.Finished = time.Now().UTC()
 
 	if c.jsonOut != "" {

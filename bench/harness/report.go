@@ -195,6 +195,9 @@ func render(r *Results, c config) string {
 	p("**Load:** %s. The machine is shared: other engineers' test runs may have used the same dockerd while this ran, "+
 		"which is why every figure is a median of repetitions and each subject is measured next to its reference in the same run.\n\n",
 		strings.Join(r.Load, "; "))
+	if len(r.Retried) > 0 {
+		p("**Measurements made again** (a failure, then a new try once the engine answered): %s.\n\n", strings.Join(r.Retried, "; "))
+	}
 	if len(r.Subjects) > 1 {
 		p("**Subjects:** `podrun` is the code of this checkout; `%s` is a build of the code before the sync-loop change "+
 			"(%s; see [What changed](#what-changed)), measured in the same run, on the same machine, interleaved with the others.\n\n",
@@ -292,20 +295,23 @@ func render(r *Results, c config) string {
 
 		p("### The cost of one event\n\n")
 		p("After each window, one app container at a time is killed (`docker kill`, %s times, each of another pod). "+
-			"**Restart** is from the kill to the new container running (seen by a 5 ms poll of Docker); **extra requests** "+
-			"and **extra list KiB** are the Docker requests and container-list bytes podrun made from the kill until 1 s after "+
-			"the restart, less what its steady rate (from the window) accounts for. An event should cost about the same with "+
-			"100 pods as with 10: O(changed pods), not O(all pods).\n\n", r.Config["event trials"])
-		p("| pods | subject | restart, median (s) | extra requests, median | extra list KiB, median | all restarts (s) |\n|---:|---|---:|---:|---:|---|\n")
+			"**Restart** is from the kill to the new container running (seen by a 5 ms poll of Docker). From the kill until 1 s "+
+			"after the restart: the **node lists** podrun made (in brackets, how many its steady rate accounts for in that time), "+
+			"the **one-pod lists**, and the Docker requests and container-list bytes beyond the steady rate (**extra**; the list "+
+			"bytes are noisy with many pods, as each periodic node list is large and there are one or two in the time). An event "+
+			"should cost about the same with 100 pods as with 10: O(changed pods), not O(all pods).\n\n", r.Config["event trials"])
+		p("| pods | subject | restart, median (s) | node lists (steady rate's share) | one-pod lists | extra requests, median | extra list KiB, median | all restarts (s) |\n|---:|---|---:|---|---:|---:|---:|---|\n")
 		for _, s := range r.Steady {
 			if len(s.Events) == 0 {
 				continue
 			}
-			var t, q, k []float64
+			var t, q, k, nl, el, pl []float64
 			for _, e := range s.Events {
 				t, q, k = append(t, e.Seconds), append(q, e.ExtraRequests), append(k, e.ExtraListKiB)
+				nl, el, pl = append(nl, float64(e.NodeLists)), append(el, e.ExpectedNodeLists), append(pl, float64(e.PodLists))
 			}
-			p("| %d | %s | %.3f | %.1f | %.1f | %s |\n", s.Pods, s.Subject, median(t), median(q), median(k), secs(t))
+			p("| %d | %s | %.3f | %.0f (%.1f) | %.0f | %.1f | %.1f | %s |\n", s.Pods, s.Subject, median(t), median(nl), median(el), median(pl),
+				median(q), median(k), secs(t))
 		}
 		p("\n")
 	}
@@ -428,6 +434,14 @@ func beforeAfter(b *strings.Builder, r *Results) {
 		bt, bq, bk := ev(bf)
 		at, aq, ak := ev(a)
 		p("| one event, %d pods: restart (s) | %.3f | %.3f |\n", n, bt, at)
+		nodeLists := func(s Steady) float64 {
+			var xs []float64
+			for _, e := range s.Events {
+				xs = append(xs, float64(e.NodeLists)-e.ExpectedNodeLists)
+			}
+			return median(xs)
+		}
+		p("| one event, %d pods: node lists beyond the steady rate | %.1f | %.1f |\n", n, nodeLists(bf), nodeLists(a))
 		p("| one event, %d pods: extra Docker requests | %.1f | %.1f |\n", n, bq, aq)
 		p("| one event, %d pods: extra list KiB | %.1f | %.1f |\n", n, bk, ak)
 	}

@@ -46,7 +46,7 @@ func (e *env) bringUp(ctx context.Context, n int) ([]BringUp, error) {
 	for r := 0; r < e.cfg.runs; r++ {
 		for k := range ms {
 			i := (k + r) % len(ms)
-			secs, err := ms[i].fn(ctx, n)
+			secs, err := again(e, fmt.Sprintf("bring-up of %d pods (%s)", n, ms[i].label), func() (float64, error) { return ms[i].fn(ctx, n) })
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", ms[i].label, err)
 			}
@@ -323,6 +323,12 @@ type EventCost struct {
 	Seconds       float64
 	ExtraRequests float64
 	ExtraListKiB  float64
+	// NodeLists and PodLists are the lists of the whole node and of one
+	// pod made from the kill until 1 s after the restart, and
+	// ExpectedNodeLists what the steady rate accounts for in that time.
+	NodeLists, PodLists int
+	ExpectedNodeLists   float64
+	Requests            map[string]int
 }
 
 func (e *env) steadyState(ctx context.Context, s subject, n int) (Steady, error) {
@@ -443,8 +449,12 @@ func (e *env) steadyState(ctx context.Context, s subject, n int) (Steady, error)
 			reqs += v
 		}
 		ev := EventCost{Seconds: took.Seconds(),
-			ExtraRequests: float64(reqs) - reqRate*window,
-			ExtraListKiB:  (float64(listBytes(proxy.Bytes())-lb0) - bytesRate*window) / 1024}
+			ExtraRequests:     float64(reqs) - reqRate*window,
+			ExtraListKiB:      (float64(listBytes(proxy.Bytes())-lb0) - bytesRate*window) / 1024,
+			NodeLists:         dc["GET /containers/json"],
+			PodLists:          dc["GET /containers/json (one pod)"],
+			ExpectedNodeLists: st.DockerCalls["GET /containers/json"] / 60 * window,
+			Requests:          dc}
 		st.Events = append(st.Events, ev)
 		log.Printf("event %3d pods %-18s: restarted in %.3f s, %+.1f requests, %+.1f KiB of lists beyond the steady rate (%v)",
 			n, s.Label, ev.Seconds, ev.ExtraRequests, ev.ExtraListKiB, dc)
