@@ -14,11 +14,15 @@
 #   CHAOS_DOCKERD=0       skip the dockerd restart (it is skipped anyway
 #                         while another Go test binary runs)
 #   CHAOS_VERBOSE=1       every trial's log
+#   CHAOS_DOC=docs/reliability.md  write the doc: test/chaos/reliability.tmpl.md
+#                         with this run's figures
 #   CHAOS_<NAME>=...      per-scenario counts: KILL_TRIALS, DOCKERD_TRIALS,
 #                         DOCKERD_DEADLINE, CRASHLOOP, URL_HOLD
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 export PATH=/usr/local/go/bin:$PATH
+started=$(date -u '+%Y-%m-%d %H:%M')
+start_s=$(date +%s)
 
 bash hack/setup.sh || exit 1
 
@@ -67,8 +71,37 @@ echo
 echo "== summary"
 echo "$summary"
 if [ $status -ne 0 ]; then
-	echo "chaos: FAILED"
+	verdict="chaos: FAILED"
 else
-	echo "chaos: all held"
+	verdict="chaos: all held"
+fi
+echo "$verdict"
+
+if [ -n "${CHAOS_DOC:-}" ]; then
+	form=short
+	[ "${CHAOS_FULL:-}" = 1 ] && form=full
+	cmdline="make chaos"
+	[ -n "${CHAOS_RUN:-}" ] && cmdline="CHAOS_RUN='$CHAOS_RUN' $cmdline"
+	[ "${CHAOS_FULL:-}" = 1 ] && cmdline="CHAOS_FULL=1 $cmdline"
+	cmdline="CHAOS_DOC=$CHAOS_DOC $cmdline"
+	mem=$(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo)
+	others=$(pgrep -af '\.test( |$)' | grep -v chaos.test | wc -l)
+	{
+		sed '/<!-- FIGURES -->/,$d' test/chaos/reliability.tmpl.md
+		echo "## Latest figures"
+		echo
+		echo "The $form form, run $started (UTC), $(( ($(date +%s) - start_s) / 60 )) minutes, on $(nproc) CPUs,"
+		echo "$mem of memory, kernel $(uname -r), Docker $(docker version --format '{{.Server.Version}}' 2>/dev/null),"
+		echo "load average at the end $(cut -d' ' -f1-3 /proc/loadavg) ($others other Go test binaries running then), with:"
+		echo
+		echo "    $cmdline"
+		echo
+		echo "Result: **${verdict#chaos: }**."
+		echo
+		echo '```'
+		echo "$summary"
+		echo '```'
+	} >"$CHAOS_DOC"
+	echo "wrote $CHAOS_DOC"
 fi
 exit $status
