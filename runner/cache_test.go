@@ -41,22 +41,7 @@ func (l *listRecorder) take() map[string]int {
 // node is made for it (the periodic relist is off here).
 func TestEventCostsOnePodNotTheNode(t *testing.T) {
 	fake := newFake(t)
-	rec := &listRecorder{Fake: fake, lists: map[string]int{}}
-	h := start(t, fake, func(c *runner.Config) {
-		c.Runtime = rec
-		c.RelistPeriod = time.Hour
-		c.HousekeepingPeriod = time.Hour
-	})
-	const n = 30
-	var pods []*v1.Pod
-	for i := 0; i < n; i++ {
-		pods = append(pods, newPod(fmt.Sprintf("u%d", i), fmt.Sprintf("p%d-node1", i), v1.RestartPolicyAlways,
-			map[string][]string{"app": {"run"}}))
-	}
-	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: pods}
-	for i := 0; i < n; i++ {
-		h.waitStatus(fmt.Sprintf("u%d", i), "running", allRunning)
-	}
+	h, rec := runPodsRecordingLists(t, fake, 30, func(*runner.Config) {})
 	victim := h.containers("u7")[0]
 	time.Sleep(100 * time.Millisecond) // the bring-up's last events
 	rec.take()
@@ -148,23 +133,9 @@ func (p plainRuntime) Events(ctx context.Context) <-chan runner.Event { return p
 // list of the node, not a list of each pod.
 func TestResyncListsTheNodeOnce(t *testing.T) {
 	fake := newFake(t)
-	rec := &listRecorder{Fake: fake, lists: map[string]int{}}
-	h := start(t, fake, func(c *runner.Config) {
-		c.Runtime = rec
-		c.RelistPeriod = time.Hour
-		c.HousekeepingPeriod = time.Hour
+	_, rec := runPodsRecordingLists(t, fake, 20, func(c *runner.Config) {
 		c.SyncFrequency = 300 * time.Millisecond
 	})
-	const n = 20
-	var pods []*v1.Pod
-	for i := 0; i < n; i++ {
-		pods = append(pods, newPod(fmt.Sprintf("u%d", i), fmt.Sprintf("p%d-node1", i), v1.RestartPolicyAlways,
-			map[string][]string{"app": {"run"}}))
-	}
-	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: pods}
-	for i := 0; i < n; i++ {
-		h.waitStatus(fmt.Sprintf("u%d", i), "running", allRunning)
-	}
 	time.Sleep(100 * time.Millisecond)
 	rec.take()
 	time.Sleep(1100 * time.Millisecond) // three resyncs
@@ -177,4 +148,28 @@ func TestResyncListsTheNodeOnce(t *testing.T) {
 	if lists[""] < 2 || lists[""] > 6 {
 		t.Errorf("%d lists of the node in three resyncs; want about three", lists[""])
 	}
+}
+
+// runPodsRecordingLists starts the runner on fake with the periodic relist
+// and housekeeping off, brings up n one-container pods (u0..u<n-1>) and
+// returns once all run, with the recorder of the lists made.
+func runPodsRecordingLists(t *testing.T, fake *runtimetest.Fake, n int, configure func(*runner.Config)) (*harness, *listRecorder) {
+	t.Helper()
+	rec := &listRecorder{Fake: fake, lists: map[string]int{}}
+	h := start(t, fake, func(c *runner.Config) {
+		c.Runtime = rec
+		c.RelistPeriod = time.Hour
+		c.HousekeepingPeriod = time.Hour
+		configure(c)
+	})
+	var pods []*v1.Pod
+	for i := 0; i < n; i++ {
+		pods = append(pods, newPod(fmt.Sprintf("u%d", i), fmt.Sprintf("p%d-node1", i), v1.RestartPolicyAlways,
+			map[string][]string{"app": {"run"}}))
+	}
+	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: pods}
+	for i := 0; i < n; i++ {
+		h.waitStatus(fmt.Sprintf("u%d", i), "running", allRunning)
+	}
+	return h, rec
 }
