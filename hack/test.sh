@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs every podrun test: prepares the machine (hack/setup.sh: Docker, the
 # local test image), checks formatting and vet, then `go test -race` over all
-# packages, end-to-end tests against the real dockerd included.
+# packages, end-to-end tests against the real dockerd included, and last the
+# short form of the reliability suite (test/chaos/run.sh, about six minutes;
+# TEST_CHAOS=0 leaves it out).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH=/usr/local/go/bin:$PATH
@@ -20,4 +22,8 @@ go vet ./...
 echo "== go test -race"
 go test -race -p 1 -count=1 -timeout 60m "$@" ./...
 
-# The reliability suite (test/chaos) runs on its own: `make chaos`.
+# Last, as it restarts dockerd: nothing else may use the engine meanwhile.
+if [ "${TEST_CHAOS:-1}" != 0 ]; then
+	echo "== reliability suite, short form"
+	bash test/chaos/run.sh
+fi
