@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"sort"
@@ -295,5 +296,39 @@ func TestBuiltInInfraImage(t *testing.T) {
 	}
 	if sandboxes != 1 {
 		t.Fatalf("want 1 sandbox, got %d", sandboxes)
+	}
+}
+
+// TestPodIPInEnv: a container's status.podIP (downward API) is the address
+// its pod's sandbox has on its network, as the container itself sees it.
+func TestPodIPInEnv(t *testing.T) {
+	e := newEnv(t)
+	e.write("ip.yaml", fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: ip}
+spec:
+  restartPolicy: Never
+  containers:
+  - name: job
+    image: %s
+    env:
+    - name: POD_IP
+      valueFrom: {fieldRef: {fieldPath: status.podIP}}
+    command: ["sh", "-c", "echo \"env=$POD_IP eth0=$(ip -4 -o addr show eth0 | awk '{print $4}' | cut -d/ -f1)\""]
+`, testImage))
+	r := e.podrun(2*time.Minute, "once", e.dir, "--wait", "complete", "--timeout", "1m")
+	if r.code != 0 {
+		t.Fatalf("once: exit %d\n%s", r.code, r.stderr)
+	}
+	logs := e.podrun(30*time.Second, "logs", "ip")
+	if logs.code != 0 {
+		t.Fatalf("logs: exit %d\n%s", logs.code, logs.stderr)
+	}
+	var envIP, eth0IP string
+	if _, err := fmt.Sscanf(strings.TrimSpace(logs.stdout), "env=%s eth0=%s", &envIP, &eth0IP); err != nil {
+		t.Fatalf("log %q: %v", logs.stdout, err)
+	}
+	if net.ParseIP(envIP) == nil || envIP != eth0IP {
+		t.Fatalf("POD_IP=%q, the pod's eth0 has %q", envIP, eth0IP)
 	}
 }

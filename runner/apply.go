@@ -90,7 +90,7 @@ func (r *Runner) applyActions(ctx context.Context, pod *v1.Pod, st *podState, a 
 		sandboxID = id
 		r.metrics.podStarted()
 		r.log.Info("sandbox started", "pod", podKey(pod), "id", shortID(id), "attempt", sbCfg.Attempt)
-		ip, err := r.sandboxIP(ctx, id)
+		ip, err := r.sandboxIP(ctx, string(pod.UID), id)
 		if err != nil {
 			return err
 		}
@@ -361,8 +361,18 @@ func (r *Runner) RuntimePods(ctx context.Context) (map[string]PodRef, error) {
 	return out, nil
 }
 
-func (r *Runner) sandboxIP(ctx context.Context, id string) (string, error) {
-	sbs, err := r.rt.ListSandboxes(ctx)
+// sandboxIP returns the address of the pod's new sandbox id. It comes
+// from a list of that pod alone where the runtime can make one: a list of
+// every sandbox here would make a bring-up of N pods cost O(N^2) (N
+// concurrent lists of up to N sandboxes each).
+func (r *Runner) sandboxIP(ctx context.Context, uid, id string) (string, error) {
+	var sbs []*Sandbox
+	var err error
+	if l := r.cache.lister; l != nil {
+		sbs, _, err = l.ListPodObjects(ctx, uid)
+	} else {
+		sbs, err = r.rt.ListSandboxes(ctx)
+	}
 	if err != nil {
 		return "", fmt.Errorf("list sandboxes: %w", err)
 	}

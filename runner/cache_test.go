@@ -173,3 +173,24 @@ func runPodsRecordingLists(t *testing.T, fake *runtimetest.Fake, n int, configur
 	}
 	return h, rec
 }
+
+// TestBringUpListsEachPodNotTheNode: bringing up many pods lists each new
+// pod alone (for its sandbox's address, among others), never every
+// sandbox of the node per pod, which would make a bring-up O(pods^2).
+func TestBringUpListsEachPodNotTheNode(t *testing.T) {
+	fake := newFake(t)
+	const n = 20
+	_, rec := runPodsRecordingLists(t, fake, n, func(*runner.Config) {})
+	if k := fake.Calls("ListSandboxes"); k != 0 {
+		t.Errorf("%d lists of every sandbox to bring up %d pods; want none", k, n)
+	}
+	lists := rec.take()
+	if lists[""] > 2 {
+		t.Errorf("%d lists of the node to bring up %d pods (the relist is off); want at most the first", lists[""], n)
+	}
+	for i := 0; i < n; i++ {
+		if uid := fmt.Sprintf("u%d", i); lists[uid] == 0 {
+			t.Errorf("pod %s was never listed alone", uid)
+		}
+	}
+}
