@@ -75,7 +75,7 @@ func TestEventCostsOnePodNotTheNode(t *testing.T) {
 // gets relists instead.
 func TestWithoutPodListerStillConverges(t *testing.T) {
 	fake := newFake(t)
-	h := start(t, fake, func(c *runner.Config) { c.Runtime = plainRuntime{fake} })
+	h := start(t, fake, func(c *runner.Config) { c.Runtime = plainRuntime{fake, fake} })
 	pod := newPod("u1", "p-node1", v1.RestartPolicyAlways, map[string][]string{"app": {"run"}})
 	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{pod}}
 	h.waitStatus("u1", "running", allRunning)
@@ -91,43 +91,12 @@ func TestWithoutPodListerStillConverges(t *testing.T) {
 	}
 }
 
-// plainRuntime hides every optional ability of the fake but events.
-type plainRuntime struct{ f *runtimetest.Fake }
-
-func (p plainRuntime) RunSandbox(ctx context.Context, cfg *runner.SandboxConfig) (string, error) {
-	return p.f.RunSandbox(ctx, cfg)
+// plainRuntime hides every optional ability of the fake but events: only
+// the methods of the embedded interfaces are promoted.
+type plainRuntime struct {
+	runner.Runtime
+	runner.EventSource
 }
-func (p plainRuntime) StopSandbox(ctx context.Context, id string, grace time.Duration) error {
-	return p.f.StopSandbox(ctx, id, grace)
-}
-func (p plainRuntime) RemoveSandbox(ctx context.Context, id string) error {
-	return p.f.RemoveSandbox(ctx, id)
-}
-func (p plainRuntime) ListSandboxes(ctx context.Context) ([]*runner.Sandbox, error) {
-	return p.f.ListSandboxes(ctx)
-}
-func (p plainRuntime) CreateContainer(ctx context.Context, sandboxID string, sb *runner.SandboxConfig, cfg *runner.ContainerConfig) (string, error) {
-	return p.f.CreateContainer(ctx, sandboxID, sb, cfg)
-}
-func (p plainRuntime) StartContainer(ctx context.Context, id string) error {
-	return p.f.StartContainer(ctx, id)
-}
-func (p plainRuntime) StopContainer(ctx context.Context, id string, grace time.Duration) error {
-	return p.f.StopContainer(ctx, id, grace)
-}
-func (p plainRuntime) RemoveContainer(ctx context.Context, id string) error {
-	return p.f.RemoveContainer(ctx, id)
-}
-func (p plainRuntime) ListContainers(ctx context.Context) ([]*runner.Container, error) {
-	return p.f.ListContainers(ctx)
-}
-func (p plainRuntime) ImageStatus(ctx context.Context, ref string) (*runner.Image, error) {
-	return p.f.ImageStatus(ctx, ref)
-}
-func (p plainRuntime) PullImage(ctx context.Context, ref string, auth *runner.AuthConfig) (*runner.Image, error) {
-	return p.f.PullImage(ctx, ref, auth)
-}
-func (p plainRuntime) Events(ctx context.Context) <-chan runner.Event { return p.f.Events(ctx) }
 
 // TestResyncListsTheNodeOnce: the periodic resync of every pod costs one
 // list of the node, not a list of each pod.

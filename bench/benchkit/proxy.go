@@ -2,6 +2,7 @@ package benchkit
 
 import (
 	"context"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -99,11 +100,7 @@ func (c *countingWriter) Unwrap() http.ResponseWriter { return c.ResponseWriter 
 func (p *DockerProxy) Bytes() map[string]int64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	out := make(map[string]int64, len(p.bytes))
-	for k, v := range p.bytes {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(p.bytes)
 }
 
 // Host is the DOCKER_HOST value that goes through the proxy.
@@ -113,11 +110,7 @@ func (p *DockerProxy) Host() string { return "unix://" + p.Sock }
 func (p *DockerProxy) Counts() map[string]int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	out := make(map[string]int, len(p.counts))
-	for k, v := range p.counts {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(p.counts)
 }
 
 // Close stops the proxy.
