@@ -154,6 +154,22 @@ type Update struct {
 	Kill        []float64
 }
 
+// watchProxied runs subject s's `podrun watch` of dir with its Docker
+// requests going through a counting proxy; the caller closes both.
+func (e *env) watchProxied(s subject, node, root, dir string) (*benchkit.Proc, int, *benchkit.DockerProxy, error) {
+	proxy, err := benchkit.StartDockerProxy(filepath.Dir(dir))
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	p := &benchkit.Podrun{Bin: s.Bin, Node: node, Root: root, Infra: e.infra, Env: []string{"DOCKER_HOST=" + proxy.Host()}}
+	pr, port, err := e.watch(p, dir)
+	if err != nil {
+		proxy.Close()
+		return nil, 0, nil, err
+	}
+	return pr, port, proxy, nil
+}
+
 // watch starts `podrun watch` over dir with its HTTP server on a free port.
 func (e *env) watch(p *benchkit.Podrun, dir string) (*benchkit.Proc, int, error) {
 	port, err := benchkit.FreePort()
@@ -340,17 +356,12 @@ func (e *env) steadyState(ctx context.Context, s subject, n int) (Steady, error)
 	if err := benchkit.WritePods(dir, "p", n); err != nil {
 		return st, err
 	}
-	proxy, err := benchkit.StartDockerProxy(filepath.Dir(dir))
+	start := time.Now()
+	pr, port, proxy, err := e.watchProxied(s, node, root, dir)
 	if err != nil {
 		return st, err
 	}
 	defer proxy.Close()
-	p := &benchkit.Podrun{Bin: s.Bin, Node: node, Root: root, Infra: e.infra, Env: []string{"DOCKER_HOST=" + proxy.Host()}}
-	start := time.Now()
-	pr, port, err := e.watch(p, dir)
-	if err != nil {
-		return st, err
-	}
 	defer pr.Stop(syscall.SIGTERM, 30*time.Second)
 	if err := e.waitUp(ctx, pr, node, 2*n); err != nil {
 		return st, err
@@ -522,16 +533,11 @@ func (e *env) stuck(ctx context.Context, s subject, kind string) (Stuck, error) 
 	if err := benchkit.WriteFile(filepath.Join(dir, "stuck.yaml"), pod.YAML()); err != nil {
 		return st, err
 	}
-	proxy, err := benchkit.StartDockerProxy(filepath.Dir(dir))
+	pr, port, proxy, err := e.watchProxied(s, node, root, dir)
 	if err != nil {
 		return st, err
 	}
 	defer proxy.Close()
-	p := &benchkit.Podrun{Bin: s.Bin, Node: node, Root: root, Infra: e.infra, Env: []string{"DOCKER_HOST=" + proxy.Host()}}
-	pr, port, err := e.watch(p, dir)
-	if err != nil {
-		return st, err
-	}
 	defer pr.Stop(syscall.SIGTERM, 30*time.Second)
 	time.Sleep(3 * time.Second)
 	url := fmt.Sprintf("http://127.0.0.1:%d/metrics", port)
