@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	v1 "k8s.io/api/core/v1"
 )
 
 // twoContainerPod has containers a and b; a's command and b's memory limit
@@ -153,28 +155,51 @@ func TestWatchAdoptsAfterRestart(t *testing.T) {
 	waitFor(t, "pods up", time.Minute, func() bool { r := e.running(); return len(r) == 5 && r["web/httpd"] != "" })
 	before := e.running()
 
-	// SIGKILL: the pods keep running; a new podrun adopts them.
+	// SIGKILL: the pods keep running; a new podrun adopts them. It has
+	// adopted them once its /pods shows both pods with every container
+	// running: only then is the comparison a check of adoption.
 	stop(syscall.SIGKILL)
-	stop = e.watch()
-	time.Sleep(5 * time.Second)
+	base, stop := e.watchWithServer()
+	e.waitSynced(base, "a", "web")
 	if now := e.running(); !sameIDs(now, before) {
 		t.Fatalf("restart after SIGKILL changed containers:\nbefore %v\nafter  %v", before, now)
 	}
 
 	// SIGTERM leaves the pods running too.
 	stop(syscall.SIGTERM)
-	time.Sleep(time.Second)
 	if now := e.running(); !sameIDs(now, before) {
 		t.Fatalf("SIGTERM changed containers:\nbefore %v\nafter  %v", before, now)
 	}
 
-	// --stop-pods-on-exit removes them.
-	stop = e.watch("--stop-pods-on-exit")
-	time.Sleep(3 * time.Second)
+	// --stop-pods-on-exit removes them: those it knows, so wait until it
+	// knows both.
+	base, stop = e.watchWithServer("--stop-pods-on-exit")
+	e.waitSynced(base, "a", "web")
 	stop(syscall.SIGTERM)
 	if n := len(e.containers()); n != 0 {
 		t.Fatalf("--stop-pods-on-exit left %d containers", n)
 	}
+}
+
+// waitSynced waits until the watch serving base has synced the named pods
+// (manifest names): /pods lists each with every container running.
+func (e *env) waitSynced(base string, names ...string) {
+	e.t.Helper()
+	waitFor(e.t, fmt.Sprintf("/pods to show %v running", names), 2*time.Minute, func() bool {
+		got := pods(e.t, base)
+		for _, n := range names {
+			p, ok := got[n+"-"+e.node]
+			if !ok || p.Status.Phase != v1.PodRunning || len(p.Status.ContainerStatuses) == 0 {
+				return false
+			}
+			for _, cs := range p.Status.ContainerStatuses {
+				if cs.State.Running == nil {
+					return false
+				}
+			}
+		}
+		return true
+	})
 }
 
 func TestWatchKilledMidBringUp(t *testing.T) {
@@ -183,15 +208,21 @@ func TestWatchKilledMidBringUp(t *testing.T) {
 		e.write(fmt.Sprintf("p%d.yaml", i), sleepPod(fmt.Sprintf("p%d", i), 1))
 	}
 	stop := e.watch()
-	time.Sleep(time.Second)
+	time.Sleep(time.Second) // the kill lands somewhere in the bring-up
 	stop(syscall.SIGKILL)
-	stop = e.watch()
+	base, stop := e.watchWithServer()
 	defer stop(syscall.SIGTERM)
-	waitFor(t, "20 running containers", 2*time.Minute, func() bool { return len(e.running()) == 20 })
-	time.Sleep(2 * time.Second)
-	if n := len(e.containers()); n != 20 {
-		t.Fatalf("want 20 containers (10 sandboxes, 10 apps), got %d: duplicates or leftovers", n)
+	names := make([]string, 10)
+	for i := range names {
+		names[i] = fmt.Sprintf("p%d", i)
 	}
+	e.waitSynced(base, names...)
+	// Converged means exactly the 20 containers, all running: leftovers of
+	// the killed run (created, exited, or a second sandbox) are removed by
+	// the sync, so wait for that rather than for a fixed time.
+	waitFor(t, "exactly 20 containers, all running", time.Minute, func() bool {
+		return len(e.containers()) == 20 && len(e.running()) == 20
+	})
 }
 
 func TestWatchURLSourceKeepsLastGood(t *testing.T) {

@@ -18,12 +18,21 @@ import (
 // then returns nil. Meanwhile it reaps every child that exits (orphans are
 // re-parented to PID 1, which must wait for them or they stay zombies).
 func Run(ctx context.Context) error {
+	return run(ctx, nil)
+}
+
+// run is Run; listening, when set, is called once the signal handlers are
+// in place (a test's cue that a signal sent now reaches Run).
+func run(ctx context.Context, listening func()) error {
 	if ctx == nil {
 		ctx = context.Background() // as cobra gives without ExecuteContext
 	}
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs, unix.SIGTERM, unix.SIGINT, unix.SIGCHLD)
 	defer signal.Stop(sigs)
+	if listening != nil {
+		listening()
+	}
 
 	// Children that exited before we listened sent their SIGCHLD already.
 	reap()

@@ -47,13 +47,14 @@ func helperMain(mode string) int {
 		// Deliberately no sh.Wait(): the shell itself is a zombie for Run
 		// to reap too.
 	}
-	fmt.Println("ready")
 	if mode == "orphans-noreap" {
 		// The control: nobody reaps, the zombies stay.
+		fmt.Println("ready")
 		time.Sleep(time.Minute)
 		return 0
 	}
-	if err := Run(context.Background()); err != nil {
+	// "ready" once Run listens: a signal the test sends then is Run's.
+	if err := run(context.Background(), func() { fmt.Println("ready") }); err != nil {
 		fmt.Fprintln(os.Stderr, "run:", err)
 		return 1
 	}
@@ -82,9 +83,6 @@ func startHelper(t *testing.T, mode string) *exec.Cmd {
 	if _, err := out.Read(buf); err != nil || string(buf) != "ready\n" {
 		t.Fatalf("helper did not get ready: %q %v", buf, err)
 	}
-	// Run installs its handlers right after "ready"; give it a moment so a
-	// signal sent now is not taken by the default action.
-	time.Sleep(100 * time.Millisecond)
 	return cmd
 }
 
