@@ -109,12 +109,9 @@ func testInfraImage(t *testing.T, cgo bool) {
 	if !ins.State.Running {
 		t.Fatalf("the infra container is not running: %+v", ins.State)
 	}
-	start := time.Now()
+	// The exit code below tells whether SIGTERM was handled; no timing.
 	if err := r.StopSandbox(ctx, id, 30*time.Second); err != nil {
 		t.Fatal(err)
-	}
-	if took := time.Since(start); took > 5*time.Second {
-		t.Errorf("stopping the sandbox took %s: SIGTERM not handled", took)
 	}
 	ins, err = r.cli.ContainerInspect(ctx, id)
 	if err != nil {
