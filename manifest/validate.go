@@ -35,6 +35,7 @@ func validatePod(pod *v1.Pod, nodeName string) field.ErrorList {
 			"a static pod needs a fixed name: set metadata.name instead"))
 	}
 	errs = append(errs, validateObjectMeta(&pod.ObjectMeta)...)
+	errs = append(errs, validateUID(meta.Child("uid"), string(pod.UID))...)
 	if pod.Name != "" && len(validation.IsDNS1123Subdomain(pod.Name)) == 0 {
 		full := staticPodName(pod.Name, nodeName)
 		for _, msg := range validation.IsDNS1123Subdomain(full) {
@@ -273,6 +274,9 @@ func validateSeccomp(p *v1.SeccompProfile, fld *field.Path) field.ErrorList {
 		errs = append(errs, field.Required(fld.Child("localhostProfile"), "needed when type is Localhost"))
 	case p.Type != v1.SeccompProfileTypeLocalhost && p.LocalhostProfile != nil:
 		errs = append(errs, field.Forbidden(fld.Child("localhostProfile"), "only allowed when type is Localhost"))
+	case p.Type == v1.SeccompProfileTypeLocalhost:
+		// The profile is read from <root-dir>/seccomp/<localhostProfile>.
+		errs = append(errs, relativePath(fld.Child("localhostProfile"), *p.LocalhostProfile)...)
 	}
 	return errs
 }
@@ -407,7 +411,7 @@ func validateKeyToPaths(items []v1.KeyToPath, fld *field.Path) field.ErrorList {
 				errs = append(errs, field.Invalid(p.Child("key"), it.Key, msg))
 			}
 		}
-		errs = append(errs, relativePath(p.Child("path"), it.Path)...)
+		errs = append(errs, itemPath(p.Child("path"), it.Path)...)
 		errs = append(errs, fileMode(p.Child("mode"), it.Mode)...)
 	}
 	return errs
@@ -422,7 +426,7 @@ func validateDownwardAPIFiles(items []v1.DownwardAPIVolumeFile, fld *field.Path,
 	var errs field.ErrorList
 	for i, it := range items {
 		p := fld.Index(i)
-		errs = append(errs, relativePath(p.Child("path"), it.Path)...)
+		errs = append(errs, itemPath(p.Child("path"), it.Path)...)
 		errs = append(errs, fileMode(p.Child("mode"), it.Mode)...)
 		switch {
 		case it.FieldRef != nil && it.ResourceFieldRef != nil:
@@ -512,6 +516,8 @@ func absolutePath(fld *field.Path, p string) field.ErrorList {
 	switch {
 	case p == "":
 		return field.ErrorList{field.Required(fld, "")}
+	case strings.ContainsRune(p, 0):
+		return field.ErrorList{field.Invalid(fld, p, "must not contain a NUL byte")}
 	case !path.IsAbs(p):
 		return field.ErrorList{field.Invalid(fld, p, "must be an absolute path")}
 	case slices.Contains(strings.Split(p, "/"), ".."):
@@ -520,17 +526,83 @@ func absolutePath(fld *field.Path, p string) field.ErrorList {
 	return nil
 }
 
-// relativePath checks a path inside a volume: relative and staying inside.
+// relativePath checks a path below a directory podrun makes (a subPath in a
+// volume, a seccomp profile under the root dir): relative and staying
+// inside, as the API server's validateLocalDescendingPath. Empty elements
+// ("a//b") and "." are harmless.
 func relativePath(fld *field.Path, p string) field.ErrorList {
 	switch {
 	case p == "":
 		return field.ErrorList{field.Required(fld, "")}
+	case strings.ContainsRune(p, 0):
+		return field.ErrorList{field.Invalid(fld, p, "must not contain a NUL byte")}
 	case path.IsAbs(p):
 		return field.ErrorList{field.Invalid(fld, p, "must be a relative path")}
-	case slices.Contains(strings.Split(p, "/"), ".."):
+	case slices.Contains(strings.Split(p, "/"), ".."), leavesDir(p):
 		return field.ErrorList{field.Invalid(fld, p, "must not contain '..'")}
 	}
 	return nil
+}
+
+// leavesDir reports whether the relative path p, once cleaned, starts
+// above the directory it is relative to. (A path without ".." elements never
+// does; this is the last word should relativePath's checks ever change.)
+func leavesDir(p string) bool {
+	clean := path.Clean(p)
+	return clean == ".." || strings.HasPrefix(clean, "../")
+}
+
+// itemPath checks the path of a file in a configMap, secret, downwardAPI or
+// projected volume: a relative path as relativePath, that names a file
+// rather than the volume itself, and, as the API server's
+// validateLocalNonReservedPath, that does not start with ".." (the kubelet
+// keeps its own "..data" and "..<timestamp>" entries there).
+func itemPath(fld *field.Path, p string) field.ErrorList {
+	if errs := relativePath(fld, p); len(errs) > 0 {
+		return errs
+	}
+	switch clean := path.Clean(p); {
+	case strings.HasPrefix(p, "..") || strings.HasPrefix(clean, ".."):
+		return field.ErrorList{field.Invalid(fld, p, "must not start with '..'")}
+	case clean == ".":
+		return field.ErrorList{field.Invalid(fld, p, "must name a file in the volume, not the volume itself")}
+	}
+	return nil
+}
+
+// maxUIDLength bounds a metadata.uid: a UUID is 36 characters, a hex
+// SHA-256 64.
+const maxUIDLength = 128
+
+// validateUID checks a metadata.uid given in a manifest (podrun makes one
+// when it is not). It names the pod's directory, <root-dir>/pods/<uid>, which
+// podrun creates and, on down, removes: it must be a single safe path
+// element. The kubelet's own UIDs are UUIDs or hex hashes.
+func validateUID(fld *field.Path, uid string) field.ErrorList {
+	if uid == "" || isSafeName(uid) {
+		return nil
+	}
+	return field.ErrorList{field.Invalid(fld, uid, fmt.Sprintf(
+		"must be a safe name such as a UUID (1 to %d letters, digits, '.', '_' or '-', starting with a letter or digit, without '..'): "+
+			"it names the pod's directory under the root dir", maxUIDLength))}
+}
+
+// isSafeName reports whether s is 1 to maxUIDLength characters of
+// [A-Za-z0-9._-], starts with a letter or digit and does not contain "..":
+// a name that is one path element and means no other directory.
+func isSafeName(s string) bool {
+	if s == "" || len(s) > maxUIDLength || strings.Contains(s, "..") {
+		return false
+	}
+	for i := range len(s) {
+		switch c := s[i]; {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case i > 0 && (c == '.' || c == '_' || c == '-'):
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // objectName checks a reference to a ConfigMap or Secret by name.

@@ -253,6 +253,14 @@ func validateVolumeMounts(mounts []v1.VolumeMount, fld *field.Path, volumes sets
 		if m.SubPath != "" {
 			errs = append(errs, relativePath(p.Child("subPath"), m.SubPath)...)
 		}
+		if m.SubPathExpr != "" {
+			// Only the expanded path can be checked fully, when the pod
+			// runs; what is written must not already leave the volume.
+			if m.SubPath != "" {
+				errs = append(errs, field.Invalid(p.Child("subPathExpr"), m.SubPathExpr, "subPathExpr and subPath are mutually exclusive"))
+			}
+			errs = append(errs, relativePath(p.Child("subPathExpr"), m.SubPathExpr)...)
+		}
 		if m.MountPropagation != nil {
 			errs = append(errs, oneOf(p.Child("mountPropagation"), string(*m.MountPropagation),
 				string(v1.MountPropagationNone), string(v1.MountPropagationHostToContainer), string(v1.MountPropagationBidirectional))...)
