@@ -11,10 +11,12 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+	v1 "k8s.io/api/core/v1"
 
 	"github.com/podrun/podrun/manifest"
 	"github.com/podrun/podrun/runner"
 	"github.com/podrun/podrun/runner/docker"
+	"github.com/podrun/podrun/source"
 )
 
 // connect opens the Docker runtime for this node and checks it answers.
@@ -128,7 +130,7 @@ func loadManifests(ctx context.Context, g *globalOptions, paths []string) ([]*ma
 			if cerr != nil {
 				return nil, cerr
 			}
-			snap, err = manifest.FetchURL(ctx, client, p, header, opts)
+			snap, err = source.FetchURL(ctx, client, p, header, opts)
 		} else if p == "-" {
 			data, rerr := readLimited(g.In)
 			if rerr != nil {
@@ -165,24 +167,36 @@ func loadPods(ctx context.Context, g *globalOptions, paths []string) ([]*manifes
 }
 
 // allPods flattens snapshots into their pods, first source first; a pod
-// that two sources define is kept from the first only.
+// that two sources define (the same namespace/name, or the same UID) is
+// kept from the first only, and the conflict is bad input (manifest.Claim).
 func allPods(snaps []*manifest.Snapshot) ([]*podSource, error) {
-	seen := map[string]string{}
-	var out []*podSource
+	claimed := manifest.Claim(snaps)
 	var errs []error
-	for _, s := range snaps {
-		for _, p := range s.Pods {
-			key := p.Namespace + "/" + p.Name
-			if first, ok := seen[key]; ok {
-				errs = append(errs, fmt.Errorf("%s: pod %s is also defined in %s", s.Source, key, first))
-				continue
-			}
-			seen[key] = s.Source
-			out = append(out, &podSource{Pod: p, Source: s.Source})
+	for _, c := range claimed.Conflicts {
+		pod, ok := c.Obj.(*v1.Pod)
+		if !ok {
+			continue // ConfigMaps and Secrets: the first one is used
 		}
+		loser, winner := snaps[c.Loser].Source, snaps[c.Winner].Source
+		if c.UID {
+			errs = append(errs, fmt.Errorf("%s: pod %s/%s has UID %s, as a pod defined in %s", loser, pod.Namespace, pod.Name, pod.UID, winner))
+			continue
+		}
+		errs = append(errs, fmt.Errorf("%s: pod %s/%s is also defined in %s", loser, pod.Namespace, pod.Name, winner))
 	}
 	if len(errs) > 0 {
 		return nil, badInput(errors.Join(errs...))
+	}
+	// Which snapshot each winning pod came from.
+	from := map[*v1.Pod]string{}
+	for _, s := range snaps {
+		for _, p := range s.Pods {
+			from[p] = s.Source
+		}
+	}
+	out := make([]*podSource, len(claimed.Pods))
+	for i, p := range claimed.Pods {
+		out[i] = &podSource{Pod: p, Source: from[p]}
 	}
 	return out, nil
 }

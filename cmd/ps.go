@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/duration"
 
 	"github.com/podrun/podrun/runner"
+	"github.com/podrun/podrun/source"
 )
 
 type psOptions struct {
@@ -142,12 +143,12 @@ func writePodTable(w io.Writer, pods []*v1.Pod, wide bool, now time.Time) error 
 			age = duration.HumanDuration(now.Sub(p.CreationTimestamp.Time))
 		}
 		status := podStatusText(p)
-		if p.Annotations[annotationSourceError] != "" {
+		if p.Annotations[source.AnnotationSourceError] != "" {
 			status += " (manifest invalid: last good kept)"
 		}
 		line := fmt.Sprintf("%s\t%s\t%d/%d\t%s\t%d\t%s", p.Namespace, p.Name, ready, len(p.Status.ContainerStatuses),
 			status, restarts, age)
-		if e := p.Annotations[annotationSourceError]; e != "" && wide {
+		if e := p.Annotations[source.AnnotationSourceError]; e != "" && wide {
 			problems = append(problems, fmt.Sprintf("%s/%s: %s", p.Namespace, p.Name, e))
 		}
 		if wide {

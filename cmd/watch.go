@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -21,11 +19,8 @@ import (
 	"github.com/podrun/podrun/health"
 	"github.com/podrun/podrun/manifest"
 	"github.com/podrun/podrun/runner"
+	"github.com/podrun/podrun/source"
 )
-
-// annotationSourceError is set on a pod (in /pods and `ps`) whose manifest
-// is invalid now: the pod runs as last good.
-const annotationSourceError = "podrun.io/source-error"
 
 type watchOptions struct {
 	*globalOptions
@@ -92,60 +87,12 @@ running (an upgrade of podrun is not an outage) unless --stop-pods-on-exit.`,
 	return cmd
 }
 
-// sourceState is what the runner may ask of the merger from its own
-// goroutines: the merger itself belongs to the watch loop.
-type sourceState struct {
-	mu      sync.Mutex
-	ready   bool
-	failing map[string]bool
-	errs    map[string]error
-	desired map[string]bool
-}
-
-func (s *sourceState) set(m *manifest.Merger) {
-	desired := map[string]bool{}
-	for _, p := range m.Pods() {
-		desired[string(p.UID)] = true
-	}
-	s.mu.Lock()
-	s.ready, s.failing, s.errs, s.desired = m.Ready(), m.Failing(), m.Errors(), desired
-	s.mu.Unlock()
-}
-
-// Desired returns the UIDs of the pods the sources define now.
-func (s *sourceState) Desired() map[string]bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.desired
-}
-
-func (s *sourceState) errors() map[string]error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.errs
-}
-
-func (s *sourceState) Ready() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.ready
-}
-
-func (s *sourceState) Keep(source string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.failing[source]
-}
-
 func watchRun(ctx context.Context, opts *watchOptions) error {
 	mopts := manifest.Options{NodeName: opts.NodeName, Logger: opts.Log}
-	var sources []interface {
-		Run(context.Context, chan<- manifest.SourceUpdate)
-	}
-	var names []string
+	var sources []source.Named
 	for _, p := range opts.Paths {
-		sources = append(sources, &manifest.FileSource{Path: p, Options: mopts, Rescan: opts.FileCheckFrequency, Logger: opts.Log})
-		names = append(names, p)
+		sources = append(sources, source.Named{Name: p,
+			Source: &source.FileSource{Path: p, Options: mopts, Rescan: opts.FileCheckFrequency, Logger: opts.Log}})
 	}
 	if len(opts.URLs) > 0 {
 		client, header, err := urlClient(opts.globalOptions)
@@ -153,9 +100,8 @@ func watchRun(ctx context.Context, opts *watchOptions) error {
 			return err
 		}
 		for _, u := range opts.URLs {
-			sources = append(sources, &manifest.URLSource{URL: u, Header: header, Client: client,
-				Interval: opts.HTTPCheckFrequency, Options: mopts, Logger: opts.Log})
-			names = append(names, u)
+			sources = append(sources, source.Named{Name: u, Source: &source.URLSource{URL: u, Header: header, Client: client,
+				Interval: opts.HTTPCheckFrequency, Options: mopts, Logger: opts.Log}})
 		}
 	}
 
@@ -166,13 +112,12 @@ func watchRun(ctx context.Context, opts *watchOptions) error {
 	defer rt.Close()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	srcMetrics := newSourceMetrics(reg)
-	state := &sourceState{}
+	mux := source.NewMux(sources, source.NewMetrics(reg))
 	opts.imageUsage = gc.NewImageUsage()
 	r, err := newRunner(ctx, opts.globalOptions, rt, opts.AllowPrivileged, func(c *runner.Config) {
 		c.SyncFrequency = opts.SyncFrequency
-		c.SourcesReady = state.Ready
-		c.KeepSource = state.Keep
+		c.SourcesReady = mux.Ready
+		c.KeepSource = mux.Keep
 		c.Metrics = runner.NewMetrics(reg)
 	})
 	if err != nil {
@@ -184,12 +129,12 @@ func watchRun(ctx context.Context, opts *watchOptions) error {
 			Addr:    net.JoinHostPort(opts.HealthzAddress, strconv.Itoa(opts.HealthzPort)),
 			Healthy: r.Healthy,
 			Ready: func() error {
-				if !state.Ready() {
+				if !mux.Ready() {
 					return errors.New("not every source has delivered its manifests yet")
 				}
 				return nil
 			},
-			Pods:     func() []*v1.Pod { return podsWithSourceErrors(r.Pods(), names, state.errors()) },
+			Pods:     func() []*v1.Pod { return mux.AnnotateErrors(r.Pods()) },
 			Gatherer: reg,
 			Logger:   opts.Log,
 		})
@@ -211,17 +156,9 @@ func watchRun(ctx context.Context, opts *watchOptions) error {
 	go func() {
 		defer wg.Done()
 		waitGC := startGC(runCtx, &opts.GC, rt, opts.InfraImage, opts.imageUsage,
-			gcSources{Ready: state.Ready, Desired: state.Desired, Keep: state.Keep}, opts.Log)
+			gcSources{Ready: mux.Ready, Desired: mux.Desired, Keep: mux.Keep}, opts.Log)
 		waitGC()
 	}()
-	sourceUpdates := make(chan manifest.SourceUpdate, len(sources))
-	for _, s := range sources {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s.Run(runCtx, sourceUpdates)
-		}()
-	}
 	if server != nil {
 		wg.Add(1)
 		go func() {
@@ -232,45 +169,42 @@ func watchRun(ctx context.Context, opts *watchOptions) error {
 		}()
 		opts.Log.Info("serving /healthz, /readyz, /pods, /metrics", "address", server.Addr())
 	}
-	opts.Log.Info("podrun watching", "sources", names, "node", opts.NodeName)
+	opts.Log.Info("podrun watching", "sources", mux.Names(), "node", opts.NodeName)
 
-	merger := manifest.NewMerger(names)
-	for loop := true; loop; {
-		select {
-		case <-ctx.Done():
-			loop = false
-		case u := <-sourceUpdates:
-			changes := merger.Update(u)
-			state.set(merger)
-			r.SetObjects(merger.Objects())
-			srcMetrics.observe(u)
-			for _, pu := range podUpdates(changes, opts.AllowPrivileged, opts.Log.Error) {
-				updates <- pu
-			}
+	// The sources run until ctx ends; the runner, GC and server until stop.
+	mux.Run(ctx, func(c source.Changes) {
+		r.SetObjects(c.ConfigMaps, c.Secrets)
+		for _, pu := range podUpdates(c.Pods, opts.AllowPrivileged, opts.Log.Error) {
+			updates <- pu
 		}
-	}
+	})
 
 	stop()
 	wg.Wait()
 	opts.Log.Info("podrun stopped")
 	if opts.StopPodsOnExit {
-		return stopAll(r, merger.Pods())
+		return stopAll(r, mux.Pods())
 	}
 	return nil
 }
 
-// podUpdates turns the merger's changes into runner updates, refusing
+// podUpdates turns the sources' changes into runner updates, refusing
 // privileged pods that are not allowed (the pod's last accepted spec, if
 // any, stays).
-func podUpdates(changes []manifest.PodChange, allowPrivileged bool, logError func(string, ...any)) []runner.PodUpdate {
+func podUpdates(changes []source.PodChange, allowPrivileged bool, logError func(string, ...any)) []runner.PodUpdate {
 	var out []runner.PodUpdate
 	for _, c := range changes {
-		op := runner.OpAdd
+		var op runner.Op
 		switch c.Op {
-		case manifest.OpUpdate:
+		case source.OpAdd:
+			op = runner.OpAdd
+		case source.OpUpdate:
 			op = runner.OpUpdate
-		case manifest.OpRemove:
+		case source.OpRemove:
 			op = runner.OpRemove
+		default:
+			logError("pod change ignored: unknown operation", "op", c.Op, "pod", c.Pod.Namespace+"/"+c.Pod.Name)
+			continue
 		}
 		if op != runner.OpRemove {
 			if err := admit([]*podSource{{Pod: c.Pod, Source: c.Pod.Annotations[manifest.AnnotationSource]}}, allowPrivileged); err != nil {
@@ -302,98 +236,13 @@ func stopAll(r *runner.Runner, pods []*v1.Pod) error {
 // urlClient builds the HTTP client and headers of URL sources from the
 // flags.
 func urlClient(g *globalOptions) (*http.Client, http.Header, error) {
-	header, err := manifest.ParseHeaders(g.URLHeaders)
+	header, err := source.ParseHeaders(g.URLHeaders)
 	if err != nil {
 		return nil, nil, badInput(err)
 	}
-	client, err := manifest.NewHTTPClient(g.URLCA)
+	client, err := source.NewHTTPClient(g.URLCA)
 	if err != nil {
 		return nil, nil, badInput(fmt.Errorf("--manifest-url-ca: %w", err))
 	}
 	return client, header, nil
-}
-
-// podsWithSourceErrors annotates each pod whose manifest has a problem now
-// with that problem. A directory source's problems name their files, so a
-// pod gets only the problems of its own file.
-func podsWithSourceErrors(pods []*v1.Pod, sources []string, errs map[string]error) []*v1.Pod {
-	if len(errs) == 0 {
-		return pods
-	}
-	out := make([]*v1.Pod, len(pods))
-	for i, p := range pods {
-		out[i] = p
-		origin := p.Annotations[manifest.AnnotationSource]
-		for _, src := range sources {
-			err := errs[src]
-			if err == nil || !fromSource(origin, src) {
-				continue
-			}
-			msg := err.Error()
-			if !isURL(src) && !samePath(origin, src) {
-				// A directory: keep the lines about this pod's file.
-				var mine []string
-				for _, line := range strings.Split(msg, "\n") {
-					if strings.Contains(line, filepath.Base(origin)+":") {
-						mine = append(mine, line)
-					}
-				}
-				msg = strings.Join(mine, "\n")
-			}
-			if msg == "" {
-				continue
-			}
-			cp := p.DeepCopy()
-			if cp.Annotations == nil {
-				cp.Annotations = map[string]string{}
-			}
-			cp.Annotations[annotationSourceError] = msg
-			out[i] = cp
-		}
-	}
-	return out
-}
-
-// fromSource reports whether a pod defined at origin (an absolute file path
-// or a URL) comes from the configured source src.
-func fromSource(origin, src string) bool {
-	if isURL(src) {
-		return origin == src
-	}
-	return samePath(origin, src) || samePath(filepath.Dir(origin), src)
-}
-
-func samePath(a, b string) bool {
-	aa, err1 := filepath.Abs(a)
-	bb, err2 := filepath.Abs(b)
-	return err1 == nil && err2 == nil && aa == bb
-}
-
-// sourceMetrics are the Prometheus series of the manifest sources.
-type sourceMetrics struct {
-	errors      *prometheus.CounterVec
-	lastSuccess *prometheus.GaugeVec
-}
-
-func newSourceMetrics(reg prometheus.Registerer) *sourceMetrics {
-	m := &sourceMetrics{
-		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "podrun_source_errors_total",
-			Help: "Source reads (scans, fetches) that found a problem; the last good pods were kept.",
-		}, []string{"source"}),
-		lastSuccess: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "podrun_source_last_success_timestamp_seconds",
-			Help: "When the source was last read without a problem.",
-		}, []string{"source"}),
-	}
-	reg.MustRegister(m.errors, m.lastSuccess)
-	return m
-}
-
-func (m *sourceMetrics) observe(u manifest.SourceUpdate) {
-	if u.Err != nil {
-		m.errors.WithLabelValues(u.Source).Inc()
-		return
-	}
-	m.lastSuccess.WithLabelValues(u.Source).SetToCurrentTime()
 }

@@ -6,9 +6,10 @@
 //
 // Decoding knows nothing of Docker or of how sources are watched: a caller
 // hands it bytes (Parse) or a path (ReadPath) and gets a Snapshot; those
-// functions keep no state and are safe for concurrent use. The live sources
-// of `podrun watch` (FileSource, URLSource) push whole SourceUpdates, and
-// the Merger turns them into pod ADD/UPDATE/REMOVE (see source.go).
+// functions keep no state and are safe for concurrent use. Claim is the
+// one rule for two definitions of the same pod, ConfigMap or Secret. The
+// live sources of `podrun watch`, and the merger that turns their
+// snapshots into pod ADD/UPDATE/REMOVE, are package source.
 package manifest
 
 import (
@@ -33,6 +34,11 @@ type Options struct {
 	// means slog.Default().
 	Logger *slog.Logger
 }
+
+// Complete checks the options and returns them with their defaults filled
+// in: what Parse and ReadPath do first. A source that runs for long calls
+// it once, to fail at start rather than at every read.
+func (o Options) Complete() (Options, error) { return o.complete() }
 
 // complete checks the options and fills in their defaults.
 func (o Options) complete() (Options, error) {
@@ -84,6 +90,12 @@ func (s *Snapshot) Origin(obj any) string {
 	}
 	return o.String()
 }
+
+// Documents counts the documents that held a value (not blank, not only
+// comments, not null). A source tells a blank body or a truncated file
+// (Documents() == 0: an error, the last good is kept) from an explicitly
+// empty List (a document, no pods).
+func (s *Snapshot) Documents() int { return s.documents }
 
 // Empty reports whether the snapshot holds no object at all.
 func (s *Snapshot) Empty() bool {

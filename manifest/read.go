@@ -191,50 +191,38 @@ func skipReason(full string, e fs.DirEntry) string {
 }
 
 // Merge joins the snapshots of several files (in the order given) into one
-// with Source = source. When two define the same namespace/name, the first
-// is kept and the later one reported as a conflict (an ErrorList), so that
-// neither flaps.
+// with Source = source. When two define the same namespace/name (or a pod
+// the same UID), the first is kept and the later one reported as a
+// conflict (an ErrorList), so that neither flaps: the rule is Claim's.
 func Merge(source string, snaps ...*Snapshot) (*Snapshot, error) {
 	merged := newSnapshot(source)
-	var errs ErrorList
-	type key struct{ kind, namespace, name string }
-	seen := map[key]origin{}
-	// claim records obj's name and reports whether it was free.
-	claim := func(s *Snapshot, obj any, kind, namespace, name string) bool {
-		o, ok := s.origins[obj]
-		if !ok {
-			o = origin{source: s.Source}
-		}
-		k := key{kind, namespace, name}
-		if first, taken := seen[k]; taken {
-			errs = append(errs, &Error{Source: o.source, Line: o.line, Field: o.field, Message: fmt.Sprintf(
-				"%s %s/%s conflicts with the %s defined at %s; the first one is kept", kind, namespace, name, kind, first)})
-			return false
-		}
-		seen[k] = o
-		merged.origins[obj] = o
-		return true
+	claimed := Claim(snaps)
+	merged.Pods, merged.ConfigMaps, merged.Secrets = claimed.Pods, claimed.ConfigMaps, claimed.Secrets
+	won := map[any]bool{}
+	for _, p := range claimed.Pods {
+		won[p] = true
+	}
+	for _, cm := range claimed.ConfigMaps {
+		won[cm] = true
+	}
+	for _, sec := range claimed.Secrets {
+		won[sec] = true
 	}
 	for _, s := range snaps {
-		for _, pod := range s.Pods {
-			// Conflicts are named by the name the manifests give.
-			name := strings.TrimSuffix(pod.Name, "-"+pod.Spec.NodeName)
-			if claim(s, pod, "pod", pod.Namespace, name) {
-				merged.Pods = append(merged.Pods, pod)
-			}
+		if s == nil {
+			continue
 		}
-		for _, cm := range s.ConfigMaps {
-			if claim(s, cm, "ConfigMap", cm.Namespace, cm.Name) {
-				merged.ConfigMaps = append(merged.ConfigMaps, cm)
-			}
-		}
-		for _, sec := range s.Secrets {
-			if claim(s, sec, "Secret", sec.Namespace, sec.Name) {
-				merged.Secrets = append(merged.Secrets, sec)
+		for obj, o := range s.origins {
+			if won[obj] {
+				merged.origins[obj] = o
 			}
 		}
 		merged.Warnings = append(merged.Warnings, s.Warnings...)
 		merged.documents += s.documents
+	}
+	var errs ErrorList
+	for _, c := range claimed.Conflicts {
+		errs = append(errs, c.Problem(fmt.Sprintf("%s conflicts with the %s defined at %s; the first one is kept", c.What, c.Kind, c.WinnerAt)))
 	}
 	return merged, errs.orNil()
 }

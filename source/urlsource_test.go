@@ -1,4 +1,4 @@
-package manifest
+package source
 
 import (
 	"context"
@@ -17,6 +17,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/podrun/podrun/manifest"
 )
 
 // shortTimeout is the client timeout of the timeout faults. Their handlers
@@ -80,14 +82,14 @@ var urlFaults = []struct {
 	}, "read body", true},
 	{"over the limit, chunked", func(w http.ResponseWriter, r *http.Request) {
 		chunk := strings.Repeat("# padding\n", 1<<16) // 640 KiB
-		for range (MaxFileSize / len(chunk)) + 1 {
+		for range (manifest.MaxFileSize / len(chunk)) + 1 {
 			if _, err := fmt.Fprint(w, chunk); err != nil {
 				return
 			}
 		}
 	}, "over the 10 MiB limit", false},
 	{"over the limit, Content-Length", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Length", fmt.Sprint(MaxFileSize+1))
+		w.Header().Set("Content-Length", fmt.Sprint(manifest.MaxFileSize+1))
 		// No body: the client must not wait for it.
 	}, "over the 10 MiB limit", false},
 	{"empty body", serve(""), "the body is empty", false},
@@ -138,10 +140,10 @@ func TestFetchURLGood(t *testing.T) {
 	if got := strings.Join(podNames(snap), ","); got != "a-node1,b-node1" {
 		t.Errorf("pods = %s", got)
 	}
-	if src := snap.Pods[0].Annotations[AnnotationSource]; src != srv.URL+"/pods.yaml" {
+	if src := snap.Pods[0].Annotations[manifest.AnnotationSource]; src != srv.URL+"/pods.yaml" {
 		t.Errorf("podrun.io/source = %q", src)
 	}
-	if kind := snap.Pods[0].Annotations[AnnotationConfigSource]; kind != ConfigSourceHTTP {
+	if kind := snap.Pods[0].Annotations[manifest.AnnotationConfigSource]; kind != manifest.ConfigSourceHTTP {
 		t.Errorf("config.source = %q", kind)
 	}
 
@@ -174,7 +176,7 @@ func TestURLSourceKeepsLastGoodOnEveryFault(t *testing.T) {
 			good := waitFor(t, out, "the good content", and(pods("web"), noErr))
 
 			h.set(fault.handler)
-			kept := func(t *testing.T, u SourceUpdate) {
+			kept := func(t *testing.T, u Update) {
 				t.Helper()
 				if u.Snapshot != good.Snapshot || len(u.Failing) != 0 {
 					t.Errorf("a fault changed what runs or marked a URL good once as Failing:\n%s", describeUpdate(u))
@@ -192,8 +194,8 @@ func TestURLSourceKeepsLastGoodOnEveryFault(t *testing.T) {
 }
 
 // keptOrNew accepts updates that keep good or bring new good content.
-func keptOrNew(good SourceUpdate) func(*testing.T, SourceUpdate) {
-	return func(t *testing.T, u SourceUpdate) {
+func keptOrNew(good Update) func(*testing.T, Update) {
+	return func(t *testing.T, u Update) {
 		t.Helper()
 		if u.Snapshot == nil || (u.Err != nil && u.Snapshot != good.Snapshot) {
 			t.Errorf("update:\n%s", describeUpdate(u))
@@ -207,7 +209,7 @@ func TestURLSourceFirstFetchFailsIsNotReady(t *testing.T) {
 	defer srv.Close()
 	out := startSource(t, urlSource(t, srv.URL).Run)
 
-	u := waitFor(t, out, "the first fetch", func(SourceUpdate) bool { return true })
+	u := waitFor(t, out, "the first fetch", func(Update) bool { return true })
 	if u.Snapshot != nil || !errContains("502 Bad Gateway")(u) || !slices.Equal(u.Failing, []string{srv.URL}) {
 		t.Fatalf("a URL failing from the start: no snapshot, the error, and Failing:\n%s", describeUpdate(u))
 	}
@@ -281,7 +283,7 @@ func TestURLSourceConditionalGet(t *testing.T) {
 	mu.Lock()
 	etag, body = `"v2"`, "kind: [\n"
 	mu.Unlock()
-	waitFor(t, out, "the error", errContains("invalid YAML"), func(t *testing.T, u SourceUpdate) {
+	waitFor(t, out, "the error", errContains("invalid YAML"), func(t *testing.T, u Update) {
 		if u.Snapshot != good.Snapshot {
 			t.Errorf("invalid content replaced the last good")
 		}
@@ -374,7 +376,7 @@ func TestNewHTTPClientTLS(t *testing.T) {
 	// The URL source keeps reporting it, with no snapshot.
 	logger, _ := testLogger(t)
 	u := waitFor(t, startSource(t, (&URLSource{URL: srv.URL, Client: client, Interval: time.Hour, Options: testOptions(), Logger: logger}).Run),
-		"the TLS error", func(SourceUpdate) bool { return true })
+		"the TLS error", func(Update) bool { return true })
 	if u.Snapshot != nil || !errContains("certificate")(u) {
 		t.Errorf("update:\n%s", describeUpdate(u))
 	}
@@ -420,7 +422,7 @@ func TestURLSourceStopsDuringARequest(t *testing.T) {
 	client, _ := NewHTTPClient("")
 	s := &URLSource{URL: srv.URL, Client: client, Options: testOptions(), Logger: logger}
 	ctx, cancel := context.WithCancel(context.Background())
-	out := make(chan SourceUpdate, 1)
+	out := make(chan Update, 1)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

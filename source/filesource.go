@@ -1,4 +1,4 @@
-package manifest
+package source
 
 import (
 	"context"
@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+
+	"github.com/podrun/podrun/manifest"
 )
 
 // FileSource watches a manifest file or a directory of them (not
@@ -23,7 +25,7 @@ import (
 // Unlike the kubelet, it keeps the last good content of each file: a file
 // that cannot be read, decoded or validated (an editor's half-written save,
 // a typo) keeps the pods, ConfigMaps and Secrets it defined when last good,
-// and the problem is reported in SourceUpdate.Err. Only a clean removal (the
+// and the problem is reported in Update.Err. Only a clean removal (the
 // file deleted, a pod gone from a good file) removes pods. An empty (e.g.
 // truncated) file is such a problem too; an explicitly empty List
 // (`kind: List`, `items: []`) is how a file says "no pods".
@@ -33,7 +35,7 @@ type FileSource struct {
 	// yields no pods (not an error) until it appears.
 	Path string
 	// Options for reading the manifests.
-	Options Options
+	Options manifest.Options
 	// Rescan is --file-check-frequency: a full rescan at this interval
 	// catches what fsnotify missed (a full event queue, a network file
 	// system). Zero means DefaultFileCheckFrequency.
@@ -55,7 +57,7 @@ type FileSource struct {
 // it started ended and the fsnotify watcher closed. It sends an update after
 // the first scan and then whenever the result changes (never the same
 // result twice). A consumer that falls behind gets only the newest update.
-func (s *FileSource) Run(ctx context.Context, out chan<- SourceUpdate) {
+func (s *FileSource) Run(ctx context.Context, out chan<- Update) {
 	logger := s.Logger
 	if logger == nil {
 		logger = slog.Default()
@@ -66,7 +68,7 @@ func (s *FileSource) Run(ctx context.Context, out chan<- SourceUpdate) {
 		opts.Logger = logger
 	}
 	opts.Logger = logOnce(opts.Logger)
-	opts, err := opts.complete()
+	opts, err := opts.Complete()
 	if err == nil && s.Path == "" {
 		err = errors.New("no path given")
 	}
@@ -80,10 +82,10 @@ func (s *FileSource) Run(ctx context.Context, out chan<- SourceUpdate) {
 	}
 	err = fmt.Errorf("watch manifests %s: %w", s.Path, err)
 	logger.Error("cannot watch manifests", "error", err)
-	sendUntilDone(ctx, out, SourceUpdate{Source: s.Path, Err: err})
+	sendUntilDone(ctx, out, Update{Source: s.Path, Err: err})
 }
 
-func (s *FileSource) run(ctx context.Context, out chan<- SourceUpdate, sc *fileScanner) {
+func (s *FileSource) run(ctx context.Context, out chan<- Update, sc *fileScanner) {
 	rescan := orDefault(s.Rescan, DefaultFileCheckFrequency)
 	debounce := orDefault(s.Debounce, DefaultDebounce)
 	after := s.hooks.afterFunc()
@@ -168,22 +170,22 @@ func (s *FileSource) run(ctx context.Context, out chan<- SourceUpdate, sc *fileS
 type fileScanner struct {
 	path   string // as configured: shown in messages, the Snapshot's Source
 	abs    string // absolute: events are matched against it
-	opts   Options
+	opts   manifest.Options
 	logger *slog.Logger
 
-	good     map[string]*Snapshot // file (as listed) -> last good
-	everGood map[string]bool      // files good at least once since start
-	usable   bool                 // a scan has listed the path once
-	missing  bool                 // the path did not exist at the last scan
+	good     map[string]*manifest.Snapshot // file (as listed) -> last good
+	everGood map[string]bool               // files good at least once since start
+	usable   bool                          // a scan has listed the path once
+	missing  bool                          // the path did not exist at the last scan
 
 	problems     problemLog
 	watchProblem problemLog
 }
 
-func newFileScanner(path, abs string, opts Options, logger *slog.Logger) *fileScanner {
+func newFileScanner(path, abs string, opts manifest.Options, logger *slog.Logger) *fileScanner {
 	return &fileScanner{
 		path: path, abs: abs, opts: opts, logger: logger,
-		good:         map[string]*Snapshot{},
+		good:         map[string]*manifest.Snapshot{},
 		everGood:     map[string]bool{},
 		problems:     problemLog{logger: logger},
 		watchProblem: problemLog{logger: logger},
@@ -252,7 +254,7 @@ func (sc *fileScanner) watch(w *fsnotify.Watcher) {
 
 // scan reads the path and returns the source's state: per file, its new
 // content when good, else its last good content and its problem.
-func (sc *fileScanner) scan() SourceUpdate {
+func (sc *fileScanner) scan() Update {
 	problems := map[string]error{}
 	var errs []error
 	var failing []string
@@ -266,15 +268,15 @@ func (sc *fileScanner) scan() SourceUpdate {
 		sc.usable = true
 		read := map[string]bool{}
 		for _, f := range files {
-			snap, err := readFile(f, sc.opts)
+			snap, err := manifest.ReadFile(f, sc.opts)
 			if errors.Is(err, fs.ErrNotExist) {
 				// Renamed away while listed (an editor saving): as deleted.
 				// The event of its return brings the next scan.
 				continue
 			}
 			read[f] = true
-			if err == nil && snap.documents == 0 {
-				err = ErrorList{{Source: f, Message: "file is empty: its pods are kept; " +
+			if err == nil && snap.Documents() == 0 {
+				err = manifest.ErrorList{{Source: f, Message: "file is empty: its pods are kept; " +
 					"to remove them, delete the file or write an empty List (kind: List, items: [])"}}
 			}
 			if err != nil {
@@ -301,18 +303,18 @@ func (sc *fileScanner) scan() SourceUpdate {
 
 	// File name order, as ReadPath: the first file wins a conflict, and
 	// the order does not depend on which file was edited last.
-	var snaps []*Snapshot
+	var snaps []*manifest.Snapshot
 	for _, f := range slices.Sorted(maps.Keys(sc.good)) {
 		snaps = append(snaps, sc.good[f])
 	}
-	merged, err := Merge(sc.path, snaps...)
+	merged, err := manifest.Merge(sc.path, snaps...)
 	if err != nil {
 		problems[sc.path+" (conflicts)"] = err
 		errs = append(errs, err)
 	}
 	sc.problems.update(problems, "manifest problem")
 
-	u := SourceUpdate{Source: sc.path, Failing: failing}
+	u := Update{Source: sc.path, Failing: failing}
 	if sc.usable {
 		u.Snapshot = merged
 	}
@@ -327,7 +329,7 @@ func (sc *fileScanner) scan() SourceUpdate {
 }
 
 // accept records a good read of file f, logging what it newly says.
-func (sc *fileScanner) accept(f string, snap *Snapshot) {
+func (sc *fileScanner) accept(f string, snap *manifest.Snapshot) {
 	old := sc.good[f]
 	if old != nil && contentKey(old) == contentKey(snap) {
 		return // unchanged: keep the snapshot read first (and its config.seen)
@@ -344,7 +346,7 @@ func (sc *fileScanner) accept(f string, snap *Snapshot) {
 // list returns the manifest files of the path: none when it does not
 // exist, an error when it exists but cannot be listed.
 func (sc *fileScanner) list() ([]string, error) {
-	files, err := ManifestFiles(sc.path, sc.opts.Logger)
+	files, err := manifest.ManifestFiles(sc.path, sc.opts.Logger)
 	missing := err != nil && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR))
 	if missing != sc.missing {
 		if missing {

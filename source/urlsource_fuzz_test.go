@@ -1,4 +1,4 @@
-package manifest
+package source
 
 import (
 	"bytes"
@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/podrun/podrun/manifest"
 )
 
 // roundTripFunc answers requests in memory: the URL source's body handling
@@ -47,7 +49,7 @@ func FuzzURLBody(f *testing.F) {
 	f.Add([]byte("apiVersion: v1\nkind: List\nitems: []\n"), uint16(200), int64(-1), false, false)
 	f.Add([]byte("oops"), uint16(500), int64(4), false, false)
 	f.Add([]byte(""), uint16(304), int64(0), false, true)
-	f.Add([]byte("kind: Pod"), uint16(200), int64(MaxFileSize+1), false, false)
+	f.Add([]byte("kind: Pod"), uint16(200), int64(manifest.MaxFileSize+1), false, false)
 	f.Add([]byte("kind: Pod\n"), uint16(200), int64(-1), true, false)
 	const url = "https://manifests.example/pods.yaml"
 	f.Fuzz(func(t *testing.T, body []byte, status uint16, declared int64, breaks, conditional bool) {
@@ -72,7 +74,7 @@ func FuzzURLBody(f *testing.F) {
 		if conditional {
 			val.etag = `"v0"`
 		}
-		opts, err := fuzzOptions().complete()
+		opts, err := fuzzOptions().Complete()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -92,7 +94,7 @@ func FuzzURLBody(f *testing.F) {
 				t.Fatalf("the error does not name the URL: %v", err)
 			}
 			return
-		case declared > MaxFileSize:
+		case declared > manifest.MaxFileSize:
 			if err == nil {
 				t.Fatalf("a declared length of %d gave no error", declared)
 			}
@@ -103,14 +105,14 @@ func FuzzURLBody(f *testing.F) {
 			}
 			return
 		}
-		want, perr := Parse(url, body, opts)
+		want, perr := manifest.Parse(url, body, opts)
 		if perr != nil {
 			if err == nil || err.Error() != perr.Error() {
 				t.Fatalf("fetch error %v, Parse error %v: want the same", err, perr)
 			}
 			return
 		}
-		if want.documents == 0 {
+		if want.Documents() == 0 {
 			if err == nil {
 				t.Fatalf("an empty body (no document) gave no error: %d pods", len(res.snap.Pods))
 			}

@@ -1,4 +1,4 @@
-package manifest
+package source
 
 import (
 	"errors"
@@ -6,15 +6,17 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/podrun/podrun/manifest"
 )
 
 // snapAt parses data as the content of source, read at a given second (so
 // config.seen differs between reads).
-func snapAt(t *testing.T, source, data string, second int) *Snapshot {
+func snapAt(t *testing.T, source, data string, second int) *manifest.Snapshot {
 	t.Helper()
 	opts := testOptions()
 	opts.Now = func() time.Time { return time.Date(2025, 1, 1, 0, 0, second, 0, time.UTC) }
-	snap, err := Parse(source, []byte(data), opts)
+	snap, err := manifest.Parse(source, []byte(data), opts)
 	if err != nil {
 		t.Fatalf("Parse: %v", err)
 	}
@@ -44,7 +46,7 @@ func TestMergerAddUpdateRemove(t *testing.T) {
 		t.Error("ready before any update")
 	}
 	one := snapAt(t, src, podImage("web", "nginx:1")+"---\n"+podImage("db", "pg:1"), 1)
-	expectChanges(t, m.Update(SourceUpdate{Source: src, Snapshot: one}), "ADD web-node1@nginx:1 ADD db-node1@pg:1")
+	expectChanges(t, m.Update(Update{Source: src, Snapshot: one}), "ADD web-node1@nginx:1 ADD db-node1@pg:1")
 	if !m.Ready() {
 		t.Error("not ready after a good update")
 	}
@@ -53,36 +55,36 @@ func TestMergerAddUpdateRemove(t *testing.T) {
 	// Read again later: only config.seen differs. No change, and the pod
 	// keeps the config.seen of its first read.
 	again := snapAt(t, src, podImage("web", "nginx:1")+"---\n"+podImage("db", "pg:1"), 2)
-	if again.Pods[0].Annotations[AnnotationConfigSeen] == one.Pods[0].Annotations[AnnotationConfigSeen] {
+	if again.Pods[0].Annotations[manifest.AnnotationConfigSeen] == one.Pods[0].Annotations[manifest.AnnotationConfigSeen] {
 		t.Fatal("test setup: config.seen should differ")
 	}
-	expectChanges(t, m.Update(SourceUpdate{Source: src, Snapshot: again}), "")
-	if seen := m.Pods()[0].Annotations[AnnotationConfigSeen]; seen != one.Pods[0].Annotations[AnnotationConfigSeen] {
+	expectChanges(t, m.Update(Update{Source: src, Snapshot: again}), "")
+	if seen := m.Pods()[0].Annotations[manifest.AnnotationConfigSeen]; seen != one.Pods[0].Annotations[manifest.AnnotationConfigSeen] {
 		t.Errorf("config.seen = %s, want the first read's", seen)
 	}
 
 	// A content change is an UPDATE of the same UID.
 	edited := snapAt(t, src, podImage("web", "nginx:2")+"---\n"+podImage("db", "pg:1"), 3)
-	got := m.Update(SourceUpdate{Source: src, Snapshot: edited})
+	got := m.Update(Update{Source: src, Snapshot: edited})
 	expectChanges(t, got, "UPDATE web-node1@nginx:2")
 	if got[0].Pod.UID != uid {
 		t.Errorf("UPDATE changed the UID")
 	}
 
 	// A bad read carries the last good snapshot: nothing changes.
-	expectChanges(t, m.Update(SourceUpdate{Source: src, Snapshot: edited, Err: errors.New("pods.yaml:3: bad")}), "")
+	expectChanges(t, m.Update(Update{Source: src, Snapshot: edited, Err: errors.New("pods.yaml:3: bad")}), "")
 	if err := m.Errors()[src]; err == nil || !strings.Contains(err.Error(), "pods.yaml:3: bad") {
 		t.Errorf("Errors = %v", m.Errors())
 	}
 
 	// Gone from a good snapshot: REMOVE, with the pod as last desired.
 	dbOnly := snapAt(t, src, podImage("db", "pg:1"), 4)
-	expectChanges(t, m.Update(SourceUpdate{Source: src, Snapshot: dbOnly}), "REMOVE web-node1@nginx:2")
+	expectChanges(t, m.Update(Update{Source: src, Snapshot: dbOnly}), "REMOVE web-node1@nginx:2")
 	if len(m.Errors()) != 0 {
 		t.Errorf("Errors = %v after a good update", m.Errors())
 	}
 	if pods := m.Pods(); len(pods) != 1 || pods[0].Name != "db-node1" {
-		t.Errorf("Pods = %v", podNames(&Snapshot{Pods: pods}))
+		t.Errorf("Pods = %v", podNames(&manifest.Snapshot{Pods: pods}))
 	}
 }
 
@@ -93,9 +95,9 @@ func TestMergerConflictFirstSourceWinsWithoutFlapping(t *testing.T) {
 	fromFirst := snapAt(t, first, podImage("web", "from-file"), 1)
 
 	// The second source speaks first: its pod runs...
-	expectChanges(t, m.Update(SourceUpdate{Source: second, Snapshot: fromSecond}), "ADD web-node1@from-url")
+	expectChanges(t, m.Update(Update{Source: second, Snapshot: fromSecond}), "ADD web-node1@from-url")
 	// ... until the first source defines the same name: the first wins.
-	expectChanges(t, m.Update(SourceUpdate{Source: first, Snapshot: fromFirst}), "REMOVE web-node1@from-url ADD web-node1@from-file")
+	expectChanges(t, m.Update(Update{Source: first, Snapshot: fromFirst}), "REMOVE web-node1@from-url ADD web-node1@from-file")
 	err := m.Errors()[second]
 	if err == nil || !strings.Contains(err.Error(), "pod default/web conflicts with the one defined at "+first+":4 (source "+first+" comes first)") {
 		t.Errorf("Errors = %v", m.Errors())
@@ -105,11 +107,11 @@ func TestMergerConflictFirstSourceWinsWithoutFlapping(t *testing.T) {
 	}
 	// Both sources keep sending: nothing flaps.
 	for i := range 3 {
-		expectChanges(t, m.Update(SourceUpdate{Source: second, Snapshot: snapAt(t, second, podImage("web", "from-url"), 10+i)}), "")
-		expectChanges(t, m.Update(SourceUpdate{Source: first, Snapshot: snapAt(t, first, podImage("web", "from-file"), 10+i)}), "")
+		expectChanges(t, m.Update(Update{Source: second, Snapshot: snapAt(t, second, podImage("web", "from-url"), 10+i)}), "")
+		expectChanges(t, m.Update(Update{Source: first, Snapshot: snapAt(t, first, podImage("web", "from-file"), 10+i)}), "")
 	}
 	// The first source drops it: the second's runs again.
-	expectChanges(t, m.Update(SourceUpdate{Source: first, Snapshot: snapAt(t, first, "apiVersion: v1\nkind: List\nitems: []\n", 20)}),
+	expectChanges(t, m.Update(Update{Source: first, Snapshot: snapAt(t, first, "apiVersion: v1\nkind: List\nitems: []\n", 20)}),
 		"REMOVE web-node1@from-file ADD web-node1@from-url")
 	if len(m.Errors()) != 0 {
 		t.Errorf("Errors = %v", m.Errors())
@@ -119,19 +121,19 @@ func TestMergerConflictFirstSourceWinsWithoutFlapping(t *testing.T) {
 func TestMergerReadyWaitsForEverySource(t *testing.T) {
 	const a, b = "/etc/podrun", "https://config.example/pods.yaml"
 	m := NewMerger([]string{a, b})
-	m.Update(SourceUpdate{Source: a, Snapshot: snapAt(t, a, podNamed("web"), 1)})
+	m.Update(Update{Source: a, Snapshot: snapAt(t, a, podNamed("web"), 1)})
 	if m.Ready() {
 		t.Error("ready with source b silent")
 	}
 	// b's first fetch fails: it has spoken, but has nothing usable.
-	changes := m.Update(SourceUpdate{Source: b, Err: errors.New("connection refused"), Failing: []string{b}})
+	changes := m.Update(Update{Source: b, Err: errors.New("connection refused"), Failing: []string{b}})
 	if m.Ready() || len(changes) != 0 {
 		t.Errorf("ready = %v, changes = %v after a failed first fetch", m.Ready(), changes)
 	}
 	if !m.Failing()[b] || len(m.Failing()) != 1 {
 		t.Errorf("Failing = %v", m.Failing())
 	}
-	m.Update(SourceUpdate{Source: b, Snapshot: snapAt(t, b, "apiVersion: v1\nkind: List\nitems: []\n", 1)})
+	m.Update(Update{Source: b, Snapshot: snapAt(t, b, "apiVersion: v1\nkind: List\nitems: []\n", 1)})
 	if !m.Ready() {
 		t.Error("not ready once every source delivered")
 	}
@@ -139,7 +141,7 @@ func TestMergerReadyWaitsForEverySource(t *testing.T) {
 		t.Errorf("Failing = %v", m.Failing())
 	}
 	// A source nobody configured does not hold readiness back.
-	m.Update(SourceUpdate{Source: "/other", Err: errors.New("x")})
+	m.Update(Update{Source: "/other", Err: errors.New("x")})
 	if !m.Ready() {
 		t.Error("an unconfigured source held readiness back")
 	}
@@ -147,12 +149,12 @@ func TestMergerReadyWaitsForEverySource(t *testing.T) {
 
 func TestMergerFailingIsTheUnion(t *testing.T) {
 	m := NewMerger([]string{"/d", "http://u"})
-	m.Update(SourceUpdate{Source: "/d", Snapshot: &Snapshot{}, Err: errors.New("x"), Failing: []string{"/d/a.yaml", "/d/b.yaml"}})
-	m.Update(SourceUpdate{Source: "http://u", Err: errors.New("y"), Failing: []string{"http://u"}})
+	m.Update(Update{Source: "/d", Snapshot: &manifest.Snapshot{}, Err: errors.New("x"), Failing: []string{"/d/a.yaml", "/d/b.yaml"}})
+	m.Update(Update{Source: "http://u", Err: errors.New("y"), Failing: []string{"http://u"}})
 	if f := m.Failing(); len(f) != 3 || !f["/d/a.yaml"] || !f["/d/b.yaml"] || !f["http://u"] {
 		t.Errorf("Failing = %v", f)
 	}
-	m.Update(SourceUpdate{Source: "/d", Snapshot: &Snapshot{}})
+	m.Update(Update{Source: "/d", Snapshot: &manifest.Snapshot{}})
 	if f := m.Failing(); len(f) != 1 || !f["http://u"] {
 		t.Errorf("Failing = %v", f)
 	}
@@ -164,8 +166,8 @@ func TestMergerObjects(t *testing.T) {
 	}
 	const a, b = "/a", "/b"
 	m := NewMerger([]string{a, b})
-	m.Update(SourceUpdate{Source: b, Snapshot: snapAt(t, b, cm("from-b")+"---\napiVersion: v1\nkind: Secret\nmetadata:\n  name: s\nstringData:\n  p: w\n", 1)})
-	m.Update(SourceUpdate{Source: a, Snapshot: snapAt(t, a, cm("from-a"), 1)})
+	m.Update(Update{Source: b, Snapshot: snapAt(t, b, cm("from-b")+"---\napiVersion: v1\nkind: Secret\nmetadata:\n  name: s\nstringData:\n  p: w\n", 1)})
+	m.Update(Update{Source: a, Snapshot: snapAt(t, a, cm("from-a"), 1)})
 	cms, secrets := m.Objects()
 	if len(cms) != 1 || cms[0].Data["k"] != "from-a" || len(secrets) != 1 || string(secrets[0].Data["p"]) != "w" {
 		t.Errorf("Objects = %v, %v", cms, secrets)
@@ -183,7 +185,7 @@ func TestMergerObjects(t *testing.T) {
 func TestMergerReturnsCopies(t *testing.T) {
 	m := NewMerger([]string{"/a"})
 	snap := snapAt(t, "/a", podNamed("web"), 1)
-	got := m.Update(SourceUpdate{Source: "/a", Snapshot: snap})
+	got := m.Update(Update{Source: "/a", Snapshot: snap})
 	got[0].Pod.Spec.Containers[0].Image = "changed"
 	m.Pods()[0].Spec.Containers[0].Image = "changed"
 	if snap.Pods[0].Spec.Containers[0].Image == "changed" || m.Pods()[0].Spec.Containers[0].Image == "changed" {
@@ -198,8 +200,8 @@ func TestMergerUIDConflict(t *testing.T) {
 		return strings.Replace(podNamed(name), "metadata:\n", "metadata:\n  uid: 0b8d3c2e-0000-4000-8000-000000000001\n", 1)
 	}
 	m := NewMerger([]string{"/a", "/b"})
-	m.Update(SourceUpdate{Source: "/a", Snapshot: snapAt(t, "/a", withUID("one"), 1)})
-	expectChanges(t, m.Update(SourceUpdate{Source: "/b", Snapshot: snapAt(t, "/b", withUID("two"), 1)}), "")
+	m.Update(Update{Source: "/a", Snapshot: snapAt(t, "/a", withUID("one"), 1)})
+	expectChanges(t, m.Update(Update{Source: "/b", Snapshot: snapAt(t, "/b", withUID("two"), 1)}), "")
 	if err := m.Errors()["/b"]; err == nil || !strings.Contains(err.Error(), "pod UID 0b8d3c2e-0000-4000-8000-000000000001 conflicts") {
 		t.Errorf("Errors = %v", m.Errors())
 	}

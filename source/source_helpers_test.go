@@ -1,4 +1,4 @@
-package manifest
+package source
 
 import (
 	"bytes"
@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+
+	"github.com/podrun/podrun/manifest"
 )
 
 // failAfter bounds every wait of the source tests. It is a deadline for
@@ -23,10 +25,10 @@ const failAfter = 20 * time.Second
 
 // startSource runs a source's Run for the rest of the test; at the end it
 // cancels the context and fails if Run does not return.
-func startSource(t *testing.T, run func(context.Context, chan<- SourceUpdate)) <-chan SourceUpdate {
+func startSource(t *testing.T, run func(context.Context, chan<- Update)) <-chan Update {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	out := make(chan SourceUpdate)
+	out := make(chan Update)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -45,7 +47,7 @@ func startSource(t *testing.T, run func(context.Context, chan<- SourceUpdate)) <
 
 // waitFor receives updates until one satisfies ok, and returns it. check,
 // if not nil, must hold for every update received on the way.
-func waitFor(t *testing.T, ch <-chan SourceUpdate, what string, ok func(SourceUpdate) bool, check ...func(*testing.T, SourceUpdate)) SourceUpdate {
+func waitFor(t *testing.T, ch <-chan Update, what string, ok func(Update) bool, check ...func(*testing.T, Update)) Update {
 	t.Helper()
 	deadline := time.After(failAfter)
 	var last []string
@@ -66,17 +68,17 @@ func waitFor(t *testing.T, ch <-chan SourceUpdate, what string, ok func(SourceUp
 }
 
 // podHashes are an update's pods: name -> config.hash.
-func podHashes(u SourceUpdate) map[string]string {
+func podHashes(u Update) map[string]string {
 	pods := map[string]string{}
 	if u.Snapshot != nil {
 		for _, p := range u.Snapshot.Pods {
-			pods[p.Name] = p.Annotations[AnnotationConfigHash]
+			pods[p.Name] = p.Annotations[manifest.AnnotationConfigHash]
 		}
 	}
 	return pods
 }
 
-func podUIDs(u SourceUpdate) map[string]string {
+func podUIDs(u Update) map[string]string {
 	uids := map[string]string{}
 	if u.Snapshot != nil {
 		for _, p := range u.Snapshot.Pods {
@@ -88,7 +90,7 @@ func podUIDs(u SourceUpdate) map[string]string {
 
 // hasPods reports whether u is usable and holds exactly the pods named
 // (without the node suffix).
-func hasPods(u SourceUpdate, names ...string) bool {
+func hasPods(u Update, names ...string) bool {
 	if u.Snapshot == nil {
 		return false
 	}
@@ -102,11 +104,11 @@ func hasPods(u SourceUpdate, names ...string) bool {
 	return slices.Equal(got, want)
 }
 
-func describeUpdate(u SourceUpdate) string {
+func describeUpdate(u Update) string {
 	var pods []string
 	if u.Snapshot != nil {
 		for _, p := range u.Snapshot.Pods {
-			pods = append(pods, p.Name+"@"+p.Annotations[AnnotationConfigHash][:8])
+			pods = append(pods, p.Name+"@"+p.Annotations[manifest.AnnotationConfigHash][:8])
 		}
 	} else {
 		pods = []string{"<no snapshot>"}
@@ -249,7 +251,7 @@ func (p *probe) waitScans(t *testing.T, n int) []bool {
 
 // noUpdate fails if an update is waiting. It is exact, not timed, when the
 // test knows from the scans hook that nothing was queued.
-func noUpdate(t *testing.T, ch <-chan SourceUpdate) {
+func noUpdate(t *testing.T, ch <-chan Update) {
 	t.Helper()
 	select {
 	case u := <-ch:

@@ -1,13 +1,14 @@
-package manifest
+package source
 
 import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/podrun/podrun/manifest"
 )
 
 // Op is what happened to a desired pod.
@@ -44,7 +45,7 @@ type PodChange struct {
 	Pod *v1.Pod
 }
 
-// Merger keeps the last snapshot of each source and turns SourceUpdates
+// Merger keeps the last snapshot of each source and turns their Updates
 // into the changes of the desired pods (the kubelet's config mux and
 // merger, with podrun's identity: a pod is its UID, and its content is its
 // config.hash).
@@ -52,11 +53,12 @@ type PodChange struct {
 // The desired pods are the union of the sources' snapshots in source
 // priority order; when two sources define the same namespace/name (or
 // UID), the source that comes first wins and the other is reported in
-// Errors. The outcome depends only on the sources' current snapshots, never
-// on the order updates arrived in, so nothing flaps.
+// Errors (the rule is manifest.Claim's, as for a directory's files). The
+// outcome depends only on the sources' current snapshots, never on the
+// order updates arrived in, so nothing flaps.
 //
-// A Merger is not safe for concurrent use: one goroutine (the sync loop)
-// owns it.
+// A Merger is not safe for concurrent use: one goroutine owns it (in
+// `podrun watch`, Mux.Run, which guards it for the Mux's readers).
 type Merger struct {
 	sources    []string // priority order
 	configured int      // sources[:configured] were given to NewMerger
@@ -64,19 +66,20 @@ type Merger struct {
 
 	pods      []*v1.Pod // desired, in priority order
 	byUID     map[types.UID]*v1.Pod
-	conflicts map[string]ErrorList // source -> names it lost
+	conflicts map[string]manifest.ErrorList // source -> names it lost
 	cms       []*v1.ConfigMap
 	secrets   []*v1.Secret
 }
 
 type mergeSource struct {
-	snap    *Snapshot // last usable; nil until the first
+	snap    *manifest.Snapshot // last usable; nil until the first
 	err     error
 	failing []string
 }
 
 // NewMerger returns a merger of the configured sources, in priority order,
-// each named as its SourceUpdates name it (the path or URL as configured).
+// each named as its Updates name it in Update.Source (the path or URL as
+// configured).
 func NewMerger(sources []string) *Merger {
 	m := &Merger{states: map[string]*mergeSource{}, byUID: map[types.UID]*v1.Pod{}}
 	for _, src := range sources {
@@ -99,7 +102,7 @@ func NewMerger(sources []string) *Merger {
 // update with Err carries its source's last good snapshot, so a bad read
 // removes nothing. A source not given to NewMerger is added after the
 // others (last priority) and is not waited for by Ready.
-func (m *Merger) Update(u SourceUpdate) []PodChange {
+func (m *Merger) Update(u Update) []PodChange {
 	st := m.states[u.Source]
 	if st == nil {
 		st = &mergeSource{}
@@ -117,72 +120,20 @@ func (m *Merger) Update(u SourceUpdate) []PodChange {
 // recompute derives the desired pods and objects from the sources'
 // snapshots and returns the pod changes.
 func (m *Merger) recompute() []PodChange {
-	type name struct{ kind, namespace, name string }
-	type claim struct {
-		source string
-		at     string // "file:line" of the winning definition
+	// Sources in priority order; one with no usable snapshot yet is nil,
+	// which Claim skips.
+	snaps := make([]*manifest.Snapshot, len(m.sources))
+	for i, src := range m.sources {
+		snaps[i] = m.states[src].snap
 	}
-	names := map[name]claim{}
-	uids := map[types.UID]claim{}
-	conflicts := map[string]ErrorList{}
-
-	// lost records a definition that lost to first.
-	lost := func(src string, snap *Snapshot, obj any, what string, first claim) {
-		o, ok := snap.origins[obj]
-		if !ok {
-			o = origin{source: snap.Source}
-		}
-		conflicts[src] = append(conflicts[src], &Error{Source: o.source, Line: o.line, Field: o.field, Message: fmt.Sprintf(
-			"%s conflicts with the one defined at %s (source %s comes first); the first one is kept", what, first.at, first.source)})
+	claimed := manifest.Claim(snaps)
+	conflicts := map[string]manifest.ErrorList{}
+	for _, c := range claimed.Conflicts {
+		loser, winner := m.sources[c.Loser], m.sources[c.Winner]
+		conflicts[loser] = append(conflicts[loser], c.Problem(fmt.Sprintf(
+			"%s conflicts with the one defined at %s (source %s comes first); the first one is kept", c.What, c.WinnerAt, winner)))
 	}
-	at := func(snap *Snapshot, obj any) string {
-		if o := snap.Origin(obj); o != "" {
-			return o
-		}
-		return snap.Source
-	}
-
-	var pods []*v1.Pod
-	var cms []*v1.ConfigMap
-	var secrets []*v1.Secret
-	for _, src := range m.sources {
-		snap := m.states[src].snap
-		if snap == nil {
-			continue
-		}
-		for _, pod := range snap.Pods {
-			k := name{"pod", pod.Namespace, pod.Name}
-			if first, taken := names[k]; taken {
-				lost(src, snap, pod, fmt.Sprintf("pod %s/%s", pod.Namespace, strings.TrimSuffix(pod.Name, "-"+pod.Spec.NodeName)), first)
-				continue
-			}
-			if first, taken := uids[pod.UID]; taken {
-				lost(src, snap, pod, fmt.Sprintf("pod UID %s", pod.UID), first)
-				continue
-			}
-			c := claim{source: src, at: at(snap, pod)}
-			names[k], uids[pod.UID] = c, c
-			pods = append(pods, pod)
-		}
-		for _, cm := range snap.ConfigMaps {
-			k := name{"ConfigMap", cm.Namespace, cm.Name}
-			if first, taken := names[k]; taken {
-				lost(src, snap, cm, fmt.Sprintf("ConfigMap %s/%s", cm.Namespace, cm.Name), first)
-				continue
-			}
-			names[k] = claim{source: src, at: at(snap, cm)}
-			cms = append(cms, cm)
-		}
-		for _, sec := range snap.Secrets {
-			k := name{"Secret", sec.Namespace, sec.Name}
-			if first, taken := names[k]; taken {
-				lost(src, snap, sec, fmt.Sprintf("Secret %s/%s", sec.Namespace, sec.Name), first)
-				continue
-			}
-			names[k] = claim{source: src, at: at(snap, sec)}
-			secrets = append(secrets, sec)
-		}
-	}
+	pods, cms, secrets := claimed.Pods, claimed.ConfigMaps, claimed.Secrets
 
 	var removed, changed []PodChange
 	byUID := make(map[types.UID]*v1.Pod, len(pods))
@@ -191,7 +142,7 @@ func (m *Merger) recompute() []PodChange {
 		switch {
 		case !ok:
 			changed = append(changed, PodChange{Op: OpAdd, Pod: pod.DeepCopy()})
-		case old.Annotations[AnnotationConfigHash] != pod.Annotations[AnnotationConfigHash]:
+		case old.Annotations[manifest.AnnotationConfigHash] != pod.Annotations[manifest.AnnotationConfigHash]:
 			changed = append(changed, PodChange{Op: OpUpdate, Pod: pod.DeepCopy()})
 		default:
 			// Unchanged: keep the pod as first seen, config.seen included.
@@ -245,7 +196,7 @@ func (m *Merger) Objects() ([]*v1.ConfigMap, []*v1.Secret) {
 }
 
 // Errors returns the current problem of each source that has one: its
-// own (SourceUpdate.Err) joined with the definitions it loses to sources
+// own (Update.Err) joined with the definitions it loses to sources
 // that come first.
 func (m *Merger) Errors() map[string]error {
 	errs := map[string]error{}

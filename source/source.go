@@ -1,4 +1,17 @@
-package manifest
+// Package source is where podrun's desired pods come from: the Source
+// interface and its kinds (FileSource: a manifest file or directory;
+// URLSource: a polled URL), the Merger that turns their snapshots into pod
+// ADD/UPDATE/REMOVE, and the Mux that runs the merger for `podrun watch`
+// with source readiness, keep-last-good and per-source errors (DESIGN.md,
+// "Sources and updates").
+//
+// Each source runs in a goroutine of its own and pushes whole Updates on a
+// channel: never deltas, so that a consumer that falls behind only needs
+// the newest one, and a source that restarts needs no history. Sources
+// know nothing of the merger and the merger nothing of files or HTTP; none
+// of it knows the runner or the container engine (STYLE.md, kubelet config
+// mux). Decoding, defaults and validation are package manifest's.
+package source
 
 import (
 	"context"
@@ -14,14 +27,29 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+
+	"github.com/podrun/podrun/manifest"
 )
 
-// Live sources (FileSource, URLSource) each run in a goroutine of their own
-// and push whole SourceUpdates on a channel: never deltas, so that a
-// consumer that falls behind only needs the newest one, and a source that
-// restarts needs no history. The Merger, owned by the sync loop, turns them
-// into pod changes. Sources know nothing of the merger and the merger
-// nothing of files or HTTP (STYLE.md, kubelet config mux).
+// Source is one configured origin of desired pods.
+//
+// Run sends the source's whole state, never a delta, as Updates on out: a
+// first one as soon as the source has been read once (good or not), and
+// then one whenever what it says changes (never the same Update twice in a
+// row). It coalesces: while out is not ready, a newer Update replaces an
+// unsent older one, so a slow consumer sees only the newest state and
+// never blocks the source's own work. A read that fails keeps the last
+// good snapshot in the Update, with Err set. Run returns when ctx ends,
+// with every goroutine it started ended; it never closes out, which
+// several sources may share.
+type Source interface {
+	Run(ctx context.Context, out chan<- Update)
+}
+
+var (
+	_ Source = (*FileSource)(nil)
+	_ Source = (*URLSource)(nil)
+)
 
 // Defaults of the live sources, as the kubelet's flags.
 const (
@@ -37,11 +65,11 @@ const (
 	DefaultHTTPTimeout = 10 * time.Second
 )
 
-// SourceUpdate is a source's whole desired state at one moment.
+// Update is a source's whole desired state at one moment.
 //
 // The Snapshot and everything in it are shared with the source and with
 // other updates: a receiver must not modify them.
-type SourceUpdate struct {
+type Update struct {
 	// Source is the path or URL as configured; the Merger knows sources by
 	// this string.
 	Source string
@@ -49,7 +77,7 @@ type SourceUpdate struct {
 	// file). It is nil only while the source has never had a usable read
 	// (a URL whose first fetch failed, a directory that cannot be listed):
 	// such a source is not ready.
-	Snapshot *Snapshot
+	Snapshot *manifest.Snapshot
 	// Err is what is wrong now (nil when all is well); Snapshot is then the
 	// last good. Manifest problems are (or join) ErrorLists naming file,
 	// line and field.
@@ -66,7 +94,7 @@ type SourceUpdate struct {
 // send the same state again at every rescan or poll: pods by UID and
 // content hash (not config.seen, which changes at every read), ConfigMaps
 // and Secrets by content, the error text and Failing.
-func fingerprint(u SourceUpdate) string {
+func fingerprint(u Update) string {
 	h := sha256.New()
 	field := func(parts ...string) {
 		for _, p := range parts {
@@ -89,7 +117,7 @@ func fingerprint(u SourceUpdate) string {
 }
 
 // snapshotContent writes what a snapshot defines, as fingerprint counts it.
-func snapshotContent(h hash.Hash, s *Snapshot) {
+func snapshotContent(h hash.Hash, s *manifest.Snapshot) {
 	field := func(parts ...string) {
 		for _, p := range parts {
 			fmt.Fprintf(h, "%d:%s;", len(p), p)
@@ -97,7 +125,7 @@ func snapshotContent(h hash.Hash, s *Snapshot) {
 	}
 	field("pods", fmt.Sprint(len(s.Pods)))
 	for _, p := range s.Pods {
-		field(string(p.UID), p.Namespace, p.Name, p.Annotations[AnnotationConfigHash])
+		field(string(p.UID), p.Namespace, p.Name, p.Annotations[manifest.AnnotationConfigHash])
 	}
 	// encoding/json writes map keys sorted: the same object, the same bytes.
 	objects := make([]any, 0, len(s.ConfigMaps)+len(s.Secrets))
@@ -119,7 +147,7 @@ func snapshotContent(h hash.Hash, s *Snapshot) {
 }
 
 // contentKey is the fingerprint of a snapshot's content alone.
-func contentKey(s *Snapshot) string {
+func contentKey(s *manifest.Snapshot) string {
 	h := sha256.New()
 	snapshotContent(h, s)
 	return hex.EncodeToString(h.Sum(nil))
@@ -130,14 +158,14 @@ func contentKey(s *Snapshot) string {
 // consumer never blocks a source's event loop (which would let fsnotify's
 // queue overflow).
 type latest struct {
-	pending *SourceUpdate
+	pending *Update
 	last    string // fingerprint of the last update queued
 	started bool
 }
 
 // offer queues u unless it says what the last one queued said, and reports
 // whether it did.
-func (l *latest) offer(u SourceUpdate) bool {
+func (l *latest) offer(u Update) bool {
 	key := fingerprint(u)
 	if l.started && key == l.last {
 		return false
@@ -148,16 +176,16 @@ func (l *latest) offer(u SourceUpdate) bool {
 
 // ch is out while an update waits and nil (a case select never takes)
 // otherwise.
-func (l *latest) ch(out chan<- SourceUpdate) chan<- SourceUpdate {
+func (l *latest) ch(out chan<- Update) chan<- Update {
 	if l.pending == nil {
 		return nil
 	}
 	return out
 }
 
-func (l *latest) value() SourceUpdate {
+func (l *latest) value() Update {
 	if l.pending == nil {
-		return SourceUpdate{}
+		return Update{}
 	}
 	return *l.pending
 }
@@ -166,7 +194,7 @@ func (l *latest) sent() { l.pending = nil }
 
 // sendUntilDone hands u over and then waits for ctx: for a source that
 // cannot run at all (bad options), so that it still reports why.
-func sendUntilDone(ctx context.Context, out chan<- SourceUpdate, u SourceUpdate) {
+func sendUntilDone(ctx context.Context, out chan<- Update, u Update) {
 	select {
 	case out <- u:
 	case <-ctx.Done():

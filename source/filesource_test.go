@@ -1,4 +1,4 @@
-package manifest
+package source
 
 import (
 	"os"
@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/podrun/podrun/manifest"
 )
 
 // fileSource is a FileSource reacting to fsnotify at once (a short
@@ -17,10 +19,10 @@ func fileSource(t *testing.T, path string) *FileSource {
 	return &FileSource{Path: path, Options: testOptions(), Debounce: 10 * time.Millisecond, Rescan: time.Hour, Logger: logger}
 }
 
-func noErr(u SourceUpdate) bool { return u.Err == nil }
+func noErr(u Update) bool { return u.Err == nil }
 
-func errContains(parts ...string) func(SourceUpdate) bool {
-	return func(u SourceUpdate) bool {
+func errContains(parts ...string) func(Update) bool {
+	return func(u Update) bool {
 		if u.Err == nil {
 			return false
 		}
@@ -33,8 +35,8 @@ func errContains(parts ...string) func(SourceUpdate) bool {
 	}
 }
 
-func and(preds ...func(SourceUpdate) bool) func(SourceUpdate) bool {
-	return func(u SourceUpdate) bool {
+func and(preds ...func(Update) bool) func(Update) bool {
+	return func(u Update) bool {
 		for _, p := range preds {
 			if !p(u) {
 				return false
@@ -44,8 +46,8 @@ func and(preds ...func(SourceUpdate) bool) func(SourceUpdate) bool {
 	}
 }
 
-func pods(names ...string) func(SourceUpdate) bool {
-	return func(u SourceUpdate) bool { return hasPods(u, names...) }
+func pods(names ...string) func(Update) bool {
+	return func(u Update) bool { return hasPods(u, names...) }
 }
 
 func TestFileSourceDirectoryKeepsLastGoodPerFile(t *testing.T) {
@@ -54,7 +56,7 @@ func TestFileSourceDirectoryKeepsLastGoodPerFile(t *testing.T) {
 	writeFile(t, filepath.Join(dir, "b.yaml"), podNamed("b"), 0o644)
 	out := startSource(t, fileSource(t, dir).Run)
 
-	first := waitFor(t, out, "the first scan", func(SourceUpdate) bool { return true })
+	first := waitFor(t, out, "the first scan", func(Update) bool { return true })
 	if !hasPods(first, "b") || first.Err != nil || first.Snapshot.Source != dir {
 		t.Fatalf("first update:\n%s", describeUpdate(first))
 	}
@@ -63,19 +65,19 @@ func TestFileSourceDirectoryKeepsLastGoodPerFile(t *testing.T) {
 	u := waitFor(t, out, "pod a added", and(pods("a", "b"), noErr))
 	v1Hash, uid := podHashes(u)["a-node1"], podUIDs(u)["a-node1"]
 	absA, _ := filepath.Abs(a)
-	if src := u.Snapshot.Pods[0].Annotations[AnnotationSource]; src != absA {
+	if src := u.Snapshot.Pods[0].Annotations[manifest.AnnotationSource]; src != absA {
 		t.Errorf("podrun.io/source = %q, want %q", src, absA)
 	}
 
 	atomicWrite(t, a, podImage("a", "nginx:2"))
-	u = waitFor(t, out, "pod a edited", func(u SourceUpdate) bool { h := podHashes(u)["a-node1"]; return h != "" && h != v1Hash })
+	u = waitFor(t, out, "pod a edited", func(u Update) bool { h := podHashes(u)["a-node1"]; return h != "" && h != v1Hash })
 	if u.Err != nil || podUIDs(u)["a-node1"] != uid {
 		t.Errorf("an edit must keep the UID and report no error:\n%s", describeUpdate(u))
 	}
 	goodHash := podHashes(u)["a-node1"]
 
 	// From here on, nothing may remove pod a or change it until it is fixed.
-	kept := func(t *testing.T, u SourceUpdate) {
+	kept := func(t *testing.T, u Update) {
 		t.Helper()
 		if h := podHashes(u)["a-node1"]; h != goodHash {
 			t.Errorf("pod a changed or vanished while its file is broken:\n%s", describeUpdate(u))
@@ -101,7 +103,7 @@ func TestFileSourceDirectoryKeepsLastGoodPerFile(t *testing.T) {
 
 	// A bad file does not hide what the others say.
 	atomicWrite(t, filepath.Join(dir, "b.yaml"), podImage("b", "busybox"))
-	u = waitFor(t, out, "b updated", func(u SourceUpdate) bool {
+	u = waitFor(t, out, "b updated", func(u Update) bool {
 		return u.Err != nil && podHashes(u)["b-node1"] != podHashes(first)["b-node1"]
 	}, kept)
 
@@ -120,7 +122,7 @@ func TestFileSourceIgnoresEditorAndBackupFiles(t *testing.T) {
 		writeFile(t, filepath.Join(dir, name), podNamed("ignored"), 0o644)
 	}
 	out := startSource(t, fileSource(t, dir).Run)
-	never := func(t *testing.T, u SourceUpdate) {
+	never := func(t *testing.T, u Update) {
 		t.Helper()
 		if u.Err != nil || podHashes(u)["ignored-node1"] != "" {
 			t.Errorf("an editor or backup file was read:\n%s", describeUpdate(u))
@@ -179,7 +181,7 @@ func TestFileSourceDebouncesAnEditorSave(t *testing.T) {
 	}
 
 	p.fire(t)
-	u := waitFor(t, out, "the new content", func(u SourceUpdate) bool { return podHashes(u)["x-node1"] != podHashes(first)["x-node1"] })
+	u := waitFor(t, out, "the new content", func(u Update) bool { return podHashes(u)["x-node1"] != podHashes(first)["x-node1"] })
 	if !hasPods(u, "x") || u.Err != nil {
 		t.Errorf("update:\n%s", describeUpdate(u))
 	}
@@ -200,7 +202,7 @@ func TestFileSourceDirectoryAppearsAndIsRecreated(t *testing.T) {
 	dir := filepath.Join(root, "etc", "podrun", "manifests")
 	out := startSource(t, fileSource(t, dir).Run)
 
-	u := waitFor(t, out, "the first scan", func(SourceUpdate) bool { return true })
+	u := waitFor(t, out, "the first scan", func(Update) bool { return true })
 	if u.Snapshot == nil || !u.Snapshot.Empty() || u.Err != nil {
 		t.Fatalf("a missing path must be an empty good snapshot:\n%s", describeUpdate(u))
 	}
@@ -233,7 +235,7 @@ func TestFileSourceSingleFile(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "etcd.yaml")
 	out := startSource(t, fileSource(t, path).Run)
-	notOther := func(t *testing.T, u SourceUpdate) {
+	notOther := func(t *testing.T, u Update) {
 		t.Helper()
 		if podHashes(u)["other-node1"] != "" {
 			t.Errorf("a sibling of the watched file was read:\n%s", describeUpdate(u))
@@ -250,7 +252,7 @@ func TestFileSourceSingleFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeFile(t, path, podImage("etcd", "etcd:2"), 0o600)
-	u = waitFor(t, out, "the saved content", func(v SourceUpdate) bool {
+	u = waitFor(t, out, "the saved content", func(v Update) bool {
 		h := podHashes(v)["etcd-node1"]
 		return h != "" && h != podHashes(u)["etcd-node1"]
 	}, notOther)
@@ -271,7 +273,7 @@ func TestFileSourceConflictFirstFileWinsWithoutFlapping(t *testing.T) {
 	s.Rescan = 5 * time.Millisecond
 	s.hooks = p.hooks(false)
 	out := startSource(t, s.Run)
-	u := waitFor(t, out, "the first scan", func(SourceUpdate) bool { return true })
+	u := waitFor(t, out, "the first scan", func(Update) bool { return true })
 	if !hasPods(u, "web") || u.Snapshot.Pods[0].Spec.Containers[0].Image != "nginx:a" {
 		t.Errorf("the pod of a.yaml (first by name) must win:\n%s", describeUpdate(u))
 	}
@@ -292,7 +294,7 @@ func TestFileSourceFailingSinceStart(t *testing.T) {
 	writeFile(t, bad, "apiVersion: v1\nkind: Pod\nmetadata:\n  name: bad\nspec: {}\n", 0o644)
 	out := startSource(t, fileSource(t, dir).Run)
 
-	u := waitFor(t, out, "the first scan", func(SourceUpdate) bool { return true })
+	u := waitFor(t, out, "the first scan", func(Update) bool { return true })
 	absBad, _ := filepath.Abs(bad)
 	if !hasPods(u, "good") || !errContains(bad+":5")(u) || !slices.Equal(u.Failing, []string{absBad}) {
 		t.Fatalf("a file invalid since the start must be Failing, the others run:\n%s", describeUpdate(u))
@@ -386,7 +388,7 @@ func TestFileSourceUnlistablePath(t *testing.T) {
 	if err := os.Symlink(loop, loop); err != nil {
 		t.Fatal(err)
 	}
-	u = waitFor(t, startSource(t, fileSource(t, loop).Run), "the first scan", func(SourceUpdate) bool { return true })
+	u = waitFor(t, startSource(t, fileSource(t, loop).Run), "the first scan", func(Update) bool { return true })
 	if u.Snapshot != nil || u.Err == nil {
 		t.Errorf("a path unreadable from the start must give no snapshot and an error:\n%s", describeUpdate(u))
 	}
@@ -395,7 +397,7 @@ func TestFileSourceUnlistablePath(t *testing.T) {
 func TestFileSourceBadOptions(t *testing.T) {
 	logger, _ := testLogger(t)
 	s := &FileSource{Path: t.TempDir(), Logger: logger} // no node name
-	u := waitFor(t, startSource(t, s.Run), "an update", func(SourceUpdate) bool { return true })
+	u := waitFor(t, startSource(t, s.Run), "an update", func(Update) bool { return true })
 	if u.Snapshot != nil || u.Err == nil || !strings.Contains(u.Err.Error(), "node name") {
 		t.Errorf("update:\n%s", describeUpdate(u))
 	}

@@ -1,4 +1,4 @@
-package manifest
+package source
 
 import (
 	"context"
@@ -12,13 +12,15 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/podrun/podrun/manifest"
 )
 
 // URLSource polls a manifest URL for `podrun watch`.
 //
 // It keeps the last good content: an error status, a timeout, a TLS
 // failure, a body over MaxFileSize, an empty body (blank or only comments)
-// and invalid content are reported in SourceUpdate.Err and change nothing
+// and invalid content are reported in Update.Err and change nothing
 // that runs. A body that is explicitly an empty List (`kind: List`,
 // `items: []`) is good and removes the URL's pods.
 type URLSource struct {
@@ -35,7 +37,7 @@ type URLSource struct {
 	// DefaultHTTPCheckFrequency. The first fetch is at once.
 	Interval time.Duration
 	// Options for reading the manifests.
-	Options Options
+	Options manifest.Options
 	// Logger hears about errors (once when they appear, once when they
 	// clear) and changes; nil means slog.Default().
 	Logger *slog.Logger
@@ -104,8 +106,8 @@ func isTokenChar(r rune) bool {
 // `podrun once URL` and `podrun down URL`: client's timeout, a body of at
 // most MaxFileSize, an empty body an error. As with Parse, a Snapshot
 // returned with an error (invalid content) is for reporting only.
-func FetchURL(ctx context.Context, client *http.Client, url string, header http.Header, opts Options) (*Snapshot, error) {
-	opts, err := opts.complete()
+func FetchURL(ctx context.Context, client *http.Client, url string, header http.Header, opts manifest.Options) (*manifest.Snapshot, error) {
+	opts, err := opts.Complete()
 	if err != nil {
 		return nil, err
 	}
@@ -120,13 +122,13 @@ type validators struct {
 }
 
 type fetchResult struct {
-	snap        *Snapshot
+	snap        *manifest.Snapshot
 	notModified bool
 	validators  validators
 }
 
 // fetch makes one (conditional, when val is set) request.
-func fetch(ctx context.Context, client *http.Client, url string, header http.Header, val validators, opts Options) (fetchResult, error) {
+func fetch(ctx context.Context, client *http.Client, url string, header http.Header, val validators, opts manifest.Options) (fetchResult, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return fetchResult{}, fmt.Errorf("manifest URL %q: %w", url, err)
@@ -166,25 +168,25 @@ func fetch(ctx context.Context, client *http.Client, url string, header http.Hea
 		return fetchResult{notModified: true}, nil
 	case resp.StatusCode != http.StatusOK:
 		return fetchResult{}, fmt.Errorf("fetch manifests from %s: the server answered %s, want 200 OK", url, resp.Status)
-	case resp.ContentLength > MaxFileSize:
+	case resp.ContentLength > manifest.MaxFileSize:
 		return fetchResult{}, tooLarge(url, resp.ContentLength)
 	}
 	// The timeout covers the body too: Client.Timeout ends a slow read.
-	data, err := io.ReadAll(io.LimitReader(resp.Body, MaxFileSize+1))
+	data, err := io.ReadAll(io.LimitReader(resp.Body, manifest.MaxFileSize+1))
 	if err != nil {
 		return fetchResult{}, fmt.Errorf("fetch manifests from %s: read body: %w", url, err)
 	}
-	if len(data) > MaxFileSize {
+	if len(data) > manifest.MaxFileSize {
 		return fetchResult{}, tooLarge(url, -1)
 	}
-	snap, err := parse(url, url, data, opts)
+	snap, err := manifest.Parse(url, data, opts)
 	if err != nil {
 		return fetchResult{snap: snap}, err
 	}
-	if snap.documents == 0 {
+	if snap.Documents() == 0 {
 		// A server that lost its files, a proxy's empty answer: not a
 		// reason to stop every pod. Saying "no pods" takes an empty List.
-		return fetchResult{}, ErrorList{{Source: url, Message: "the body is empty (no document): the last good pods are kept; " +
+		return fetchResult{}, manifest.ErrorList{{Source: url, Message: "the body is empty (no document): the last good pods are kept; " +
 			"to remove them, serve an empty List (kind: List, items: [])"}}
 	}
 	return fetchResult{snap: snap, validators: validators{
@@ -198,14 +200,14 @@ func tooLarge(url string, size int64) error {
 	if size > 0 {
 		what = fmt.Sprintf("%.1f MiB", float64(size)/(1<<20))
 	}
-	return ErrorList{{Source: url, Message: fmt.Sprintf(
-		"the body is %s, over the %d MiB limit for manifests: is it really a manifest?", what, MaxFileSize>>20)}}
+	return manifest.ErrorList{{Source: url, Message: fmt.Sprintf(
+		"the body is %s, over the %d MiB limit for manifests: is it really a manifest?", what, manifest.MaxFileSize>>20)}}
 }
 
 // Run polls the URL until ctx ends. It sends an update after the first
 // fetch and then whenever the result changes (a 304 or an unchanged body
 // sends nothing). A consumer that falls behind gets only the newest update.
-func (s *URLSource) Run(ctx context.Context, out chan<- SourceUpdate) {
+func (s *URLSource) Run(ctx context.Context, out chan<- Update) {
 	logger := s.Logger
 	if logger == nil {
 		logger = slog.Default()
@@ -215,7 +217,7 @@ func (s *URLSource) Run(ctx context.Context, out chan<- SourceUpdate) {
 	if opts.Logger == nil {
 		opts.Logger = logger
 	}
-	opts, err := opts.complete()
+	opts, err := opts.Complete()
 	if err == nil && s.URL == "" {
 		err = errors.New("no URL given")
 	}
@@ -226,13 +228,13 @@ func (s *URLSource) Run(ctx context.Context, out chan<- SourceUpdate) {
 	if err != nil {
 		err = fmt.Errorf("watch manifest URL %s: %w", s.URL, err)
 		logger.Error("cannot watch manifest URL", "error", err)
-		sendUntilDone(ctx, out, SourceUpdate{Source: s.URL, Err: err, Failing: []string{s.URL}})
+		sendUntilDone(ctx, out, Update{Source: s.URL, Err: err, Failing: []string{s.URL}})
 		return
 	}
 
 	var (
 		q        latest
-		good     *Snapshot
+		good     *manifest.Snapshot
 		goodKey  string
 		val      validators
 		problems = problemLog{logger: logger}
@@ -258,7 +260,7 @@ func (s *URLSource) Run(ctx context.Context, out chan<- SourceUpdate) {
 			}
 			val = res.validators
 		}
-		u := SourceUpdate{Source: s.URL, Snapshot: good, Err: err}
+		u := Update{Source: s.URL, Snapshot: good, Err: err}
 		if err != nil && good == nil {
 			u.Failing = []string{s.URL}
 		}

@@ -1,0 +1,130 @@
+package manifest
+
+import (
+	"fmt"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Claimed is what Claim decided: the definitions that won, and those that
+// lost.
+type Claimed struct {
+	// Pods, ConfigMaps and Secrets are the winning definitions, in the
+	// order of the snapshots given, then of each snapshot's lists. They are
+	// the snapshots' own objects, not copies.
+	Pods       []*v1.Pod
+	ConfigMaps []*v1.ConfigMap
+	Secrets    []*v1.Secret
+	// Conflicts are the definitions that lost, in the order met.
+	Conflicts []Conflict
+}
+
+// Conflict is a definition that lost to one that comes first.
+type Conflict struct {
+	// Loser and Winner are indexes in the snapshots given to Claim: the
+	// snapshot of the losing definition and the one that holds the winner.
+	Loser, Winner int
+	// Obj is the losing definition: a *v1.Pod, *v1.ConfigMap or
+	// *v1.Secret of snapshot Loser.
+	Obj any
+	// Kind is "pod", "ConfigMap" or "Secret".
+	Kind string
+	// UID is set when a pod lost over its UID (metadata.uid) rather than
+	// over its namespace/name.
+	UID bool
+	// What names what both claim, as a message says it: "pod default/web"
+	// (the name as the manifests give it, without the node suffix),
+	// "pod UID <uid>", "ConfigMap default/conf".
+	What string
+	// At is where the losing definition is, as a problem without a
+	// message: Source, Line and Field.
+	At Error
+	// WinnerAt is "file:line" of the winning definition (its snapshot's
+	// Source when that is unknown).
+	WinnerAt string
+}
+
+// Problem is the conflict reported at the losing definition, with msg.
+func (c Conflict) Problem(msg string) *Error {
+	e := c.At
+	e.Message = msg
+	return &e
+}
+
+// Claim is podrun's one rule for two definitions of the same thing
+// (DESIGN.md, "Identity"): snaps are in priority order (sources in the
+// order configured; a directory's files by name) and the first definition
+// wins. A pod claims its namespace/name and its UID (metadata.uid, when
+// set, may give pods of different names one UID); a ConfigMap or Secret
+// claims its kind, namespace and name. A later definition of a claimed
+// name or UID loses, whatever its content, and is reported as a
+// Conflict; the outcome depends only on snaps, so nothing flaps. Nil
+// snapshots are skipped.
+func Claim(snaps []*Snapshot) Claimed {
+	type name struct{ kind, namespace, name string }
+	type claim struct {
+		snap int
+		at   string
+	}
+	var out Claimed
+	names := map[name]claim{}
+	uids := map[types.UID]claim{}
+	for i, snap := range snaps {
+		if snap == nil {
+			continue
+		}
+		at := func(obj any) string {
+			if o := snap.Origin(obj); o != "" {
+				return o
+			}
+			return snap.Source
+		}
+		lost := func(obj any, kind, what string, uid bool, first claim) {
+			o, ok := snap.origins[obj]
+			if !ok {
+				o = origin{source: snap.Source}
+			}
+			out.Conflicts = append(out.Conflicts, Conflict{
+				Loser: i, Winner: first.snap, Obj: obj, Kind: kind, UID: uid, What: what,
+				At:       Error{Source: o.source, Line: o.line, Field: o.field},
+				WinnerAt: first.at,
+			})
+		}
+		for _, pod := range snap.Pods {
+			k := name{"pod", pod.Namespace, pod.Name}
+			if first, taken := names[k]; taken {
+				// Named as the manifests name it, without the node suffix.
+				lost(pod, "pod", fmt.Sprintf("pod %s/%s", pod.Namespace, strings.TrimSuffix(pod.Name, "-"+pod.Spec.NodeName)), false, first)
+				continue
+			}
+			if first, taken := uids[pod.UID]; taken {
+				lost(pod, "pod", fmt.Sprintf("pod UID %s", pod.UID), true, first)
+				continue
+			}
+			c := claim{snap: i, at: at(pod)}
+			names[k], uids[pod.UID] = c, c
+			out.Pods = append(out.Pods, pod)
+		}
+		for _, cm := range snap.ConfigMaps {
+			k := name{"ConfigMap", cm.Namespace, cm.Name}
+			if first, taken := names[k]; taken {
+				lost(cm, "ConfigMap", fmt.Sprintf("ConfigMap %s/%s", cm.Namespace, cm.Name), false, first)
+				continue
+			}
+			names[k] = claim{snap: i, at: at(cm)}
+			out.ConfigMaps = append(out.ConfigMaps, cm)
+		}
+		for _, sec := range snap.Secrets {
+			k := name{"Secret", sec.Namespace, sec.Name}
+			if first, taken := names[k]; taken {
+				lost(sec, "Secret", fmt.Sprintf("Secret %s/%s", sec.Namespace, sec.Name), false, first)
+				continue
+			}
+			names[k] = claim{snap: i, at: at(sec)}
+			out.Secrets = append(out.Secrets, sec)
+		}
+	}
+	return out
+}

@@ -1,0 +1,265 @@
+package source
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/podrun/podrun/manifest"
+)
+
+// AnnotationSourceError is set on a pod (in /pods and `podrun ps`) whose
+// manifest has a problem now: the pod runs as last good.
+const AnnotationSourceError = "podrun.io/source-error"
+
+// Named is a Source with the name its Updates carry in Update.Source: the
+// path or URL as configured.
+type Named struct {
+	Name   string
+	Source Source
+}
+
+// Changes is what one Update of a source changed, as Mux.Run hands it on.
+type Changes struct {
+	// Source is the name of the source that sent the update.
+	Source string
+	// Pods are the changes of the desired pods, in the order
+	// Merger.Update returns them: removals first.
+	Pods []PodChange
+	// ConfigMaps and Secrets are all the desired objects now (not a
+	// delta), as copies: what the pods' volumes and env may refer to.
+	ConfigMaps []*v1.ConfigMap
+	Secrets    []*v1.Secret
+}
+
+// Mux runs the sources of `podrun watch` into one Merger (the kubelet's
+// config mux): it starts every source, feeds each Update to the merger and
+// hands on what changed. Meanwhile other goroutines (the sync loop's
+// housekeeping, garbage collection, the HTTP server) may ask it what the
+// sources say now: Ready, Desired, Keep, Errors, Pods.
+//
+// It knows nothing of what runs the pods: the caller turns Changes into
+// its own updates.
+type Mux struct {
+	sources []Named
+	names   []string
+	metrics *Metrics
+
+	mu      sync.Mutex // guards all below; Run's goroutine owns the merger
+	merger  *Merger
+	ready   bool
+	failing map[string]bool
+	errs    map[string]error
+	desired map[string]bool
+}
+
+// NewMux returns a mux of sources, in priority order: on a conflict the
+// source given first wins (manifest.Claim). metrics, if not nil, counts
+// each source's problems and successes.
+func NewMux(sources []Named, metrics *Metrics) *Mux {
+	names := make([]string, len(sources))
+	for i, s := range sources {
+		names[i] = s.Name
+	}
+	return &Mux{
+		sources: sources,
+		names:   names,
+		metrics: metrics,
+		merger:  NewMerger(names),
+		failing: map[string]bool{},
+		errs:    map[string]error{},
+		desired: map[string]bool{},
+	}
+}
+
+// Names returns the sources' names, in priority order.
+func (m *Mux) Names() []string { return append([]string(nil), m.names...) }
+
+// Run starts every source and, until ctx ends, feeds their Updates to the
+// merger. After each one, once Ready, Desired, Keep and Errors say what it
+// changed, it calls apply with the changes, on Run's goroutine: a slow
+// apply holds back the next update (the sources coalesce meanwhile), never
+// a source. Run returns when ctx has ended and every source has returned.
+// Run may be called once.
+func (m *Mux) Run(ctx context.Context, apply func(Changes)) {
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	updates := make(chan Update, len(m.sources))
+	for _, s := range m.sources {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.Source.Run(ctx, updates)
+		}()
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case u := <-updates:
+			apply(m.update(u))
+		}
+	}
+}
+
+// update feeds u to the merger and refreshes what other goroutines read.
+func (m *Mux) update(u Update) Changes {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	changes := m.merger.Update(u)
+	desired := map[string]bool{}
+	for _, p := range m.merger.pods {
+		desired[string(p.UID)] = true
+	}
+	m.ready, m.failing, m.errs, m.desired = m.merger.Ready(), m.merger.Failing(), m.merger.Errors(), desired
+	m.metrics.observe(u)
+	cms, secrets := m.merger.Objects()
+	return Changes{Source: u.Source, Pods: changes, ConfigMaps: cms, Secrets: secrets}
+}
+
+// Ready reports whether every source has delivered a usable snapshot: until
+// then nothing destructive may happen (no pod removed for not being
+// desired, no dead container of an unknown pod collected).
+func (m *Mux) Ready() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.ready
+}
+
+// Desired returns the UIDs of the pods the sources define now. The map is
+// shared: the caller must not modify it.
+func (m *Mux) Desired() map[string]bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.desired
+}
+
+// Keep reports whether runtime pods of the identity source source (an
+// absolute file path or a URL, as in the podrun.io/source annotation) must
+// be kept although no snapshot defines them: it has been invalid or
+// unreachable since podrun started.
+func (m *Mux) Keep(source string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.failing[source]
+}
+
+// Errors returns the current problem of each source that has one (see
+// Merger.Errors). The map is shared: the caller must not modify it.
+func (m *Mux) Errors() map[string]error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.errs
+}
+
+// Pods returns the desired pods, in source priority order, as copies.
+func (m *Mux) Pods() []*v1.Pod {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.merger.Pods()
+}
+
+// AnnotateErrors returns pods with AnnotationSourceError set on each pod
+// whose manifest has a problem now (copies of those pods; the others as
+// they are). A directory source's problems name their files, so a pod gets
+// only the problems of its own file.
+func (m *Mux) AnnotateErrors(pods []*v1.Pod) []*v1.Pod {
+	return annotateErrors(pods, m.names, m.Errors())
+}
+
+func annotateErrors(pods []*v1.Pod, sources []string, errs map[string]error) []*v1.Pod {
+	if len(errs) == 0 {
+		return pods
+	}
+	out := make([]*v1.Pod, len(pods))
+	for i, p := range pods {
+		out[i] = p
+		origin := p.Annotations[manifest.AnnotationSource]
+		for _, src := range sources {
+			err := errs[src]
+			if err == nil || !fromSource(origin, src) {
+				continue
+			}
+			msg := err.Error()
+			if !isURL(src) && !samePath(origin, src) {
+				// A directory: keep the lines about this pod's file.
+				var mine []string
+				for _, line := range strings.Split(msg, "\n") {
+					if strings.Contains(line, filepath.Base(origin)+":") {
+						mine = append(mine, line)
+					}
+				}
+				msg = strings.Join(mine, "\n")
+			}
+			if msg == "" {
+				continue
+			}
+			cp := p.DeepCopy()
+			if cp.Annotations == nil {
+				cp.Annotations = map[string]string{}
+			}
+			cp.Annotations[AnnotationSourceError] = msg
+			out[i] = cp
+		}
+	}
+	return out
+}
+
+// fromSource reports whether a pod defined at origin (an absolute file path
+// or a URL) comes from the configured source src.
+func fromSource(origin, src string) bool {
+	if isURL(src) {
+		return origin == src
+	}
+	return samePath(origin, src) || samePath(filepath.Dir(origin), src)
+}
+
+func samePath(a, b string) bool {
+	aa, err1 := filepath.Abs(a)
+	bb, err2 := filepath.Abs(b)
+	return err1 == nil && err2 == nil && aa == bb
+}
+
+func isURL(s string) bool {
+	return strings.HasPrefix(s, "http://") || strings.HasPrefix(s, "https://")
+}
+
+// Metrics are the Prometheus series of the sources.
+type Metrics struct {
+	errors      *prometheus.CounterVec
+	lastSuccess *prometheus.GaugeVec
+}
+
+// NewMetrics registers the sources' series with reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "podrun_source_errors_total",
+			Help: "Source reads (scans, fetches) that found a problem; the last good pods were kept.",
+		}, []string{"source"}),
+		lastSuccess: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "podrun_source_last_success_timestamp_seconds",
+			Help: "When the source was last read without a problem.",
+		}, []string{"source"}),
+	}
+	reg.MustRegister(m.errors, m.lastSuccess)
+	return m
+}
+
+// observe counts u: nil-safe, for a mux without metrics.
+func (m *Metrics) observe(u Update) {
+	if m == nil {
+		return
+	}
+	if u.Err != nil {
+		m.errors.WithLabelValues(u.Source).Inc()
+		return
+	}
+	m.lastSuccess.WithLabelValues(u.Source).SetToCurrentTime()
+}
