@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"sync"
 	"time"
 
 	"k8s.io/utils/clock"
@@ -249,11 +250,20 @@ type ContainerGC struct {
 	Usage *ImageUsage
 	Log   *slog.Logger
 	Clock clock.WithTicker
+
+	mu sync.Mutex
+	// failures counts, per ID, the passes in a row that failed to remove
+	// it (for the log); removeFailures all failed removals.
+	failures       map[string]int
+	removeFailures int
 }
 
 // Collect runs one pass and returns how many containers and sandboxes it
-// removed. A removal that fails is logged and counted in the error; the
-// others go on.
+// removed. A removal that fails is logged (one line each, with the
+// container's Docker state when the runtime tells it) and counted in the
+// error; the others go on, except the removal of a sandbox whose container
+// could not be removed (it is not empty). What could not be removed is
+// still dead, so the next pass selects it again: that is its retry.
 func (g *ContainerGC) Collect(ctx context.Context) (int, error) {
 	clk, log := g.clock(), g.log()
 	cs, err := g.Runtime.ListContainers(ctx)
@@ -283,35 +293,133 @@ func (g *ContainerGC) Collect(ctx context.Context) (int, error) {
 		in.PodExists = func(uid string) bool { return desired[uid] || kept[uid] }
 	}
 	plan := SelectContainers(in, g.Policy)
-	var errs []error
-	n := 0
+	g.forgetFailures(cs, sbs)
+	var errs removalErrors
+	removedCtrs, removedSbs := 0, 0
+	stillIn := map[string]bool{} // sandboxes holding a container that could not be removed
 	for _, c := range plan.Containers {
 		if err := g.Runtime.RemoveContainer(ctx, c.ID); err != nil {
+			if ctx.Err() != nil {
+				return removedCtrs + removedSbs, ctx.Err()
+			}
 			errs = append(errs, fmt.Errorf("remove container %s: %w", c.ID, err))
+			g.failed(log, "container", c.ID, c.Pod, c.Name, c.Attempt, c.State, err)
+			stillIn[c.SandboxID] = true
 			continue
 		}
-		n++
+		g.succeeded(c.ID)
+		removedCtrs++
 		log.Debug("removed dead container", "pod", c.Pod.Namespace+"/"+c.Pod.Name, "container", c.Name,
 			"attempt", c.Attempt, "id", shortID(c.ID))
 	}
 	for _, sb := range plan.Sandboxes {
-		if err := g.Runtime.RemoveSandbox(ctx, sb.ID); err != nil {
-			errs = append(errs, fmt.Errorf("remove sandbox %s: %w", sb.ID, err))
+		if stillIn[sb.ID] {
+			// A container of it could not be removed: it is not empty
+			// yet. Both are tried again next period.
 			continue
 		}
-		n++
+		if err := g.Runtime.RemoveSandbox(ctx, sb.ID); err != nil {
+			if ctx.Err() != nil {
+				return removedCtrs + removedSbs, ctx.Err()
+			}
+			errs = append(errs, fmt.Errorf("remove sandbox %s: %w", sb.ID, err))
+			g.failed(log, "sandbox", sb.ID, sb.Pod, "", sb.Attempt, sb.State, err)
+			continue
+		}
+		g.succeeded(sb.ID)
+		removedSbs++
 		log.Debug("removed dead sandbox", "pod", sb.Pod.Namespace+"/"+sb.Pod.Name, "attempt", sb.Attempt, "id", shortID(sb.ID))
 	}
-	if n > 0 {
-		log.Info("container gc", "removed_containers", len(plan.Containers), "removed_sandboxes", len(plan.Sandboxes))
+	if removedCtrs+removedSbs > 0 || len(errs) > 0 {
+		log.Info("container gc", "removed_containers", removedCtrs, "removed_sandboxes", removedSbs, "failed", len(errs))
 	}
-	return n, errors.Join(errs...)
+	if len(errs) == 0 {
+		return removedCtrs + removedSbs, nil
+	}
+	return removedCtrs + removedSbs, errs
 }
+
+// RemoveFailures is how many removals have failed since the collector was
+// made (each retry that fails counts again).
+func (g *ContainerGC) RemoveFailures() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.removeFailures
+}
+
+// failed logs, as one line, that the object id (a "container" or a
+// "sandbox") could not be removed, and counts it. The line carries Docker's
+// state of it and whether a retry may succeed when the runtime's error tells
+// them (runner/docker's RemovalError: a container Docker left "dead" after a
+// dockerd restart, its overlay still mounted), and how many passes in a row
+// have failed to remove it.
+func (g *ContainerGC) failed(log *slog.Logger, what, id string, pod runner.PodRef, name string, attempt int, state runner.State, err error) {
+	g.mu.Lock()
+	if g.failures == nil {
+		g.failures = map[string]int{}
+	}
+	g.failures[id]++
+	g.removeFailures++
+	inRow := g.failures[id]
+	g.mu.Unlock()
+	attrs := []any{"what", what, "pod", pod.Namespace + "/" + pod.Name}
+	if name != "" {
+		attrs = append(attrs, "container", name)
+	}
+	attrs = append(attrs, "attempt", attempt, "id", shortID(id), "state", string(state))
+	var rt interface{ DockerState() string }
+	if errors.As(err, &rt) && rt.DockerState() != "" {
+		attrs = append(attrs, "runtime_state", rt.DockerState())
+	}
+	var re interface{ Retryable() bool }
+	if errors.As(err, &re) {
+		attrs = append(attrs, "retryable", re.Retryable())
+	}
+	attrs = append(attrs, "failures", inRow, "err", err)
+	log.Warn("container gc: could not remove; trying again next period", attrs...)
+}
+
+// succeeded drops id's failure count.
+func (g *ContainerGC) succeeded(id string) {
+	g.mu.Lock()
+	delete(g.failures, id)
+	g.mu.Unlock()
+}
+
+// forgetFailures drops the failure counts of objects no longer listed.
+func (g *ContainerGC) forgetFailures(cs []*runner.Container, sbs []*runner.Sandbox) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.failures) == 0 {
+		return
+	}
+	listed := make(map[string]bool, len(cs)+len(sbs))
+	for _, c := range cs {
+		listed[c.ID] = true
+	}
+	for _, sb := range sbs {
+		listed[sb.ID] = true
+	}
+	for id := range g.failures {
+		if !listed[id] {
+			delete(g.failures, id)
+		}
+	}
+}
+
+// removalErrors are the removals of one pass that failed, each already
+// logged by Collect.
+type removalErrors []error
+
+func (e removalErrors) Error() string   { return errors.Join(e...).Error() }
+func (e removalErrors) Unwrap() []error { return e }
 
 // Run collects at once and then every period until ctx ends.
 func (g *ContainerGC) Run(ctx context.Context, period time.Duration) {
 	every(ctx, g.clock(), period, func() {
-		if _, err := g.Collect(ctx); err != nil && ctx.Err() == nil {
+		_, err := g.Collect(ctx)
+		var logged removalErrors
+		if err != nil && ctx.Err() == nil && !errors.As(err, &logged) {
 			g.log().Warn("container gc failed", "err", err)
 		}
 	})

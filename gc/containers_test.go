@@ -7,8 +7,11 @@ import (
 	"log/slog"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/podrun/podrun/runner"
 	"github.com/podrun/podrun/runner/runtimetest"
@@ -384,4 +387,162 @@ func sortedByCreation(cs []*runner.Container) []string {
 	cp := append([]*runner.Container(nil), cs...)
 	sort.SliceStable(cp, func(i, j int) bool { return cp[i].CreatedAt.Before(cp[j].CreatedAt) })
 	return ids(cp)
+}
+
+// stuckErr stands for runner/docker's RemovalError: a container Docker
+// left dead, its filesystem still mounted.
+type stuckErr struct{ id string }
+
+func (e stuckErr) Error() string {
+	return "container " + shortID(e.id) + " is dead in Docker and could not be removed: device or resource busy"
+}
+func (e stuckErr) Retryable() bool     { return true }
+func (e stuckErr) DockerState() string { return "dead" }
+
+// stuckRemovals is the fake runtime, where removing the IDs of stuck fails
+// that many times before it succeeds.
+type stuckRemovals struct {
+	*runtimetest.Fake
+	mu    sync.Mutex
+	stuck map[string]int
+	tries map[string]int
+}
+
+func (s *stuckRemovals) try(id string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.tries[id]++
+	if s.stuck[id] > 0 {
+		s.stuck[id]--
+		return fmt.Errorf("remove %s: %w", shortID(id), stuckErr{id})
+	}
+	return nil
+}
+
+func (s *stuckRemovals) triesOf(id string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.tries[id]
+}
+
+func (s *stuckRemovals) RemoveContainer(ctx context.Context, id string) error {
+	if err := s.try(id); err != nil {
+		return err
+	}
+	return s.Fake.RemoveContainer(ctx, id)
+}
+
+func (s *stuckRemovals) RemoveSandbox(ctx context.Context, id string) error {
+	if err := s.try(id); err != nil {
+		return err
+	}
+	return s.Fake.RemoveSandbox(ctx, id)
+}
+
+// TestContainerGCRetriesStuckRemovals: a dead container (or sandbox) that
+// the runtime cannot remove yet is logged, one line each with its state,
+// and removed at a later period; its sandbox waits for it.
+func TestContainerGCRetriesStuckRemovals(t *testing.T) {
+	w := newWorld(t)
+	a := w.pod("a")
+	a.run("app", 0, true)
+	gone := w.pod("gone")
+	dead := gone.crashLoop("app", 2, false)
+	w.f.StopSandbox(context.Background(), gone.sb, 0)
+	rt := &stuckRemovals{Fake: w.f, stuck: map[string]int{dead[1]: 2, gone.sb: 1}, tries: map[string]int{}}
+
+	var logs bytes.Buffer
+	clk := testingclock.NewFakeClock(w.now.Add(time.Hour))
+	g := &ContainerGC{
+		Runtime:      rt,
+		Policy:       DefaultContainerPolicy,
+		SourcesReady: func() bool { return true },
+		Desired:      func() map[string]bool { return map[string]bool{"a": true} },
+		Log:          slog.New(slog.NewTextHandler(&logs, nil)),
+		Clock:        clk,
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		g.Run(ctx, time.Minute)
+	}()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s; tries %v", what, rt.tries)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	left := func() []string {
+		var out []string
+		cs, _ := w.f.ListContainers(context.Background())
+		for _, c := range cs {
+			if c.Pod.UID == "gone" {
+				out = append(out, c.ID)
+			}
+		}
+		sbs, _ := w.f.ListSandboxes(context.Background())
+		for _, sb := range sbs {
+			if sb.Pod.UID == "gone" {
+				out = append(out, sb.ID)
+			}
+		}
+		return out
+	}
+
+	// Period 1: the older container goes, the stuck one stays, and so does
+	// its sandbox (not tried: a container is still in it).
+	waitFor("the first pass", func() bool { return rt.triesOf(dead[1]) == 1 })
+	waitFor("the first pass's end", func() bool { return clk.HasWaiters() })
+	sameIDs(t, "left after period 1", sortIDs(left()), sortIDs([]string{dead[1], gone.sb}))
+	// Period 2: still stuck.
+	clk.Step(time.Minute)
+	waitFor("the second pass", func() bool { return rt.triesOf(dead[1]) == 2 })
+	// Period 3: the container goes; the sandbox is stuck once.
+	clk.Step(time.Minute)
+	waitFor("the third pass", func() bool { return rt.triesOf(gone.sb) == 1 })
+	// Period 4: the sandbox goes.
+	clk.Step(time.Minute)
+	waitFor("the fourth pass", func() bool { return len(left()) == 0 })
+	cancel()
+	<-done
+
+	if got := rt.triesOf(dead[1]); got != 3 {
+		t.Errorf("the stuck container was tried %d times, want 3", got)
+	}
+	if got := g.RemoveFailures(); got != 3 {
+		t.Errorf("RemoveFailures() = %d, want 3", got)
+	}
+	if cs, _ := w.f.ListContainers(context.Background()); len(cs) != 1 || cs[0].Pod.UID != "a" {
+		t.Errorf("the running pod's container was touched: %d containers left", len(cs))
+	}
+	var stuckLines []string
+	for _, line := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(line, "could not remove") {
+			stuckLines = append(stuckLines, line)
+		}
+	}
+	if len(stuckLines) != 3 {
+		t.Fatalf("%d lines of failed removals, want 3 (one per failure):\n%s", len(stuckLines), logs.String())
+	}
+	for i, want := range []string{
+		"what=container pod=default/pod-gone container=app attempt=1 id=" + shortID(dead[1]) + " state=exited runtime_state=dead retryable=true failures=1",
+		"what=container pod=default/pod-gone container=app attempt=1 id=" + shortID(dead[1]) + " state=exited runtime_state=dead retryable=true failures=2",
+		"what=sandbox pod=default/pod-gone attempt=0 id=" + shortID(gone.sb) + " state=exited runtime_state=dead retryable=true failures=1",
+	} {
+		if !strings.Contains(stuckLines[i], want) || !strings.Contains(stuckLines[i], "level=WARN") || !strings.Contains(stuckLines[i], "device or resource busy") {
+			t.Errorf("line %d:\n %s\nwant it to hold\n %s", i+1, stuckLines[i], want)
+		}
+	}
+	if strings.Contains(logs.String(), "container gc failed") {
+		t.Errorf("the failures are logged twice:\n%s", logs.String())
+	}
 }

@@ -21,11 +21,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/image"
@@ -66,19 +68,45 @@ func List(ctx context.Context, cli *client.Client, node string) ([]container.Sum
 	return cli.ContainerList(ctx, container.ListOptions{All: true, Filters: NodeFilter(node)})
 }
 
+// CleanupWait bounds how long Cleanup keeps trying to remove containers
+// that Docker cannot remove yet.
+const CleanupWait = 30 * time.Second
+
 // Cleanup force-removes every container of node, several at a time, until
-// none is left (a podrun still running may make one more meanwhile).
+// none is left (a podrun still running may make one more meanwhile). What
+// Docker cannot remove at once is tried again, polling with backoff (50 ms
+// doubling to 2 s), for up to CleanupWait: a container Docker left "dead"
+// after a dockerd restart, its overlay still mounted ("unlinkat .../merged:
+// device or resource busy"), or one whose removal is already in progress.
+// The error then names every container left, with its state and Docker's
+// last answer.
 func Cleanup(ctx context.Context, cli *client.Client, node string) error {
-	for try := 0; ; try++ {
-		cs, err := List(ctx, cli, node)
+	return removeAll(ctx, node, CleanupWait,
+		func(ctx context.Context) ([]container.Summary, error) { return List(ctx, cli, node) },
+		func(ctx context.Context, id string) error {
+			return cli.ContainerRemove(ctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true})
+		})
+}
+
+// removeAll is Cleanup over list and remove: rounds of removing everything
+// listed (8 at a time) until a list is empty, for up to wait.
+func removeAll(ctx context.Context, node string, wait time.Duration,
+	list func(context.Context) ([]container.Summary, error), remove func(context.Context, string) error) error {
+	deadline := time.Now().Add(wait)
+	interval := 50 * time.Millisecond
+	lastErr := map[string]error{}
+	var mu sync.Mutex
+	for round := 1; ; round++ {
+		cs, err := list(ctx)
 		if err != nil {
-			return err
+			return fmt.Errorf("cleanup of node %s: %w", node, err)
 		}
 		if len(cs) == 0 {
 			return nil
 		}
-		if try == 10 {
-			return fmt.Errorf("cleanup of node %s: %d containers left after %d tries", node, len(cs), try)
+		if round > 1 && !time.Now().Before(deadline) {
+			return fmt.Errorf("cleanup of node %s: %d containers left after %s (%d rounds): %s",
+				node, len(cs), wait, round-1, describeLeft(cs, lastErr))
 		}
 		sem := make(chan struct{}, 8)
 		var wg sync.WaitGroup
@@ -88,11 +116,51 @@ func Cleanup(ctx context.Context, cli *client.Client, node string) error {
 			go func() {
 				defer wg.Done()
 				defer func() { <-sem }()
-				_ = cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
+				err := remove(ctx, c.ID)
+				if errdefs.IsNotFound(err) {
+					err = nil
+				}
+				mu.Lock()
+				lastErr[c.ID] = err
+				mu.Unlock()
 			}()
 		}
 		wg.Wait()
+		pause := 10 * time.Millisecond // all went: look again at once
+		for _, c := range cs {
+			if lastErr[c.ID] != nil {
+				pause = interval
+				interval = min(2*interval, 2*time.Second)
+				break
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("cleanup of node %s: %w", node, ctx.Err())
+		case <-time.After(min(pause, max(time.Until(deadline), 0))):
+		}
 	}
+}
+
+// describeLeft names each container left: "name (id12, state): error".
+func describeLeft(cs []container.Summary, lastErr map[string]error) string {
+	parts := make([]string, 0, len(cs))
+	for _, c := range cs {
+		name := c.ID
+		if len(c.Names) > 0 {
+			name = strings.TrimPrefix(c.Names[0], "/")
+		}
+		s := fmt.Sprintf("%s (%.12s, %s)", name, c.ID, c.State)
+		if c.Status != "" && !strings.EqualFold(c.Status, c.State) {
+			s = fmt.Sprintf("%s (%.12s, %s: %s)", name, c.ID, c.State, c.Status)
+		}
+		if err := lastErr[c.ID]; err != nil {
+			s += ": " + err.Error()
+		}
+		parts = append(parts, s)
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, "; ")
 }
 
 // BuildPodrun builds podrun (the module at repo) as a static binary at out.

@@ -302,7 +302,10 @@ func (r *Runtime) StopContainer(ctx context.Context, id string, grace time.Durat
 }
 
 // RemoveContainer removes a container (killing it if it runs) and its
-// anonymous volumes. A missing container is not an error.
+// anonymous volumes. A missing container is not an error. One that Docker
+// cannot remove (yet) is a *RemovalError (wrapped) naming it and its Docker
+// state: dead with its filesystem busy after a dockerd restart, say, which
+// a later retry removes.
 func (r *Runtime) RemoveContainer(ctx context.Context, id string) error {
 	if err := r.remove(ctx, id, false); err != nil {
 		return fmt.Errorf("remove %s: %w", shortID(id), err)

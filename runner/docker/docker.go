@@ -18,7 +18,6 @@ import (
 	"log/slog"
 	"regexp"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -330,7 +329,11 @@ func (r *Runtime) stop(ctx context.Context, id string, grace time.Duration, sand
 }
 
 // remove force-removes a container of this node with its anonymous volumes.
-// A missing one is not an error.
+// A missing one is not an error. When Docker answers but the container
+// stays (its filesystem busy, dead, another removal of it under way that
+// does not end within removalWait), the error is a *RemovalError naming it
+// and its Docker state; a removal in progress that ends with the container
+// gone is no error.
 func (r *Runtime) remove(ctx context.Context, id string, sandbox bool) error {
 	full, err := r.own(ctx, id, sandbox)
 	if errors.Is(err, runner.ErrNotFound) {
@@ -342,10 +345,14 @@ func (r *Runtime) remove(ctx context.Context, id string, sandbox bool) error {
 	err = r.cli.ContainerRemove(ctx, full, container.RemoveOptions{Force: true, RemoveVolumes: true})
 	switch {
 	case err == nil, cerrdefs.IsNotFound(err):
-	case cerrdefs.IsConflict(err) && strings.Contains(err.Error(), "already in progress"):
-		// Another remove of it is under way: it is going.
-	default:
+	case client.IsErrConnectionFailed(err), ctx.Err() != nil:
 		return wrap(err)
+	default:
+		// Docker answered, and did not remove it: see in what state it
+		// left the container (another removal may also have taken it).
+		if err := r.removalFailed(ctx, full, err); err != nil {
+			return err
+		}
 	}
 	r.forget(full)
 	return nil

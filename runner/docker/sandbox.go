@@ -118,7 +118,8 @@ func (r *Runtime) StopSandbox(ctx context.Context, id string, grace time.Duratio
 }
 
 // RemoveSandbox removes the sandbox's infra container (killing it if it
-// runs). The pod's containers are left alone.
+// runs). The pod's containers are left alone. A sandbox Docker cannot
+// remove (yet) is a *RemovalError (wrapped), as for RemoveContainer.
 func (r *Runtime) RemoveSandbox(ctx context.Context, id string) error {
 	if err := r.remove(ctx, id, true); err != nil {
 		return fmt.Errorf("remove sandbox %s: %w", shortID(id), err)
