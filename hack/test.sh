@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every podrun test: prepares the machine (hack/setup.sh: Docker, the
 # local test image), checks formatting and vet, then `go test -race` over all
-# packages, end-to-end tests against the real dockerd included, and last the
+# packages, end-to-end tests against the real dockerd included, a 30 s run
+# of the pod-directory fuzz target (hack/fuzz.sh), and last the
 # short form of the reliability suite (test/chaos/run.sh, about six minutes;
 # TEST_CHAOS=0 leaves it out).
 set -euo pipefail
@@ -21,6 +22,13 @@ echo "== go vet"
 go vet ./...
 echo "== go test -race"
 go test -race -p 1 -count=1 -timeout 60m "$@" ./...
+# A bounded run of the fuzz target that keeps every path podrun makes,
+# writes or removes for a pod under its root dir (TEST_FUZZTIME=0 leaves it
+# out); hack/fuzz.sh copes with Go's -fuzztime shutdown race.
+if [ "${TEST_FUZZTIME:-30s}" != 0 ]; then
+	echo "== fuzz FuzzPodDirConfinement"
+	bash hack/fuzz.sh FuzzPodDirConfinement ./runner "${TEST_FUZZTIME:-30s}"
+fi
 
 # Last, as it restarts dockerd: nothing else may use the engine meanwhile.
 if [ "${TEST_CHAOS:-1}" != 0 ]; then

@@ -302,7 +302,7 @@ func (r *Runner) teardown(ctx context.Context, pod *v1.Pod, st *podState, grace 
 		}
 	}
 	if len(errs) == 0 && uid != "" {
-		if err := removePodDir(podDir(r.cfg.RootDir, uid)); err != nil {
+		if err := removePodDir(r.cfg.RootDir, uid); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -551,7 +551,10 @@ func (r *Runner) lastFinished(st *podState, name string) time.Time {
 // containerConfig resolves a container for the runtime.
 func (r *Runner) containerConfig(pod *v1.Pod, c *v1.Container, typ ContainerType, attempt int,
 	vols map[string]volumeSource, pe podEnv) (*ContainerConfig, error) {
-	sec := securityConfig(pod, c, filepath.Join(r.cfg.RootDir, "seccomp"))
+	sec, err := securityConfig(pod, c, filepath.Join(r.cfg.RootDir, "seccomp"))
+	if err != nil {
+		return nil, err
+	}
 	if sec.Privileged && !r.cfg.AllowPrivileged {
 		return nil, configErrorf("container %s is privileged; start podrun with --allow-privileged to allow it", c.Name)
 	}
@@ -591,9 +594,10 @@ func (r *Runner) containerConfig(pod *v1.Pod, c *v1.Container, typ ContainerType
 		}
 		host := src.HostPath
 		if vm.SubPath != "" {
-			host = filepath.Join(host, filepath.Clean("/"+vm.SubPath))
-			if err := ensureSubPath(host, src); err != nil {
-				return nil, err
+			// Resolved within the volume, symlinks and all: the real path.
+			var err error
+			if host, err = subPathSource(src, vm.SubPath); err != nil {
+				return nil, fmt.Errorf("volumeMount %s: %w", vm.MountPath, err)
 			}
 		}
 		cfg.Mounts = append(cfg.Mounts, Mount{
@@ -604,7 +608,7 @@ func (r *Runner) containerConfig(pod *v1.Pod, c *v1.Container, typ ContainerType
 		})
 	}
 	if c.TerminationMessagePath != "" {
-		p, err := terminationMessageFile(podDir(r.cfg.RootDir, string(pod.UID)), c.Name, attempt)
+		p, err := terminationMessageFile(r.cfg.RootDir, string(pod.UID), c.Name, attempt)
 		if err != nil {
 			return nil, fmt.Errorf("termination message file: %w", err)
 		}

@@ -282,8 +282,9 @@ func containerResources(c *v1.Container) Resources {
 }
 
 // securityConfig merges the pod's and the container's security contexts, the
-// container's winning.
-func securityConfig(pod *v1.Pod, c *v1.Container, seccompRoot string) SecurityConfig {
+// container's winning. A localhost seccomp profile must be a clean relative
+// path under seccompRoot: the engine reads the file it names.
+func securityConfig(pod *v1.Pod, c *v1.Container, seccompRoot string) (SecurityConfig, error) {
 	var s SecurityConfig
 	psc := pod.Spec.SecurityContext
 	var seccomp *v1.SeccompProfile
@@ -332,11 +333,15 @@ func securityConfig(pod *v1.Pod, c *v1.Container, seccompRoot string) SecurityCo
 			s.Seccomp = "unconfined"
 		case v1.SeccompProfileTypeLocalhost:
 			if seccomp.LocalhostProfile != nil {
-				s.Seccomp = filepath.Join(seccompRoot, *seccomp.LocalhostProfile)
+				rel, err := cleanRelPath("seccomp localhostProfile", *seccomp.LocalhostProfile, false)
+				if err != nil {
+					return s, err
+				}
+				s.Seccomp = filepath.Join(seccompRoot, rel)
 			}
 		}
 	}
-	return s
+	return s, nil
 }
 
 func findContainer(pod *v1.Pod, name string) *v1.Container {
@@ -351,20 +356,35 @@ func findContainer(pod *v1.Pod, name string) *v1.Container {
 func optional(b *bool) bool { return b != nil && *b }
 
 // terminationMessageFile makes the host file a container's
-// terminationMessagePath is bound to.
-func terminationMessageFile(podDir, container string, attempt int) (string, error) {
-	dir := filepath.Join(podDir, "containers", container)
-	if err := os.MkdirAll(dir, 0o750); err != nil {
+// terminationMessagePath is bound to,
+// <root-dir>/pods/<uid>/containers/<name>/<attempt>-termination-log, through
+// the root dir (poddir.go), and returns its real path. uid and container must
+// be safe names.
+func terminationMessageFile(rootDir, uid, container string, attempt int) (string, error) {
+	if err := checkName("container name", container); err != nil {
 		return "", err
 	}
-	p := filepath.Join(dir, strconv.Itoa(attempt)+"-termination-log")
-	f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o666)
+	d, err := openPodDirs(rootDir, uid)
 	if err != nil {
 		return "", err
 	}
-	if err := f.Close(); err != nil {
-		return "", err
+	defer d.Close()
+	dir := d.rel("containers", container)
+	if err := d.root.MkdirAll(dir, 0o750); err != nil {
+		return "", refused(dir, err)
+	}
+	name := filepath.Join(dir, strconv.Itoa(attempt)+"-termination-log")
+	f, err := d.root.OpenFile(name, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o666)
+	if err != nil {
+		return "", refused(name, err)
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return "", fmt.Errorf("%s is not a regular file: refused", name)
 	}
 	// The container may run as any user; it must be able to write.
-	return p, os.Chmod(p, 0o666)
+	if err := f.Chmod(0o666); err != nil {
+		return "", err
+	}
+	return d.realPath(f, name)
 }

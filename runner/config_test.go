@@ -120,14 +120,22 @@ func TestSecurityConfig(t *testing.T) {
 		SeccompProfile: &v1.SeccompProfile{Type: v1.SeccompProfileTypeRuntimeDefault}}
 	c := &v1.Container{SecurityContext: &v1.SecurityContext{RunAsUser: &cuid, AllowPrivilegeEscalation: &no,
 		ReadOnlyRootFilesystem: &yes, Capabilities: &v1.Capabilities{Add: []v1.Capability{"NET_ADMIN"}, Drop: []v1.Capability{"ALL"}}}}
-	s := securityConfig(pod, c, "/var/lib/podrun/seccomp")
-	if *s.RunAsUser != 0 || *s.RunAsGroup != 2000 || !s.NoNewPrivileges || !s.ReadOnlyRootfs || s.Seccomp != "" ||
+	s, err := securityConfig(pod, c, "/var/lib/podrun/seccomp")
+	if err != nil || *s.RunAsUser != 0 || *s.RunAsGroup != 2000 || !s.NoNewPrivileges || !s.ReadOnlyRootfs || s.Seccomp != "" ||
 		len(s.CapAdd) != 1 || len(s.CapDrop) != 1 || len(s.SupplementalGroups) != 1 {
 		t.Fatalf("%+v", s)
 	}
 	profile := "my.json"
 	c.SecurityContext.SeccompProfile = &v1.SeccompProfile{Type: v1.SeccompProfileTypeLocalhost, LocalhostProfile: &profile}
-	if s := securityConfig(pod, c, "/r/seccomp"); s.Seccomp != "/r/seccomp/my.json" {
-		t.Fatalf("localhost profile %q", s.Seccomp)
+	if s, err := securityConfig(pod, c, "/r/seccomp"); err != nil || s.Seccomp != "/r/seccomp/my.json" {
+		t.Fatalf("localhost profile %q, %v", s.Seccomp, err)
+	}
+	// The engine reads the profile's file: one outside the seccomp
+	// directory is refused, manifest validation or not.
+	for _, bad := range []string{"../../etc/shadow", "/etc/shadow", "a/../../b", ""} {
+		c.SecurityContext.SeccompProfile.LocalhostProfile = &bad
+		if s, err := securityConfig(pod, c, "/r/seccomp"); err == nil || errorReason(err) != "CreateContainerConfigError" {
+			t.Errorf("localhost profile %q: %q, %v; want a config error", bad, s.Seccomp, err)
+		}
 	}
 }

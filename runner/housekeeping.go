@@ -76,7 +76,7 @@ func (r *Runner) removeOrphanDirs(known map[string]bool) {
 			continue
 		}
 		dir := filepath.Join(r.cfg.RootDir, "pods", e.Name())
-		if err := removePodDir(dir); err != nil {
+		if err := removePodDir(r.cfg.RootDir, e.Name()); err != nil {
 			r.log.Warn("remove orphaned pod directory", "dir", dir, "err", err)
 			continue
 		}

@@ -18,25 +18,75 @@ import (
 
 // Pod directories live under <root-dir>/pods/<uid>, as the kubelet's do:
 // volumes/<plugin>/<name> for the volumes podrun makes, containers/ for
-// termination-message files.
+// termination-message files. podDir is that path as a string, for a uid
+// already checked to be a safe name: everything podrun makes there goes
+// through a podDirs (poddir.go).
 func podDir(rootDir string, uid string) string {
 	return filepath.Join(rootDir, "pods", uid)
 }
 
 // volumeSource is a prepared volume: a host path to bind into containers.
 type volumeSource struct {
+	// HostPath is the real path (symlinks resolved) of a volume podrun
+	// made, under the root dir, or a hostPath volume's path as declared.
 	HostPath string
 	ReadOnly bool // the volume is never writable (configMap, secret, ...)
+	Host     bool // a hostPath volume: the one declared way out of the root dir
 }
 
 // prepareVolumes makes every volume of the pod ready on the host and returns
-// them by name. It is idempotent: a volume already made is kept (an emptyDir
-// keeps its data), and generated files are rewritten only when they change.
+// them by name. dir is the pod's directory, podDir(rootDir, pod.UID). It is
+// idempotent: a volume already made is kept (an emptyDir keeps its data),
+// and generated files are rewritten only when they change.
 func prepareVolumes(pod *v1.Pod, dir string, objs *Objects, pe podEnv) (map[string]volumeSource, error) {
+	rootDir, err := rootOfPodDir(dir, string(pod.UID))
+	if err != nil {
+		return nil, err
+	}
+	return prepareVolumesIn(pod, rootDir, objs, pe)
+}
+
+// rootOfPodDir is the root dir of the pod directory dir of uid, which must
+// be a safe name.
+func rootOfPodDir(dir, uid string) (string, error) {
+	if err := checkName("pod uid", uid); err != nil {
+		return "", err
+	}
+	suffix := filepath.Join("pods", uid)
+	switch {
+	case dir == suffix:
+		return ".", nil
+	case strings.HasSuffix(dir, "/"+suffix):
+		if root := strings.TrimSuffix(dir, "/"+suffix); root != "" {
+			return root, nil
+		}
+		return "/", nil
+	}
+	return "", fmt.Errorf("%s is not a pod directory of pod %s", dir, uid)
+}
+
+// prepareVolumesIn is prepareVolumes with the pod directory given by the root
+// dir.
+func prepareVolumesIn(pod *v1.Pod, rootDir string, objs *Objects, pe podEnv) (map[string]volumeSource, error) {
 	out := make(map[string]volumeSource, len(pod.Spec.Volumes))
+	var d *podDirs
+	defer func() {
+		if d != nil {
+			d.Close()
+		}
+	}()
+	// The root dir is opened (and made) only for a volume that lives there.
+	dirs := func() (*podDirs, error) {
+		if d != nil {
+			return d, nil
+		}
+		var err error
+		d, err = openPodDirs(rootDir, string(pod.UID))
+		return d, err
+	}
 	for i := range pod.Spec.Volumes {
 		vol := &pod.Spec.Volumes[i]
-		src, err := prepareVolume(pod, vol, dir, objs, pe)
+		src, err := prepareVolume(pod, vol, dirs, objs, pe)
 		if err != nil {
 			return nil, fmt.Errorf("volume %q: %w", vol.Name, err)
 		}
@@ -45,30 +95,45 @@ func prepareVolumes(pod *v1.Pod, dir string, objs *Objects, pe podEnv) (map[stri
 	return out, nil
 }
 
-func prepareVolume(pod *v1.Pod, vol *v1.Volume, dir string, objs *Objects, pe podEnv) (volumeSource, error) {
-	switch {
-	case vol.HostPath != nil:
+func prepareVolume(pod *v1.Pod, vol *v1.Volume, dirs func() (*podDirs, error), objs *Objects, pe podEnv) (volumeSource, error) {
+	if vol.HostPath != nil {
 		if err := checkHostPath(vol.HostPath); err != nil {
 			return volumeSource{}, err
 		}
-		return volumeSource{HostPath: vol.HostPath.Path}, nil
-	case vol.EmptyDir != nil:
-		p := filepath.Join(dir, "volumes", "kubernetes.io~empty-dir", vol.Name)
-		return volumeSource{HostPath: p}, makeEmptyDir(p, vol.EmptyDir)
-	case vol.ConfigMap != nil, vol.Secret != nil, vol.DownwardAPI != nil, vol.Projected != nil:
-		files, plugin, err := volumeFiles(pod, vol, objs, pe)
+		return volumeSource{HostPath: vol.HostPath.Path, Host: true}, nil
+	}
+	if vol.EmptyDir == nil && vol.ConfigMap == nil && vol.Secret == nil && vol.DownwardAPI == nil && vol.Projected == nil {
+		return volumeSource{}, configErrorf("volume type is not supported by podrun")
+	}
+	if err := checkName("volume name", vol.Name); err != nil {
+		return volumeSource{}, err
+	}
+	if vol.EmptyDir != nil {
+		d, err := dirs()
 		if err != nil {
 			return volumeSource{}, err
 		}
-		p := filepath.Join(dir, "volumes", plugin, vol.Name)
-		return volumeSource{HostPath: p, ReadOnly: true}, writeVolumeFiles(p, files)
+		p, err := makeEmptyDir(d, vol.Name, vol.EmptyDir)
+		return volumeSource{HostPath: p}, err
 	}
-	return volumeSource{}, configErrorf("volume type is not supported by podrun")
+	files, plugin, err := volumeFiles(pod, vol, objs, pe)
+	if err != nil {
+		return volumeSource{}, err
+	}
+	d, err := dirs()
+	if err != nil {
+		return volumeSource{}, err
+	}
+	p, err := writeVolumeFiles(d, d.rel("volumes", plugin, vol.Name), files)
+	return volumeSource{HostPath: p, ReadOnly: true}, err
 }
 
 // checkHostPath applies a hostPath volume's type, creating what
 // DirectoryOrCreate and FileOrCreate ask for.
 func checkHostPath(hp *v1.HostPathVolumeSource) error {
+	if !filepath.IsAbs(hp.Path) || strings.ContainsRune(hp.Path, 0) {
+		return configErrorf("hostPath %q is not an absolute path", hp.Path)
+	}
 	t := v1.HostPathUnset
 	if hp.Type != nil {
 		t = *hp.Type
@@ -135,30 +200,46 @@ func checkHostPath(hp *v1.HostPathVolumeSource) error {
 	return nil
 }
 
-// makeEmptyDir makes an emptyDir: a directory, or a tmpfs for medium Memory.
-func makeEmptyDir(p string, ed *v1.EmptyDirVolumeSource) error {
-	if err := os.MkdirAll(p, 0o777); err != nil {
-		return err
+// makeEmptyDir makes the emptyDir name of the pod: a directory, or a tmpfs
+// for medium Memory. It returns its real path.
+func makeEmptyDir(d *podDirs, name string, ed *v1.EmptyDirVolumeSource) (string, error) {
+	rel := d.rel("volumes", "kubernetes.io~empty-dir", name)
+	what := "emptyDir " + strconv.Quote(name)
+	if err := d.root.MkdirAll(rel, 0o777); err != nil {
+		return "", refused(what, err)
+	}
+	f, err := d.root.Open(rel)
+	if err != nil {
+		return "", refused(what, err)
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.IsDir() {
+		return "", fmt.Errorf("%s: %s is not a directory: refused", what, rel)
+	}
+	p, err := d.realPath(f, rel)
+	if err != nil {
+		return "", err
 	}
 	// World-writable as the kubelet makes it, whatever the umask.
-	if err := os.Chmod(p, 0o777); err != nil {
-		return err
+	if err := f.Chmod(0o777); err != nil {
+		return "", err
 	}
 	if ed.Medium != v1.StorageMediumMemory {
-		return nil
+		return p, nil
 	}
 	mounted, err := isMountPoint(p)
 	if err != nil || mounted {
-		return err
+		return p, err
 	}
 	opts := "mode=0777"
 	if ed.SizeLimit != nil && !ed.SizeLimit.IsZero() {
 		opts += ",size=" + strconv.FormatInt(ed.SizeLimit.Value(), 10)
 	}
-	if err := unix.Mount("tmpfs", p, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
-		return fmt.Errorf("mount tmpfs on %s: %w", p, err)
+	// Onto the directory opened above, whatever its path names by now.
+	if err := unix.Mount("tmpfs", fdPath(f), "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+		return "", fmt.Errorf("mount tmpfs on %s: %w", p, err)
 	}
-	return nil
+	return p, nil
 }
 
 // volumeFile is one file of a generated volume.
@@ -287,46 +368,85 @@ func addDownwardFiles(files map[string]volumeFile, pod *v1.Pod, items []v1.Downw
 	return nil
 }
 
-// writeVolumeFiles makes dir hold exactly files. Each file is written to a
-// temporary name and renamed, so a container never reads half a file.
-func writeVolumeFiles(dir string, files map[string]volumeFile) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+// writeVolumeFiles makes the directory rel (relative to the root dir) hold
+// exactly files, and returns its real path. Each file is written to a
+// temporary name and renamed, so a container never reads half a file. Every
+// file path must be relative and without '..'; all of them are checked
+// before anything is written.
+func writeVolumeFiles(d *podDirs, rel string, files map[string]volumeFile) (string, error) {
+	want := make(map[string]bool, len(files))
+	names := make([]string, 0, len(files))
+	clean := make(map[string]string, len(files))
+	for name := range files {
+		c, err := cleanRelPath("volume path", name, false)
+		if err != nil {
+			return "", err
+		}
+		want[c] = true
+		names = append(names, name)
+		clean[name] = c
+	}
+	slices.Sort(names)
+	if err := d.root.MkdirAll(rel, 0o755); err != nil {
+		return "", refused("volume directory", err)
+	}
+	vr, err := d.root.OpenRoot(rel)
+	if err != nil {
+		return "", refused("volume directory", err)
+	}
+	defer vr.Close()
+	dir, err := rootRealPath(vr)
+	if err != nil {
+		return "", err
+	}
+	if want := filepath.Join(d.real, rel); dir != want {
+		return "", fmt.Errorf("%s is %s (a symlink in the pod directory): refused", want, dir)
+	}
+	for _, name := range names {
+		f, p := files[name], clean[name]
+		if err := writeVolumeFile(vr, p, f); err != nil {
+			return "", refused("volume path "+strconv.Quote(name), err)
+		}
+	}
+	// Keys removed from the object go away from the volume too. The walk
+	// does not follow symlinks, and removes a symlink itself.
+	err = fs.WalkDir(vr.FS(), ".", func(p string, e fs.DirEntry, err error) error {
+		if err != nil || e.IsDir() || want[p] {
+			return err
+		}
+		return vr.Remove(p)
+	})
+	return dir, err
+}
+
+// writeVolumeFile writes f at p in the volume vr, unless it is there already.
+func writeVolumeFile(vr *os.Root, p string, f volumeFile) error {
+	if old, err := vr.ReadFile(p); err == nil && bytes.Equal(old, f.Data) {
+		if fi, err := vr.Lstat(p); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm() == f.Mode.Perm() {
+			return nil
+		}
+	}
+	if dir := filepath.Dir(p); dir != "." {
+		if err := vr.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+	}
+	tmp := filepath.Join(filepath.Dir(p), ".tmp-"+filepath.Base(p))
+	w, err := vr.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, f.Mode.Perm())
+	if err != nil {
 		return err
 	}
-	want := map[string]bool{}
-	for rel, f := range files {
-		clean := filepath.Clean(rel)
-		if filepath.IsAbs(clean) || clean == ".." || strings.HasPrefix(clean, "../") {
-			return configErrorf("volume path %q leaves the volume", rel)
-		}
-		p := filepath.Join(dir, clean)
-		want[p] = true
-		if old, err := os.ReadFile(p); err == nil && bytes.Equal(old, f.Data) {
-			if fi, err := os.Stat(p); err == nil && fi.Mode().Perm() == f.Mode.Perm() {
-				continue
-			}
-		}
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			return err
-		}
-		tmp := filepath.Join(filepath.Dir(p), ".tmp-"+filepath.Base(p))
-		if err := os.WriteFile(tmp, f.Data, f.Mode.Perm()); err != nil {
-			return err
-		}
-		if err := os.Chmod(tmp, f.Mode.Perm()); err != nil {
-			return err
-		}
-		if err := os.Rename(tmp, p); err != nil {
-			return err
-		}
+	_, err = w.Write(f.Data)
+	if err == nil {
+		err = w.Chmod(f.Mode.Perm())
 	}
-	// Keys removed from the object go away from the volume too.
-	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || want[p] {
-			return err
-		}
-		return os.Remove(p)
-	})
+	if cerr := w.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	return vr.Rename(tmp, p)
 }
 
 // isMountPoint reports whether p is a mount point, from /proc/self/mountinfo.
@@ -381,29 +501,60 @@ func unescapeMountPath(s string) string {
 	return b.String()
 }
 
-// removePodDir unmounts what podrun mounted under a pod directory and removes
-// it.
-func removePodDir(dir string) error {
-	mounts, err := mountsUnder(dir)
+// subPathSource is the host path to bind for a volumeMount's subPath sub of
+// the volume src: the real path of sub resolved within the volume, which a
+// container may have filled with symlinks (CVE-2017-1002101). sub must be a
+// relative path without '..', and resolve inside the volume; a missing sub
+// is made in a writable volume, as the kubelet does.
+func subPathSource(src volumeSource, sub string) (string, error) {
+	clean, err := cleanRelPath("subPath", sub, true)
 	if err != nil {
-		return err
+		return "", err
 	}
-	for _, m := range mounts {
-		if err := unix.Unmount(m, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
-			return fmt.Errorf("unmount %s: %w", m, err)
+	what := "subPath " + strconv.Quote(sub)
+	base := src.HostPath
+	if src.Host {
+		// The hostPath is declared; like Docker's bind, podrun makes it.
+		if _, err := os.Stat(base); errors.Is(err, fs.ErrNotExist) {
+			if err := os.MkdirAll(base, 0o755); err != nil {
+				return "", err
+			}
 		}
 	}
-	if err := os.RemoveAll(dir); err != nil {
-		return fmt.Errorf("remove %s: %w", dir, err)
+	vr, err := os.OpenRoot(base)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", what, err)
 	}
-	return nil
-}
-
-// ensureSubPath makes a subPath directory of a writable volume, as the
-// kubelet does for a subPath that does not exist yet.
-func ensureSubPath(p string, src volumeSource) error {
-	if _, err := os.Stat(p); err == nil || src.ReadOnly {
-		return nil
+	defer vr.Close()
+	baseReal, err := rootRealPath(vr)
+	if err != nil {
+		return "", err
 	}
-	return os.MkdirAll(p, 0o755)
+	if !src.Host && baseReal != base {
+		return "", fmt.Errorf("%s: volume directory %s moved to %s: refused", what, base, baseReal)
+	}
+	if !src.ReadOnly {
+		if _, err := vr.Lstat(clean); errors.Is(err, fs.ErrNotExist) {
+			if err := vr.MkdirAll(clean, 0o755); err != nil {
+				return "", refused(what, err)
+			}
+		}
+	}
+	// Non-blocking: a FIFO a container put there must not hold podrun.
+	f, err := vr.OpenFile(clean, os.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", configErrorf("%s does not exist in the volume", what)
+	}
+	if err != nil {
+		return "", refused(what, err)
+	}
+	defer f.Close()
+	p, err := fileRealPath(f)
+	if err != nil {
+		return "", err
+	}
+	if !within(baseReal, p) {
+		return "", configErrorf("%s resolves to %s, outside its volume %s: refused", what, p, baseReal)
+	}
+	return p, nil
 }

@@ -100,7 +100,7 @@ func TestVolumesAndTeardown(t *testing.T) {
 		t.Errorf("emptyDir lost its data on a second prepare")
 	}
 
-	if err := removePodDir(dir); err != nil {
+	if err := removePodDir(root, "uid-1"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {

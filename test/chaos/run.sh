@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
 # Runs podrun's reliability suite (`make chaos`): the chaos scenarios of
 # test/chaos (build tag chaos) against the real dockerd, then each fuzz
-# target of the manifest decoder and the URL source's body handling for a
-# bounded time. Prints one summary line per scenario and exits non-zero on
+# target of the manifest decoder and the URL source's body handling, and the
+# pod directories' confinement under the root dir, for a bounded time
+# (hack/fuzz.sh). Prints one summary line per scenario and exits non-zero on
 # any failure.
 #
 # Environment:
 #   CHAOS_FULL=1          the full counts (20 kills, 5 dockerd restarts,
-#                         a 3 min crash loop, 30 s per fuzz target); the
+#                         a 3 min crash loop, 30 s per fuzz target, 2 min
+#                         for FuzzPodDirConfinement); the
 #                         default is the short form CI runs
 #   CHAOS_FUZZTIME=30s    time per fuzz target (short form: 15s)
+#   CHAOS_PODDIR_FUZZTIME=2m  time for FuzzPodDirConfinement (short form: 30s)
 #   CHAOS_RUN=regexp      only the scenarios matching (go test -run)
 #   CHAOS_DOCKERD=0       skip the dockerd restart (it is skipped anyway
 #                         while another Go test binary runs)
@@ -28,8 +31,10 @@ bash hack/setup.sh || exit 1
 
 if [ "${CHAOS_FULL:-}" = 1 ]; then
 	fuzztime=${CHAOS_FUZZTIME:-30s}
+	poddir_fuzztime=${CHAOS_PODDIR_FUZZTIME:-2m}
 else
 	fuzztime=${CHAOS_FUZZTIME:-15s}
+	poddir_fuzztime=${CHAOS_PODDIR_FUZZTIME:-30s}
 fi
 
 tmp=$(mktemp -d /tmp/podrun-chaos-build.XXXXXX)
@@ -47,51 +52,14 @@ args=(-test.timeout 120m -test.count 1)
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 
 summary=$(grep '^chaos: ' "$tmp/chaos.out" || true)
-# fuzz runs one target for $fuzztime (log in $tmp/$1.out) and prints its
-# summary line; it fails on a failing input. Go before 1.27 may also fail a
-# run whose -fuzztime ends while a worker is busy, with "context deadline
-# exceeded" and no input to blame (go.dev/issue/75804): such a run is made
-# once more, and if it ends the same way the target's corpus is replayed
-# (go test -run), which must pass.
-fuzz() {
-	local target=$1 start rc try execs note="" out="$tmp/$1.out"
-	start=$(date +%s)
-	for try in 1 2; do
-		go test -run '^$' -fuzz "^$target\$" -fuzztime "$fuzztime" -fuzzminimizetime 5s ./manifest >"$out" 2>&1
-		rc=$?
-		if [ $rc -eq 0 ] || ! shutdown_race "$out"; then
-			break
-		fi
-		note="$note; run $try ended in Go's -fuzztime shutdown race (go.dev/issue/75804), no failing input"
-	done
-	execs=$(grep '^fuzz: elapsed' "$out" | tail -1 | sed -n 's/.*execs: \([0-9]*\).*/\1/p')
-	if [ $rc -ne 0 ] && shutdown_race "$out" && go test -count=1 -run "^$target\$" ./manifest >>"$out" 2>&1; then
-		rc=0
-		note="$note; its corpus replays clean"
-	fi
-	if [ $rc -eq 0 ]; then
-		printf 'chaos: %-22s trials=1   held=1   failed=0   took=%ss | %s execs, no crasher%s\n' "fuzz $target" $(( $(date +%s) - start )) "${execs:-?}" "$note"
-		return 0
-	fi
-	tail -30 "$out" >&2
-	if grep -q 'Failing input written to' "$out"; then
-		printf 'chaos: %-22s trials=1   held=0   failed=1   took=%ss | crasher written under manifest/testdata/fuzz/%s: make it a regression test\n' "fuzz $target" $(( $(date +%s) - start )) "$target"
-	else
-		printf 'chaos: %-22s trials=1   held=0   failed=1   took=%ss | go test -fuzz failed (exit %s), log above%s\n' "fuzz $target" $(( $(date +%s) - start )) "$rc" "$note"
-	fi
-	return 1
-}
-
-# shutdown_race: the fuzz log $1 ends in a bare "context deadline exceeded"
-# failure, with no failing input written.
-shutdown_race() {
-	! grep -q 'Failing input written to' "$1" && grep -q '^    context deadline exceeded$' "$1"
-}
-
+# Each fuzz target runs through hack/fuzz.sh (which also copes with Go's
+# -fuzztime shutdown race), its log in $tmp/TARGET.out.
 if [ -z "${CHAOS_RUN:-}" ]; then
-	echo "== fuzz ($fuzztime per target)"
-	for target in FuzzParse FuzzURLBody; do
-		line=$(fuzz "$target") || status=1
+	echo "== fuzz ($fuzztime per target, $poddir_fuzztime for FuzzPodDirConfinement)"
+	for spec in "FuzzParse ./manifest $fuzztime" "FuzzURLBody ./source $fuzztime" \
+		"FuzzPodDirConfinement ./runner $poddir_fuzztime"; do
+		read -r target pkg ftime <<<"$spec"
+		line=$(FUZZ_PREFIX=chaos: FUZZ_LOG="$tmp/$target.out" bash hack/fuzz.sh "$target" "$pkg" "$ftime") || status=1
 		echo "$line"
 		summary+=$'\n'"$line"
 	done

@@ -1,0 +1,239 @@
+package runner
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// Confinement of the pod directories (DESIGN.md, "Safety of the host").
+//
+// podrun runs as root from manifests others write. Every path it makes,
+// writes or removes for a pod lies under <root-dir>/pods/<uid>, and is
+// reached through an os.Root of the root dir: a name from a manifest is
+// checked to be a safe name or a clean relative path first, and os.Root
+// refuses '..' and symlinks that leave the root, so a symlink planted in a
+// pod's directory (a container writes its emptyDir) cannot send podrun
+// elsewhere. The paths podrun hands to the runtime as bind sources are the
+// real paths (symlinks resolved) of what it opened, checked to be under the
+// root dir (or, for a hostPath volume's subPath, under the hostPath).
+
+// podDirs is one pod's directory, <root-dir>/pods/<uid>, opened within the
+// root dir.
+type podDirs struct {
+	root *os.Root // the root dir
+	real string   // its real path
+	uid  string   // a safe name
+}
+
+// openPodDirs opens the root dir (making it when missing: it is podrun's
+// own, from its configuration) for the pod uid, which must be a safe name.
+// Nothing under the root dir is made yet.
+func openPodDirs(rootDir, uid string) (*podDirs, error) {
+	if err := checkName("pod uid", uid); err != nil {
+		return nil, err
+	}
+	if rootDir == "" {
+		rootDir = "."
+	}
+	if err := os.MkdirAll(rootDir, 0o755); err != nil {
+		return nil, err
+	}
+	root, err := os.OpenRoot(rootDir)
+	if err != nil {
+		return nil, err
+	}
+	real, err := rootRealPath(root)
+	if err != nil {
+		root.Close()
+		return nil, err
+	}
+	return &podDirs{root: root, real: real, uid: uid}, nil
+}
+
+func (d *podDirs) Close() error { return d.root.Close() }
+
+// rel is the path, relative to the root dir, of parts (each a checked safe
+// name) in the pod's directory.
+func (d *podDirs) rel(parts ...string) string {
+	return filepath.Join(append([]string{"pods", d.uid}, parts...)...)
+}
+
+// realPath is the real path of f, opened through d.root as rel: it must be
+// <root dir>/rel exactly. podrun makes no symlinks in a pod directory, and
+// os.Root follows only those that stay in the root dir, so one that leads
+// elsewhere in it (another pod's directory) is refused here.
+func (d *podDirs) realPath(f *os.File, rel string) (string, error) {
+	p, err := fileRealPath(f)
+	if err != nil {
+		return "", err
+	}
+	if want := filepath.Join(d.real, rel); p != want {
+		return "", fmt.Errorf("%s is %s (a symlink in the pod directory): refused", want, p)
+	}
+	return p, nil
+}
+
+// checkName checks that s, a name from a manifest, is one safe path
+// component: not empty, not "." or "..", no '/' and no NUL. A name that is
+// not is the manifest's fault: a configError.
+func checkName(what, s string) error {
+	if s == "" || s == "." || s == ".." || strings.ContainsAny(s, "/\x00") {
+		return configErrorf("%s %q is not a safe file name: refused", what, s)
+	}
+	return nil
+}
+
+// cleanRelPath checks that p, a path from a manifest, is relative and
+// without '..' elements, and returns it cleaned. "." (the directory itself)
+// is allowed only when dot is.
+func cleanRelPath(what, p string, dot bool) (string, error) {
+	bad := func(why string) (string, error) {
+		return "", configErrorf("%s %q %s: refused", what, p, why)
+	}
+	switch {
+	case p == "":
+		return bad("is empty")
+	case strings.ContainsRune(p, 0):
+		return bad("holds a NUL")
+	case filepath.IsAbs(p):
+		return bad("is not a relative path")
+	case slices.Contains(strings.Split(p, "/"), ".."):
+		return bad("has a '..' element")
+	}
+	clean := filepath.Clean(p)
+	if clean == "." && !dot {
+		return bad("names no file")
+	}
+	return clean, nil
+}
+
+// isEscape reports whether err is os.Root's refusal of a path that leaves
+// the root ('..' above it, or a symlink pointing out of it or absolute).
+func isEscape(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "path escapes from parent")
+}
+
+// refused turns os.Root's refusal of a path leaving the root into a
+// configError (a name from the manifest, or a symlink the pod's containers
+// planted, points out); other errors are wrapped with what.
+func refused(what string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case isEscape(err):
+		return configErrorf("%s leads out of its directory (%v): refused", what, err)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+// within reports whether p is base or under it.
+func within(base, p string) bool {
+	return p == base || base == "/" && strings.HasPrefix(p, "/") || strings.HasPrefix(p, base+"/")
+}
+
+// fdPath is the /proc path of an open file: the file itself, whatever its
+// path names meanwhile.
+func fdPath(f *os.File) string {
+	return "/proc/self/fd/" + strconv.Itoa(int(f.Fd()))
+}
+
+// fileRealPath is the real path of the open file f: its path with every
+// symlink resolved, checked to name f still.
+func fileRealPath(f *os.File) (string, error) {
+	p, err := os.Readlink(fdPath(f))
+	if err != nil {
+		return "", err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		return "", err
+	}
+	if !filepath.IsAbs(p) {
+		return "", fmt.Errorf("%s has no path", f.Name())
+	}
+	if pfi, err := os.Lstat(p); err != nil || !os.SameFile(fi, pfi) {
+		return "", fmt.Errorf("%s moved while it was opened: refused", p)
+	}
+	return p, nil
+}
+
+// rootRealPath is the real path of the directory r is.
+func rootRealPath(r *os.Root) (string, error) {
+	f, err := r.Open(".")
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	return fileRealPath(f)
+}
+
+// removePodDir unmounts what is mounted under the pod directory of uid
+// (tmpfs emptyDirs) and removes it. It refuses a uid that is not a safe
+// name, and a pod directory that is a symlink; the removal does not follow
+// symlinks, so one planted in the pod directory takes nothing outside with
+// it.
+func removePodDir(rootDir, uid string) error {
+	if err := checkName("pod uid", uid); err != nil {
+		return fmt.Errorf("remove pod directory: %w", err)
+	}
+	if rootDir == "" {
+		rootDir = "."
+	}
+	root, err := os.OpenRoot(rootDir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	rootReal, err := rootRealPath(root)
+	if err != nil {
+		return err
+	}
+	rel := filepath.Join("pods", uid)
+	fi, err := root.Lstat(rel)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return fmt.Errorf("remove pod directory %s: %w", rel, err)
+	case fi.Mode()&fs.ModeSymlink != 0:
+		return fmt.Errorf("pod directory %s is a symlink: refused", filepath.Join(rootReal, rel))
+	}
+	if fi.IsDir() {
+		f, err := root.Open(rel)
+		if err != nil {
+			return fmt.Errorf("remove pod directory %s: %w", rel, err)
+		}
+		real, err := fileRealPath(f)
+		f.Close()
+		if err != nil {
+			return err
+		}
+		if want := filepath.Join(rootReal, rel); real != want {
+			return fmt.Errorf("pod directory %s is %s (a symlink in the root dir): refused", want, real)
+		}
+		mounts, err := mountsUnder(real)
+		if err != nil {
+			return err
+		}
+		for _, m := range mounts {
+			if err := unix.Unmount(m, unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW); err != nil && !errors.Is(err, unix.EINVAL) {
+				return fmt.Errorf("unmount %s: %w", m, err)
+			}
+		}
+	}
+	if err := root.RemoveAll(rel); err != nil {
+		return fmt.Errorf("remove %s: %w", filepath.Join(rootReal, rel), err)
+	}
+	return nil
+}
