@@ -163,37 +163,58 @@ func setObjects(r *runner.Runner, snaps []*manifest.Snapshot) {
 	r.SetObjects(cms, secrets)
 }
 
-// waitFor waits until every pod meets the condition, one has failed, or the
-// timeout passes, and returns the pods with their last status.
+// waitFor waits until every pod meets the condition and has converged, one
+// has failed, or the timeout passes, and returns the pods with their last
+// status.
+//
+// Converged (runner.SyncedPod) is what the status cannot show: that nothing
+// of the pod runs that must not - a second sandbox, a container of an older
+// attempt - which a podrun killed mid-bring-up can leave (its start requests
+// may complete in the engine after the next podrun made the pod anew). The
+// sync that finds such a pod stops what must not run; the next one finds it
+// converged. A failed pod ends the wait whatever else runs.
 func waitFor(ctx context.Context, r *runner.Runner, pods []*v1.Pod, cond string, timeout time.Duration) ([]*v1.Pod, error) {
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	for {
 		changed := r.Changed()
-		current := currentPods(r, pods)
-		if met, failed := conditionMet(current, cond); met || failed {
+		current, converged := currentPods(r, pods)
+		met, failed := conditionMet(current, cond)
+		if failed || (met && converged) {
 			return current, nil
 		}
 		select {
 		case <-changed:
 		case <-deadline.C:
-			return currentPods(r, pods), fmt.Errorf("timed out after %s waiting for pods to be %s", timeout, cond)
+			current, converged := currentPods(r, pods)
+			if met, _ := conditionMet(current, cond); met && !converged {
+				return current, fmt.Errorf("timed out after %s waiting for pods to be %s: "+
+					"a pod still has a sandbox or container running that must be stopped (see the log)", timeout, cond)
+			}
+			return current, fmt.Errorf("timed out after %s waiting for pods to be %s", timeout, cond)
 		case <-ctx.Done():
-			return currentPods(r, pods), fmt.Errorf("interrupted while waiting for pods to be %s", cond)
+			current, _ := currentPods(r, pods)
+			return current, fmt.Errorf("interrupted while waiting for pods to be %s", cond)
 		}
 	}
 }
 
-func currentPods(r *runner.Runner, pods []*v1.Pod) []*v1.Pod {
+// currentPods returns the pods with their last status (the desired pod,
+// without status, for one not synced yet), and whether every one was
+// converged at that status.
+func currentPods(r *runner.Runner, pods []*v1.Pod) ([]*v1.Pod, bool) {
 	out := make([]*v1.Pod, len(pods))
+	all := true
 	for i, p := range pods {
-		if cur, ok := r.Pod(string(p.UID)); ok {
+		cur, converged, ok := r.SyncedPod(string(p.UID))
+		if ok {
 			out[i] = cur
 		} else {
 			out[i] = p
 		}
+		all = all && converged
 	}
-	return out
+	return out, all
 }
 
 // conditionMet reports whether every pod meets cond, and whether any pod has

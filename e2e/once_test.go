@@ -272,6 +272,17 @@ func TestOnceKilledMidBringUp(t *testing.T) {
 			}
 		}
 	}
+	if t.Failed() {
+		return
+	}
+	// Converged for good: once again changes nothing.
+	before := ids(e)
+	if r := e.podrun(2*time.Minute, "once", e.dir, "--timeout", "1m"); r.code != 0 {
+		t.Fatalf("once again: exit %d\n%s", r.code, r.stderr)
+	}
+	if after := ids(e); strings.Join(after, ",") != strings.Join(before, ",") {
+		t.Fatalf("once again changed containers:\nbefore %v\nafter  %v", before, after)
+	}
 }
 
 func TestBuiltInInfraImage(t *testing.T) {

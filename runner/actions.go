@@ -114,6 +114,18 @@ type podActions struct {
 	// StopSandbox stops the sandbox of a pod that has finished.
 	StopSandbox bool
 
+	// StopSandboxes are running sandboxes of the pod other than its latest
+	// (see reconcileSandboxes); their running containers are in Kill, and
+	// are stopped first.
+	StopSandboxes []*Sandbox
+	// Remove are leftover containers to remove (never running ones): those
+	// of older sandboxes that are superseded or were never started, and
+	// created ones the latest sandbox no longer needs.
+	Remove []*Container
+	// RemoveSandboxes are dead sandboxes other than the latest that hold no
+	// container once Remove is done.
+	RemoveSandboxes []*Sandbox
+
 	// Waiting says why containers that should run do not, by name.
 	Waiting map[string]waiting
 	// PodFailed is set when the pod can never succeed (an init container
@@ -143,7 +155,27 @@ func (a *podActions) RetryAfter() time.Duration {
 // Empty reports whether the sync has nothing to change.
 func (a *podActions) Empty() bool {
 	return !a.KillPod && !a.CreateSandbox && a.StartInit == nil && len(a.StartApps) == 0 &&
-		len(a.StartCreated) == 0 && len(a.Kill) == 0 && len(a.UpdateResources) == 0 && !a.StopSandbox
+		len(a.StartCreated) == 0 && len(a.Kill) == 0 && len(a.UpdateResources) == 0 && !a.StopSandbox &&
+		len(a.StopSandboxes) == 0 && len(a.Remove) == 0 && len(a.RemoveSandboxes) == 0
+}
+
+// Converged reports whether nothing of the pod runs that must not: no
+// sandbox or container to stop. Then the pod has at most one running
+// sandbox, its latest (exactly one unless it has finished), and nothing
+// runs but the latest attempt of each of the spec's containers in it.
+//
+// What is missing (a container not started yet) shows in the pod's status;
+// what runs but must not (a second sandbox a killed podrun's late start
+// brought up, a container of an older attempt) does not, since the status
+// shows only the latest attempt of each name: so `podrun once` waits for
+// this too before it reports success. Leftovers that run nothing (dead or
+// never started objects in Remove, RemoveSandboxes) do not count: they are
+// removed in the same sync, before its status is published, and one whose
+// removal fails (logged, tried again with back-off) must not keep `once`
+// from succeeding. Nor do starts and in-place resource updates, which the
+// status shows or which change nothing that runs.
+func (a *podActions) Converged() bool {
+	return !a.KillPod && len(a.Kill) == 0 && !a.StopSandbox && len(a.StopSandboxes) == 0
 }
 
 // shouldRestart reports whether an exited container is restarted under the
@@ -180,6 +212,12 @@ func computePodActions(pod *v1.Pod, state *podState, backoff *flowcontrol.Backof
 		// some stays finished: its sandbox is not made again.
 		if sb != nil && sb.Hash == sandboxHash && podFinished(pod, state, sb.ID) {
 			a.Kill = runningKills(state, "pod has finished")
+			// An older sandbox that runs (a late start) is stopped too.
+			for _, o := range state.Sandboxes[1:] {
+				if o.State != StateExited && o.State != StateCreated {
+					a.StopSandboxes = append(a.StopSandboxes, o)
+				}
+			}
 			a.PodFailed = initFailed(pod, state, sb.ID)
 			return a
 		}
@@ -198,10 +236,7 @@ func computePodActions(pod *v1.Pod, state *podState, backoff *flowcontrol.Backof
 		}
 		for i := range pod.Spec.Containers {
 			c := &pod.Spec.Containers[i]
-			// Under OnFailure a container that succeeded is done, even in a
-			// new sandbox.
-			if last := state.latest(c.Name, ""); last != nil && policy == v1.RestartPolicyOnFailure &&
-				last.State == StateExited && last.ExitCode == 0 {
+			if succeededBefore(c, state, policy) {
 				continue
 			}
 			a.StartApps = append(a.StartApps, c)
@@ -211,7 +246,12 @@ func computePodActions(pod *v1.Pod, state *podState, backoff *flowcontrol.Backof
 	a.SandboxID = sb.ID
 
 	// Containers of older sandboxes, and containers no longer in the spec,
-	// must not run.
+	// must not run. A running one is stopped (gracefully, and kept for its
+	// status and logs until the rule of reconcileSandboxes removes it); a
+	// created one never ran, so there is nothing to stop or keep: it is
+	// removed. (Stopping it would do nothing - Docker leaves a created
+	// container created - and a start that a killed podrun sent could
+	// still run it later.)
 	specNames := map[string]bool{}
 	for _, c := range allContainers(pod) {
 		specNames[c.Name] = true
@@ -220,15 +260,24 @@ func computePodActions(pod *v1.Pod, state *podState, backoff *flowcontrol.Backof
 		if c.State != StateRunning && c.State != StateCreated {
 			continue
 		}
+		reason := ""
 		switch {
 		case c.SandboxID != sb.ID:
-			a.Kill = append(a.Kill, killTarget{Container: c, Reason: "container of an older sandbox"})
+			reason = "container of an older sandbox"
 		case !specNames[c.Name]:
-			a.Kill = append(a.Kill, killTarget{Container: c, Reason: "container removed from the pod spec"})
+			reason = "container removed from the pod spec"
 		case state.latest(c.Name, sb.ID) != c:
-			a.Kill = append(a.Kill, killTarget{Container: c, Reason: "superseded by a newer attempt"})
+			reason = "superseded by a newer attempt"
+		default:
+			continue
 		}
+		if c.State == StateCreated {
+			a.Remove = append(a.Remove, c)
+			continue
+		}
+		a.Kill = append(a.Kill, killTarget{Container: c, Reason: reason})
 	}
+	reconcileSandboxes(state, sb, specNames, a)
 
 	if !computeInitActions(pod, state, sb.ID, backoff, probes, a) {
 		return a
@@ -251,6 +300,70 @@ func computePodActions(pod *v1.Pod, state *podState, backoff *flowcontrol.Backof
 		a.StopSandbox = true
 	}
 	return a
+}
+
+// reconcileSandboxes brings a pod whose latest sandbox sb runs and is
+// current to exactly one sandbox, sb, and removes what older attempts left.
+// A podrun killed mid-bring-up may have sent a start that completes inside
+// the engine after the next podrun judged that sandbox dead and made a new
+// one: then two sandboxes run, each with containers.
+//
+// The kubelet, seeing more than one sandbox, kills the whole pod and makes
+// it again. podrun keeps the latest sandbox and its containers when it runs
+// and is current (this function is only called then), and stops every
+// other running sandbox (its running containers are already in Kill): the
+// pod that is up stays up. When the latest sandbox is not running, the
+// KillPod path stops everything, older attempts included (killPod stops
+// every container that runs and every sandbox that has not exited), and
+// makes or adopts the latest.
+//
+// Leftovers are removed by the sync itself, in once as in watch, not left
+// to watch's garbage collection:
+//   - a never started (created) container outside sb: see computePodActions;
+//   - a dead container of an older sandbox, once a newer container of its
+//     name exists, or when its name is no longer in the spec. The newest
+//     container of a name is kept even in an older sandbox: until a newer
+//     one is made it is what the status reports as that container's state
+//     (the status takes the newest of each name, whatever its sandbox), and
+//     what `podrun logs` shows;
+//   - an older sandbox that is dead (exited, or created and never started)
+//     once none of its containers is left after those removals.
+//
+// Everything is decided here, from the state alone; applyActions only
+// carries it out.
+func reconcileSandboxes(state *podState, sb *Sandbox, specNames map[string]bool, a *podActions) {
+	removed := map[string]bool{}
+	for _, c := range a.Remove {
+		removed[c.ID] = true
+	}
+	for _, c := range state.Containers {
+		if c.SandboxID == sb.ID || c.State == StateRunning || c.State == StateCreated || removed[c.ID] {
+			continue
+		}
+		if !specNames[c.Name] || state.latest(c.Name, "") != c {
+			a.Remove = append(a.Remove, c)
+			removed[c.ID] = true
+		}
+	}
+	occupied := map[string]bool{}
+	for _, c := range state.Containers {
+		if !removed[c.ID] {
+			occupied[c.SandboxID] = true
+		}
+	}
+	for _, o := range state.Sandboxes {
+		if o == sb {
+			continue
+		}
+		switch o.State {
+		case StateExited, StateCreated:
+			if !occupied[o.ID] {
+				a.RemoveSandboxes = append(a.RemoveSandboxes, o)
+			}
+		default: // running, or unknown: stop it, as killPod would
+			a.StopSandboxes = append(a.StopSandboxes, o)
+		}
+	}
 }
 
 // computeInitActions decides the init-container step and reports whether the
@@ -355,6 +468,8 @@ func computeContainerAction(pod *v1.Pod, c *v1.Container, state *podState, sandb
 	policy v1.RestartPolicy, backoff *flowcontrol.Backoff, probes probeVerdicts, a *podActions) {
 	st := state.latest(c.Name, sandboxID)
 	switch {
+	case st == nil && succeededBefore(c, state, policy):
+		// Done in an earlier sandbox of the pod: not run again.
 	case st == nil:
 		a.StartApps = append(a.StartApps, c)
 	case st.State == StateCreated:
@@ -451,6 +566,9 @@ func terminalApps(pod *v1.Pod, state *podState, sandboxID string, policy v1.Rest
 	for i := range pod.Spec.Containers {
 		c := &pod.Spec.Containers[i]
 		st := state.latest(c.Name, sandboxID)
+		if st == nil && succeededBefore(c, state, policy) {
+			continue
+		}
 		if st == nil || st.State != StateExited {
 			return false
 		}
@@ -462,6 +580,18 @@ func terminalApps(pod *v1.Pod, state *podState, sandboxID string, policy v1.Rest
 		}
 	}
 	return true
+}
+
+// succeededBefore reports whether c, under OnFailure, has run to success
+// in any sandbox of the pod as it is specified now: it is done for good,
+// even after the pod's sandbox was made again (a dockerd restart), as the
+// kubelet looks at a container's last run whatever its sandbox.
+func succeededBefore(c *v1.Container, state *podState, policy v1.RestartPolicy) bool {
+	if policy != v1.RestartPolicyOnFailure {
+		return false
+	}
+	last := state.latest(c.Name, "")
+	return last != nil && last.State == StateExited && last.ExitCode == 0 && last.Hash == ContainerHash(c)
 }
 
 func runningContainers(state *podState) []*Container {

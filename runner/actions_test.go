@@ -192,6 +192,26 @@ func TestComputePodActions(t *testing.T) {
 			want: want{stopSandbox: true},
 		},
 		{
+			name: "OnFailure: an app that succeeded in an older sandbox is not run again in the new one",
+			pod:  testPod(onFailure, nil, "a", "b"),
+			state: func(p *v1.Pod) *podState {
+				return newState(p).sandbox("s0", 0, StateExited).container("s0", "a", 0, StateExited, 0).
+					container("s0", "b", 0, StateExited, 137).
+					sandbox("s1", 1, StateRunning).container("s1", "b", 1, StateRunning, 0).build()
+			},
+			want: want{},
+		},
+		{
+			name: "OnFailure: the pod is finished when the app that succeeded did so in an older sandbox",
+			pod:  testPod(onFailure, nil, "a", "b"),
+			state: func(p *v1.Pod) *podState {
+				return newState(p).sandbox("s0", 0, StateExited).container("s0", "a", 0, StateExited, 0).
+					container("s0", "b", 0, StateExited, 137).
+					sandbox("s1", 1, StateRunning).container("s1", "b", 1, StateExited, 0).build()
+			},
+			want: want{stopSandbox: true},
+		},
+		{
 			name: "Never does not restart a failed app",
 			pod:  testPod(never, nil, "a", "b"),
 			state: func(p *v1.Pod) *podState {
@@ -363,3 +383,198 @@ func TestCrashLoopBackoff(t *testing.T) {
 }
 
 func mustQty(s string) resource.Quantity { return resource.MustParse(s) }
+
+func containerIDs(cs []*Container) []string {
+	var out []string
+	for _, c := range cs {
+		out = append(out, c.ID)
+	}
+	return out
+}
+
+func sandboxIDs(sbs []*Sandbox) []string {
+	var out []string
+	for _, sb := range sbs {
+		out = append(out, sb.ID)
+	}
+	return out
+}
+
+// TestReconcileSandboxes: a pod left with more than one sandbox (a killed
+// podrun's start completed after the next podrun made the pod anew) is
+// brought to exactly one, and what older attempts left is removed, by the
+// sync's own actions.
+func TestReconcileSandboxes(t *testing.T) {
+	always, never := v1.RestartPolicyAlways, v1.RestartPolicyNever
+	type want struct {
+		killPod, createSandbox bool
+		sandboxAttempt         int
+		apps, kill             []string
+		stopSandboxes          []string
+		remove                 []string
+		removeSandboxes        []string
+		converged              bool
+	}
+	cases := []struct {
+		name  string
+		pod   *v1.Pod
+		state func(*v1.Pod) *podState
+		want  want
+	}{
+		{
+			name: "two running sandboxes, the latest running: the older one and its containers are stopped",
+			pod:  testPod(always, nil, "a", "b"),
+			state: func(p *v1.Pod) *podState {
+				return newState(p).sandbox("s0", 0, StateRunning).sandbox("s1", 1, StateRunning).
+					container("s0", "a", 0, StateRunning, 0).container("s0", "b", 0, StateCreated, 0).
+					container("s1", "a", 1, StateRunning, 0).container("s1", "b", 1, StateRunning, 0).build()
+			},
+			// b-0 never ran: removed, not stopped; s0 still runs, so it
+			// is not removed yet.
+			want: want{kill: []string{"a-0"}, stopSandboxes: []string{"s0"}, remove: []string{"b-0"}},
+		},
+		{
+			name: "older sandbox running, the latest created: the pod is made again in the latest",
+			pod:  testPod(always, nil, "a", "b"),
+			state: func(p *v1.Pod) *podState {
+				return newState(p).sandbox("s0", 0, StateRunning).sandbox("s1", 1, StateCreated).
+					container("s0", "a", 0, StateRunning, 0).container("s0", "b", 0, StateRunning, 0).build()
+			},
+			// KillPod stops every sandbox that has not exited, s0 too;
+			// applyActions adopts the created s1 (RunSandbox with its
+			// attempt) rather than making attempt 2.
+			want: want{killPod: true, createSandbox: true, sandboxAttempt: 2, apps: []string{"a", "b"}},
+		},
+		{
+			name: "older dead sandbox whose containers are superseded: all removed",
+			pod:  testPod(always, nil, "a", "b"),
+			state: func(p *v1.Pod) *podState {
+				return newState(p).sandbox("s0", 0, StateExited).sandbox("s1", 1, StateRunning).
+					container("s0", "a", 0, StateExited, 137).container("s0", "b", 0, StateExited, 137).
+					container("s1", "a", 1, StateRunning, 0).container("s1", "b", 1, StateRunning, 0).build()
+			},
+			want: want{remove: []string{"a-0", "b-0"}, removeSandboxes: []string{"s0"}, converged: true},
+		},
+		{
+			name: "older dead sandbox keeps the latest container of a name, and so is kept",
+			pod:  testPod(always, nil, "a", "b"),
+			state: func(p *v1.Pod) *podState {
+				return newState(p).sandbox("s0", 0, StateExited).sandbox("s1", 1, StateRunning).
+					container("s0", "a", 0, StateExited, 137).container("s0", "b", 0, StateExited, 137).
+					container("s1", "b", 1, StateRunning, 0).build()
+			},
+			// a-0 is a's state in the status until a runs in s1.
+			want: want{apps: []string{"a"}, remove: []string{"b-0"}, converged: true},
+		},
+		{
+			name: "dead container of an older sandbox no longer in the spec is removed",
+			pod:  testPod(always, nil, "a"),
+			state: func(p *v1.Pod) *podState {
+				b := newState(p).sandbox("s0", 0, StateExited).sandbox("s1", 1, StateRunning).
+					container("s1", "a", 1, StateRunning, 0)
+				b.st.Containers = append(b.st.Containers, &Container{ID: "gone-0", SandboxID: "s0", Name: "gone", State: StateExited})
+				return b.build()
+			},
+			want: want{remove: []string{"gone-0"}, removeSandboxes: []string{"s0"}, converged: true},
+		},
+		{
+			name: "created containers of an older sandbox are removed, even the latest of their name",
+			pod:  testPod(always, nil, "a", "b"),
+			state: func(p *v1.Pod) *podState {
+				return newState(p).sandbox("s0", 0, StateExited).sandbox("s1", 1, StateRunning).
+					container("s0", "a", 0, StateCreated, 0).container("s0", "b", 0, StateCreated, 0).
+					container("s1", "a", 1, StateRunning, 0).build()
+			},
+			want: want{apps: []string{"b"}, remove: []string{"a-0", "b-0"}, removeSandboxes: []string{"s0"}, converged: true},
+		},
+		{
+			name: "an older sandbox created and never started is removed with its created containers",
+			pod:  testPod(always, nil, "a"),
+			state: func(p *v1.Pod) *podState {
+				return newState(p).sandbox("s0", 0, StateCreated).sandbox("s1", 1, StateRunning).
+					container("s0", "a", 0, StateCreated, 0).container("s1", "a", 1, StateRunning, 0).build()
+			},
+			want: want{remove: []string{"a-0"}, removeSandboxes: []string{"s0"}, converged: true},
+		},
+		{
+			name: "a superseded created container in the latest sandbox is removed, not stopped",
+			pod:  testPod(always, nil, "a"),
+			state: func(p *v1.Pod) *podState {
+				return newState(p).sandbox("s", 0, StateRunning).
+					container("s", "a", 0, StateCreated, 0).container("s", "a", 1, StateRunning, 0).build()
+			},
+			want: want{remove: []string{"a-0"}, converged: true},
+		},
+		{
+			name: "dead containers of the latest sandbox are left to garbage collection",
+			pod:  testPod(always, nil, "a"),
+			state: func(p *v1.Pod) *podState {
+				return newState(p).sandbox("s0", 0, StateExited).sandbox("s1", 1, StateRunning).
+					container("s0", "a", 0, StateExited, 1).container("s1", "a", 1, StateExited, 1).
+					container("s1", "a", 2, StateRunning, 0).build()
+			},
+			want: want{remove: []string{"a-0"}, removeSandboxes: []string{"s0"}, converged: true},
+		},
+		{
+			name: "a finished pod's older sandbox that runs is stopped",
+			pod:  testPod(never, nil, "a"),
+			state: func(p *v1.Pod) *podState {
+				return newState(p).sandbox("s0", 0, StateRunning).sandbox("s1", 1, StateExited).
+					container("s1", "a", 1, StateExited, 0).build()
+			},
+			want: want{stopSandboxes: []string{"s0"}},
+		},
+		{
+			name: "a running container of an older attempt in the latest sandbox is not converged",
+			pod:  testPod(always, nil, "a"),
+			state: func(p *v1.Pod) *podState {
+				return newState(p).sandbox("s", 0, StateRunning).
+					container("s", "a", 0, StateRunning, 0).container("s", "a", 1, StateRunning, 0).build()
+			},
+			want: want{kill: []string{"a-0"}},
+		},
+		{
+			name: "steady pod is converged and needs nothing",
+			pod:  testPod(always, []string{"i1"}, "a"),
+			state: func(p *v1.Pod) *podState {
+				return newState(p).sandbox("s", 0, StateRunning).
+					container("s", "i1", 0, StateExited, 0).container("s", "a", 0, StateRunning, 0).build()
+			},
+			want: want{converged: true},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			st := tc.state(tc.pod)
+			a := computePodActions(tc.pod, st, newBackoff(testclock.NewFakeClock(t0.Add(time.Hour))), nil)
+			got := want{
+				killPod: a.KillPod, createSandbox: a.CreateSandbox, sandboxAttempt: a.SandboxAttempt,
+				apps: names(a.StartApps), kill: killNames(a.Kill), stopSandboxes: sandboxIDs(a.StopSandboxes),
+				remove: containerIDs(a.Remove), removeSandboxes: sandboxIDs(a.RemoveSandboxes), converged: a.Converged(),
+			}
+			w := tc.want
+			if got.killPod != w.killPod || got.createSandbox != w.createSandbox || got.sandboxAttempt != w.sandboxAttempt ||
+				!eq(got.apps, w.apps) || !eq(got.kill, w.kill) || !eq(got.stopSandboxes, w.stopSandboxes) ||
+				!eq(got.remove, w.remove) || !eq(got.removeSandboxes, w.removeSandboxes) || got.converged != w.converged {
+				t.Errorf("actions:\n got %+v\nwant %+v", got, w)
+			}
+			// Nothing is both stopped and removed, and nothing that runs is
+			// removed.
+			for _, c := range a.Remove {
+				if c.State == StateRunning {
+					t.Errorf("removes running container %s", c.ID)
+				}
+				for _, k := range a.Kill {
+					if k.Container == c {
+						t.Errorf("%s both stopped and removed", c.ID)
+					}
+				}
+			}
+			for _, sb := range a.RemoveSandboxes {
+				if sb.State == StateRunning || sb == st.latestSandbox() {
+					t.Errorf("removes sandbox %s (%s)", sb.ID, sb.State)
+				}
+			}
+		})
+	}
+}

@@ -36,7 +36,8 @@ func (e *imageError) Error() string { return e.err.Error() }
 func (e *imageError) Unwrap() error { return e.err }
 
 // applyActions carries out one sync's actions, in the kubelet's order: kill
-// what must go, make the sandbox, then start containers.
+// what must go (containers, then the sandboxes that must not run), remove
+// leftovers, make the sandbox, then start containers.
 func (r *Runner) applyActions(ctx context.Context, pod *v1.Pod, st *podState, a *podActions, w *podWorker) error {
 	grace := gracePeriod(pod)
 	if a.KillPod {
@@ -46,6 +47,15 @@ func (r *Runner) applyActions(ctx context.Context, pod *v1.Pod, st *podState, a 
 	}
 	var errs []error
 	r.stopContainers(ctx, pod, r.podEnv(pod, st.latestSandbox()).PodIP, a.Kill, grace, &errs)
+	for _, sb := range a.StopSandboxes {
+		if err := r.rt.StopSandbox(ctx, sb.ID, grace); err != nil && !errors.Is(err, ErrNotFound) {
+			errs = append(errs, fmt.Errorf("stop sandbox %s: %w", shortID(sb.ID), err))
+			continue
+		}
+		r.log.Info("sandbox stopped", "pod", podKey(pod), "id", shortID(sb.ID), "attempt", sb.Attempt,
+			"reason", "not the pod's latest sandbox")
+	}
+	r.removeLeftovers(ctx, pod, a, &errs)
 
 	sandboxID := a.SandboxID
 	sbCfg := r.sandboxConfig(pod, a.SandboxAttempt)

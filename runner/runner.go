@@ -105,12 +105,15 @@ type Runner struct {
 	cache   *podCache
 	pulls   singleflight.Group
 
-	mu       sync.Mutex
-	workers  map[string]*podWorker
-	status   map[string]*v1.Pod // last published pod with status, by UID
-	changed  chan struct{}      // closed and replaced on every status change
-	removing map[string]bool    // unknown pods being torn down by housekeeping
-	wg       sync.WaitGroup
+	mu      sync.Mutex
+	workers map[string]*podWorker
+	status  map[string]*v1.Pod // last published pod with status, by UID
+	// converged says, by UID, whether the sync that computed status found
+	// nothing of the pod running that must not (podActions.Converged).
+	converged map[string]bool
+	changed   chan struct{}   // closed and replaced on every status change
+	removing  map[string]bool // unknown pods being torn down by housekeeping
+	wg        sync.WaitGroup
 }
 
 // New returns a Runner; Run starts it.
@@ -137,17 +140,18 @@ func New(cfg Config) *Runner {
 		cfg.HousekeepingPeriod = 2 * time.Second
 	}
 	r := &Runner{
-		cfg:      cfg,
-		rt:       cfg.Runtime,
-		raw:      cfg.Runtime,
-		metrics:  cfg.Metrics,
-		log:      cfg.Log,
-		clock:    cfg.Clock,
-		backoff:  newBackoff(cfg.Clock),
-		workers:  map[string]*podWorker{},
-		status:   map[string]*v1.Pod{},
-		changed:  make(chan struct{}),
-		removing: map[string]bool{},
+		cfg:       cfg,
+		rt:        cfg.Runtime,
+		raw:       cfg.Runtime,
+		metrics:   cfg.Metrics,
+		log:       cfg.Log,
+		clock:     cfg.Clock,
+		backoff:   newBackoff(cfg.Clock),
+		workers:   map[string]*podWorker{},
+		status:    map[string]*v1.Pod{},
+		converged: map[string]bool{},
+		changed:   make(chan struct{}),
+		removing:  map[string]bool{},
 	}
 	if cfg.Metrics != nil {
 		r.rt = countingRuntime{Runtime: cfg.Runtime, m: cfg.Metrics}
@@ -320,6 +324,20 @@ func (r *Runner) Pod(uid string) (*v1.Pod, bool) {
 	return p, ok
 }
 
+// SyncedPod returns the pod with uid and its last status, as Pod does, and
+// whether the sync that computed that status found the pod converged:
+// nothing of it running that must not - at most one running sandbox, its
+// latest, and in it no running container but the latest attempt of each
+// name of the spec (see podActions.Converged). The status alone cannot
+// tell: it shows only the latest attempt of each container. `podrun once`
+// needs both before it reports success.
+func (r *Runner) SyncedPod(uid string) (pod *v1.Pod, converged, ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p, ok := r.status[uid]
+	return p, ok && r.converged[uid], ok
+}
+
 // Changed returns a channel closed at the next status change.
 func (r *Runner) Changed() <-chan struct{} {
 	r.mu.Lock()
@@ -327,15 +345,19 @@ func (r *Runner) Changed() <-chan struct{} {
 	return r.changed
 }
 
-func (r *Runner) publish(pod *v1.Pod, removed bool) {
+// publish records the pod's status, computed by a sync that found the pod
+// converged or not (see SyncedPod), or that the pod is removed.
+func (r *Runner) publish(pod *v1.Pod, removed, converged bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	uid := string(pod.UID)
 	if removed {
 		delete(r.status, uid)
+		delete(r.converged, uid)
 		delete(r.workers, uid)
 	} else {
 		r.status[uid] = pod
+		r.converged[uid] = converged
 	}
 	close(r.changed)
 	r.changed = make(chan struct{})
@@ -508,7 +530,7 @@ func (w *podWorker) run(ctx context.Context) {
 				r.log.Error("remove pod", "pod", podKey(pod), "err", err)
 			} else {
 				r.log.Info("pod removed", "pod", podKey(pod))
-				r.publish(pod, true)
+				r.publish(pod, true, false)
 				return
 			}
 		}
@@ -682,7 +704,7 @@ func (w *podWorker) sync(ctx context.Context, pod *v1.Pod, st *podState) (*podAc
 	})
 	out := pod.DeepCopy()
 	out.Status = status
-	r.publish(out, false)
+	r.publish(out, false, actions.Converged())
 	return actions, !actions.Empty(), applyErr
 }
 

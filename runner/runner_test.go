@@ -2,6 +2,7 @@ package runner_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"os"
@@ -461,5 +462,206 @@ func TestFailedPostStartKillsTheContainer(t *testing.T) {
 		if c.State == runner.StateRunning {
 			t.Fatalf("container %s still runs after its postStart hook failed (%+v)", c.ID, p.Status.ContainerStatuses[0])
 		}
+	}
+}
+
+// duplicates sets up, on the fake, what podrun runs leave behind when they
+// are killed mid-bring-up: sandboxes and containers of pod (with apps a and
+// b) made directly, as a killed podrun's requests would have made them.
+type duplicates struct {
+	t    *testing.T
+	fake *runtimetest.Fake
+	pod  *v1.Pod
+}
+
+func (d duplicates) sandboxConfig(attempt int) *runner.SandboxConfig {
+	return &runner.SandboxConfig{
+		Pod:     runner.PodRef{UID: string(d.pod.UID), Name: d.pod.Name, Namespace: d.pod.Namespace},
+		Attempt: attempt, Hash: runner.SandboxHash(d.pod), Image: "pause:1", GracePeriod: time.Second,
+	}
+}
+
+func (d duplicates) sandbox(attempt int, run bool) string {
+	d.t.Helper()
+	var id string
+	var err error
+	if run {
+		id, err = d.fake.RunSandbox(context.Background(), d.sandboxConfig(attempt))
+	} else {
+		id, err = d.fake.CreateSandboxOnly(d.sandboxConfig(attempt))
+	}
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	return id
+}
+
+// container makes container name (a or b) of attempt in sandbox sbID, and
+// starts it when start is set.
+func (d duplicates) container(sbID string, sbAttempt int, name string, attempt int, start bool) string {
+	d.t.Helper()
+	var spec *v1.Container
+	for i := range d.pod.Spec.Containers {
+		if d.pod.Spec.Containers[i].Name == name {
+			spec = &d.pod.Spec.Containers[i]
+		}
+	}
+	cfg := &runner.ContainerConfig{Name: name, Type: runner.ContainerTypeApp, Attempt: attempt,
+		Hash: runner.ContainerHash(spec), ResourcesHash: runner.ResourcesHash(spec), Image: spec.Image, Command: spec.Command}
+	ctx := context.Background()
+	id, err := d.fake.CreateContainer(ctx, sbID, d.sandboxConfig(sbAttempt), cfg)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	if start {
+		if err := d.fake.StartContainer(ctx, id); err != nil {
+			d.t.Fatal(err)
+		}
+	}
+	return id
+}
+
+// objects returns the fake's sandboxes and containers of uid, as
+// "ID state" sets.
+func (h *harness) objects(uid string) (sandboxes, containers map[string]runner.State) {
+	h.t.Helper()
+	sbs, cs, err := h.fake.ListPodObjects(context.Background(), uid)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	sandboxes, containers = map[string]runner.State{}, map[string]runner.State{}
+	for _, sb := range sbs {
+		sandboxes[sb.ID] = sb.State
+	}
+	for _, c := range cs {
+		containers[c.ID] = c.State
+	}
+	return sandboxes, containers
+}
+
+func (h *harness) waitConverged(uid string) {
+	h.t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		changed := h.r.Changed()
+		if p, converged, ok := h.r.SyncedPod(uid); ok && converged && allRunning(p) {
+			return
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			p, converged, _ := h.r.SyncedPod(uid)
+			h.t.Fatalf("timed out waiting for the pod to converge; converged %v, last status: %+v", converged, p)
+		}
+	}
+}
+
+// TestDuplicateSandboxesConverge: a pod with three sandboxes - one
+// stopped, one an older attempt that runs (a killed podrun's start that
+// completed late), the latest running - and containers created, running
+// and exited in each, is brought to its latest sandbox and the containers
+// in it, untouched, with nothing else left; and it is not reported
+// converged before.
+func TestDuplicateSandboxesConverge(t *testing.T) {
+	fake := newFake(t)
+	pod := newPod("u1", "p-node1", v1.RestartPolicyAlways, map[string][]string{"a": {"run"}, "b": {"run"}})
+	d := duplicates{t: t, fake: fake, pod: pod}
+	ctx := context.Background()
+
+	sb0 := d.sandbox(0, true)
+	a0 := d.container(sb0, 0, "a", 0, true)
+	d.container(sb0, 0, "b", 0, false)
+	if err := fake.StopContainer(ctx, a0, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := fake.StopSandbox(ctx, sb0, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	sb1 := d.sandbox(1, true)
+	d.container(sb1, 1, "a", 1, true)
+	d.container(sb1, 1, "b", 1, false)
+	sb2 := d.sandbox(2, true)
+	a2 := d.container(sb2, 2, "a", 2, true)
+	b2 := d.container(sb2, 2, "b", 2, true)
+	fake.ResetCalls()
+
+	h := start(t, fake, nil)
+	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{pod}}
+	h.waitConverged("u1")
+
+	sandboxes, containers := h.objects("u1")
+	if len(sandboxes) != 1 || sandboxes[sb2] != runner.StateRunning {
+		t.Errorf("sandboxes %v, want only the latest, %s, running", sandboxes, sb2[:12])
+	}
+	if len(containers) != 2 || containers[a2] != runner.StateRunning || containers[b2] != runner.StateRunning {
+		t.Errorf("containers %v, want only a and b of the latest sandbox, running", containers)
+	}
+	for _, m := range []string{"RunSandbox", "CreateContainer", "StartContainer"} {
+		if n := fake.Calls(m); n != 0 {
+			t.Errorf("%s called %d times: the latest sandbox's pod must be kept as it is", m, n)
+		}
+	}
+	if n := fake.Calls("StopSandbox"); n != 1 {
+		t.Errorf("StopSandbox called %d times, want 1 (the older sandbox that ran)", n)
+	}
+}
+
+// TestCreatedLatestSandboxIsAdopted: the latest sandbox was made but never
+// started (podrun killed between the two) while an older one runs: the pod
+// is made again in the latest one, adopted, not in a third; the older
+// sandbox and its containers go.
+func TestCreatedLatestSandboxIsAdopted(t *testing.T) {
+	fake := newFake(t)
+	pod := newPod("u1", "p-node1", v1.RestartPolicyAlways, map[string][]string{"a": {"run"}, "b": {"run"}})
+	d := duplicates{t: t, fake: fake, pod: pod}
+	sb0 := d.sandbox(0, true)
+	d.container(sb0, 0, "a", 0, true)
+	d.container(sb0, 0, "b", 0, true)
+	sb1 := d.sandbox(1, false)
+
+	h := start(t, fake, nil)
+	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{pod}}
+	h.waitConverged("u1")
+
+	sandboxes, containers := h.objects("u1")
+	if len(sandboxes) != 1 || sandboxes[sb1] != runner.StateRunning {
+		t.Errorf("sandboxes %v, want only the adopted %s, running", sandboxes, sb1[:12])
+	}
+	if len(containers) != 2 {
+		t.Errorf("containers %v, want a and b", containers)
+	}
+	for _, c := range h.containers("u1") {
+		if c.SandboxID != sb1 || c.State != runner.StateRunning || c.Attempt != 1 {
+			t.Errorf("container %s: sandbox %.12s, %s, attempt %d; want running in %.12s, attempt 1",
+				c.Name, c.SandboxID, c.State, c.Attempt, sb1)
+		}
+	}
+}
+
+// TestFailingRemovalBacksOff: a leftover whose removal keeps failing is
+// tried again with back-off, not in a loop, and does not keep the pod from
+// being reported converged (it runs nothing).
+func TestFailingRemovalBacksOff(t *testing.T) {
+	fake := newFake(t)
+	pod := newPod("u1", "p-node1", v1.RestartPolicyAlways, map[string][]string{"a": {"run"}, "b": {"run"}})
+	d := duplicates{t: t, fake: fake, pod: pod}
+	sb0 := d.sandbox(0, true)
+	d.container(sb0, 0, "a", 0, false)
+	sb1 := d.sandbox(1, true)
+	d.container(sb1, 1, "a", 1, true)
+	d.container(sb1, 1, "b", 1, true)
+	for range 1000 {
+		fake.FailNext("RemoveContainer", errors.New("device or resource busy"))
+	}
+
+	h := start(t, fake, nil)
+	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{pod}}
+	h.waitConverged("u1")
+	time.Sleep(2 * time.Second)
+	if n := fake.Calls("RemoveContainer"); n > 4 {
+		t.Errorf("%d removals in about 2 s while removal fails; want the error back-off to hold them", n)
+	}
+	if n := fake.Calls("RemoveSandbox"); n != 0 {
+		t.Errorf("the older sandbox was removed (%d calls) while its container could not be", n)
 	}
 }
