@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"k8s.io/utils/clock"
 )
 
 // podCache holds the runtime's state of every pod of this node (the
@@ -28,6 +30,7 @@ type podCache struct {
 	// lister lists in one call; nil when the runtime cannot.
 	lister PodObjectLister
 	log    *slog.Logger
+	clock  clock.WithTicker
 	period time.Duration
 	// notify is called with the UIDs of pods whose state a relist found
 	// changed; recovered (when set) after a relist that succeeded where
@@ -48,9 +51,9 @@ type podCache struct {
 	kick    chan struct{}
 }
 
-func newPodCache(rt Runtime, lister PodObjectLister, log *slog.Logger, period time.Duration, notify func([]string)) *podCache {
+func newPodCache(rt Runtime, lister PodObjectLister, log *slog.Logger, clk clock.WithTicker, period time.Duration, notify func([]string)) *podCache {
 	return &podCache{
-		rt: rt, lister: lister, log: log, period: period, notify: notify,
+		rt: rt, lister: lister, log: log, clock: clk, period: period, notify: notify,
 		pods:    map[string]*podState{},
 		stamp:   map[string]uint64{},
 		updated: make(chan struct{}),
@@ -151,13 +154,13 @@ func (c *podCache) all() map[string]*podState {
 
 // run relists every period, and at once when asked, until ctx ends.
 func (c *podCache) run(ctx context.Context) {
-	t := time.NewTicker(c.period)
+	t := c.clock.NewTicker(c.period)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.C():
 		case <-c.kick:
 		}
 		c.relist(ctx)

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"testing"
 	"time"
+
+	testingclock "k8s.io/utils/clock/testing"
 )
 
 // gatedLister answers each list with what the test gives, when the test
@@ -34,7 +36,7 @@ func (g *gatedLister) ListPodObjects(ctx context.Context, uid string) ([]*Sandbo
 // and ends after it does not undo the refresh's newer state.
 func TestRefreshWinsOverAnOlderRelist(t *testing.T) {
 	g := &gatedLister{calls: make(chan listCall)}
-	c := newPodCache(nil, g, slog.New(slog.NewTextHandler(io.Discard, nil)), time.Hour, nil)
+	c := newPodCache(nil, g, slog.New(slog.NewTextHandler(io.Discard, nil)), testingclock.NewFakeClock(time.Time{}), time.Hour, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	ref := PodRef{UID: "u1"}
@@ -86,4 +88,37 @@ func TestRefreshWinsOverAnOlderRelist(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// TestRelistsOnItsClock: the cache relists every period of its clock, and
+// at once when asked.
+func TestRelistsOnItsClock(t *testing.T) {
+	g := &gatedLister{calls: make(chan listCall)}
+	clk := testingclock.NewFakeClock(time.Time{})
+	c := newPodCache(nil, g, slog.New(slog.NewTextHandler(io.Discard, nil)), clk, time.Minute, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan struct{})
+	go func() { c.run(ctx); close(ran) }()
+	defer func() { cancel(); <-ran }()
+	next := func(what string) {
+		t.Helper()
+		select {
+		case call := <-g.calls:
+			if call.uid != "" {
+				t.Fatalf("%s listed %q, want every pod", what, call.uid)
+			}
+			call.reply <- nil
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no %s", what)
+		}
+	}
+	for !clk.HasWaiters() { // the ticker
+		time.Sleep(time.Millisecond)
+	}
+	clk.Step(time.Minute)
+	next("relist after a period")
+	c.invalidate()
+	next("relist when asked")
+	clk.Step(time.Minute)
+	next("relist after another period")
 }

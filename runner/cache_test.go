@@ -41,9 +41,8 @@ func (l *listRecorder) take() map[string]int {
 // node is made for it (the periodic relist is off here).
 func TestEventCostsOnePodNotTheNode(t *testing.T) {
 	fake := newFake(t)
-	h, rec := runPodsRecordingLists(t, fake, 30, func(*runner.Config) {})
+	h, rec := runPodsRecordingLists(t, fake, 30, nil)
 	victim := h.containers("u7")[0]
-	time.Sleep(100 * time.Millisecond) // the bring-up's last events
 	rec.take()
 	fake.ResetCalls()
 
@@ -54,15 +53,16 @@ func TestEventCostsOnePodNotTheNode(t *testing.T) {
 		cs := p.Status.ContainerStatuses[0]
 		return cs.RestartCount == 1 && cs.State.Running != nil
 	})
-	time.Sleep(100 * time.Millisecond) // the restart's own events
+	// Two looks at u7: the event's, and the one after the restart that
+	// shows it running (the status waited for).
 	lists := rec.take()
 	for uid, k := range lists {
 		if uid != "u7" {
 			t.Errorf("%d lists of %q for an event of u7; want only lists of u7", k, uid)
 		}
 	}
-	if lists["u7"] == 0 || lists["u7"] > 6 {
-		t.Errorf("%d lists of u7 to restart one container; want 1..6", lists["u7"])
+	if lists["u7"] != 2 {
+		t.Errorf("%d lists of u7 to restart one container; want 2", lists["u7"])
 	}
 	for _, m := range []string{"ListSandboxes", "ListContainers"} {
 		if k := fake.Calls(m); k != 0 {
@@ -72,22 +72,34 @@ func TestEventCostsOnePodNotTheNode(t *testing.T) {
 }
 
 // TestWithoutPodListerStillConverges: a runtime that cannot list one pod
-// gets relists instead.
+// gets relists instead: a look at a pod is a list of every sandbox and
+// container of the node.
 func TestWithoutPodListerStillConverges(t *testing.T) {
 	fake := newFake(t)
-	h := start(t, fake, func(c *runner.Config) { c.Runtime = plainRuntime{fake, fake} })
+	var rt runner.Runtime = plainRuntime{fake, dieEvents{fake}}
+	if _, ok := rt.(runner.PodObjectLister); ok {
+		t.Fatal("plainRuntime lists one pod: the test would not test what it says")
+	}
+	h := start(t, fake, func(c *runner.Config) { c.Runtime = rt })
 	pod := newPod("u1", "p-node1", v1.RestartPolicyAlways, map[string][]string{"app": {"run"}})
 	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{pod}}
 	h.waitStatus("u1", "running", allRunning)
-	if err := fake.Exit(h.containers("u1")[0].ID, 1); err != nil {
+	victim := h.containers("u1")[0] // a call of ListContainers: before the count
+	fake.ResetCalls()
+	if err := fake.Exit(victim.ID, 1); err != nil {
 		t.Fatal(err)
 	}
 	h.waitStatus("u1", "a restart", func(p *v1.Pod) bool {
 		cs := p.Status.ContainerStatuses[0]
 		return cs.RestartCount == 1 && cs.State.Running != nil
 	})
-	if k := fake.Calls("ListPodObjects"); k != 0 {
-		t.Errorf("ListPodObjects called %d times through a runtime without it", k)
+	// The calls that reach the fake through plainRuntime: two relists
+	// (the event's look, and the one after the restart that shows it
+	// running), and the restart.
+	for m, want := range map[string]int{"ListSandboxes": 2, "ListContainers": 2, "CreateContainer": 1, "StartContainer": 1} {
+		if k := fake.Calls(m); k != want {
+			t.Errorf("%d calls of %s to restart a container; want %d", k, m, want)
+		}
 	}
 }
 
@@ -102,34 +114,49 @@ type plainRuntime struct {
 // list of the node, not a list of each pod.
 func TestResyncListsTheNodeOnce(t *testing.T) {
 	fake := newFake(t)
-	_, rec := runPodsRecordingLists(t, fake, 20, func(c *runner.Config) {
-		c.SyncFrequency = 300 * time.Millisecond
+	const resync = 300 * time.Millisecond
+	h, rec := runPodsRecordingLists(t, fake, 20, func(c *runner.Config) {
+		c.SyncFrequency = resync
 	})
-	time.Sleep(100 * time.Millisecond)
 	rec.take()
-	time.Sleep(1100 * time.Millisecond) // three resyncs
+	total := func() int {
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		n := 0
+		for _, k := range rec.lists {
+			n += k
+		}
+		return n
+	}
+	for i := 1; i <= 3; i++ {
+		h.step(resync)
+		waitUntil(t, fmt.Sprintf("the lists of resync %d", i), func() bool { return total() >= i })
+	}
 	lists := rec.take()
 	for uid, k := range lists {
 		if uid != "" {
 			t.Errorf("%d lists of pod %s in three resyncs; want lists of the node only", k, uid)
 		}
 	}
-	if lists[""] < 2 || lists[""] > 6 {
-		t.Errorf("%d lists of the node in three resyncs; want about three", lists[""])
+	if lists[""] != 3 {
+		t.Errorf("%d lists of the node in three resyncs; want 3", lists[""])
 	}
 }
 
 // runPodsRecordingLists starts the runner on fake with the periodic relist
-// and housekeeping off, brings up n one-container pods (u0..u<n-1>) and
-// returns once all run, with the recorder of the lists made.
+// and housekeeping off, and its die events alone (dieEvents), brings up n
+// one-container pods (u0..u<n-1>) and returns once all run, with the
+// recorder of the lists made.
 func runPodsRecordingLists(t *testing.T, fake *runtimetest.Fake, n int, configure func(*runner.Config)) (*harness, *listRecorder) {
 	t.Helper()
 	rec := &listRecorder{Fake: fake, lists: map[string]int{}}
 	h := start(t, fake, func(c *runner.Config) {
-		c.Runtime = rec
+		c.Runtime = withEvents{rec, rec, dieEvents{fake}}
 		c.RelistPeriod = time.Hour
 		c.HousekeepingPeriod = time.Hour
-		configure(c)
+		if configure != nil {
+			configure(c)
+		}
 	})
 	var pods []*v1.Pod
 	for i := 0; i < n; i++ {
@@ -149,7 +176,7 @@ func runPodsRecordingLists(t *testing.T, fake *runtimetest.Fake, n int, configur
 func TestBringUpListsEachPodNotTheNode(t *testing.T) {
 	fake := newFake(t)
 	const n = 20
-	_, rec := runPodsRecordingLists(t, fake, n, func(*runner.Config) {})
+	_, rec := runPodsRecordingLists(t, fake, n, nil)
 	if k := fake.Calls("ListSandboxes"); k != 0 {
 		t.Errorf("%d lists of every sandbox to bring up %d pods; want none", k, n)
 	}

@@ -3,11 +3,11 @@ package runner
 import (
 	"context"
 	"sort"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 )
 
 // Observe rebuilds this node's pods from the runtime alone, with no
@@ -15,6 +15,11 @@ import (
 // are known by the names and types their labels carry; restart policies are
 // not, so the phase is the one a pod that restarts its containers would have.
 func Observe(ctx context.Context, rt Runtime, runtimeName string) ([]*v1.Pod, error) {
+	return ObserveWithClock(ctx, rt, runtimeName, clock.RealClock{})
+}
+
+// ObserveWithClock is Observe with the statuses computed at clk's time.
+func ObserveWithClock(ctx context.Context, rt Runtime, runtimeName string, clk clock.PassiveClock) ([]*v1.Pod, error) {
 	states, err := listPods(ctx, rt)
 	if err != nil {
 		return nil, err
@@ -50,7 +55,7 @@ func Observe(ctx context.Context, rt Runtime, runtimeName string) ([]*v1.Pod, er
 		if len(st.Sandboxes) > 0 {
 			pod.CreationTimestamp = metav1.NewTime(st.Sandboxes[len(st.Sandboxes)-1].CreatedAt)
 		}
-		pod.Status = computePodStatus(statusInput{Pod: pod, State: st, Runtime: runtimeName, Now: time.Now()})
+		pod.Status = computePodStatus(statusInput{Pod: pod, State: st, Runtime: runtimeName, Now: clk.Now()})
 		if sb := st.latestSandbox(); sb == nil || sb.State != StateRunning {
 			// Without a sandbox nothing runs: say so, whatever the
 			// containers' records.

@@ -29,8 +29,12 @@ type Config struct {
 	HostIP          string
 	AllowPrivileged bool
 	Objects         *Objects
-	Clock           clock.Clock
-	Log             *slog.Logger
+	// Clock is the time of everything the runner does: its tickers
+	// (relist, resync, housekeeping), each pod's back-off and retry
+	// timers, the prober's schedule, and the times it records. nil is the
+	// real clock. (Deadlines of hooks and probes are real time.)
+	Clock clock.WithTicker
+	Log   *slog.Logger
 	// RelistPeriod is how often the runtime's state is re-read to notice
 	// containers that exited (default 1 s, as the kubelet's PLEG).
 	RelistPeriod time.Duration
@@ -100,7 +104,7 @@ type Runner struct {
 	// container ID: a container's labels keep the hash it was made with.
 	applied sync.Map
 	log     *slog.Logger
-	clock   clock.Clock
+	clock   clock.WithTicker
 	backoff *flowcontrol.Backoff
 	cache   *podCache
 	pulls   singleflight.Group
@@ -166,7 +170,7 @@ func New(cfg Config) *Runner {
 	if l, ok := cfg.Runtime.(PodObjectLister); ok {
 		lister = countingLister{PodObjectLister: l, m: cfg.Metrics}
 	}
-	r.cache = newPodCache(r.rt, lister, cfg.Log, cfg.RelistPeriod, r.wakePods)
+	r.cache = newPodCache(r.rt, lister, cfg.Log, cfg.Clock, cfg.RelistPeriod, r.wakePods)
 	r.cache.recovered = r.wakeAllNow
 	r.lastLoop.Store(cfg.Clock.Now().UnixNano())
 	return r
@@ -198,11 +202,11 @@ func (r *Runner) Run(ctx context.Context, updates <-chan PodUpdate) {
 			r.watchEvents(ctx, es)
 		}()
 	}
-	resync := time.NewTicker(r.cfg.SyncFrequency)
+	resync := r.clock.NewTicker(r.cfg.SyncFrequency)
 	defer resync.Stop()
-	housekeeping := time.NewTicker(r.cfg.HousekeepingPeriod)
+	housekeeping := r.clock.NewTicker(r.cfg.HousekeepingPeriod)
 	defer housekeeping.Stop()
-	backoffGC := time.NewTicker(time.Minute)
+	backoffGC := r.clock.NewTicker(time.Minute)
 	defer backoffGC.Stop()
 	for done := false; !done; {
 		r.lastLoop.Store(r.clock.Now().UnixNano())
@@ -215,11 +219,11 @@ func (r *Runner) Run(ctx context.Context, updates <-chan PodUpdate) {
 				continue
 			}
 			r.apply(ctx, u)
-		case <-resync.C:
+		case <-resync.C():
 			r.wakeAll(r.cache.invalidate())
-		case <-housekeeping.C:
+		case <-housekeeping.C():
 			r.housekeeping(ctx)
-		case <-backoffGC.C:
+		case <-backoffGC.C():
 			r.backoff.GC()
 		}
 	}
@@ -601,10 +605,10 @@ func (w *podWorker) wait(ctx context.Context, retry time.Duration, holdUntil tim
 	after := retry
 	for {
 		var fire <-chan time.Time
-		var timer *time.Timer
+		var timer clock.Timer
 		if after > 0 {
-			timer = time.NewTimer(after)
-			fire = timer.C
+			timer = r.clock.NewTimer(after)
+			fire = timer.C()
 		}
 		woken, urgent := false, false
 		select {
@@ -624,11 +628,11 @@ func (w *podWorker) wait(ctx context.Context, retry time.Duration, holdUntil tim
 		if ctx.Err() != nil {
 			return false
 		}
-		if woken && !urgent && r.clock.Now().Before(holdUntil) {
+		if t := r.clock.Now(); woken && !urgent && t.Before(holdUntil) {
 			// Backing off after a failure: only a new spec or the
 			// runtime's return is worth a sync now; the rest waits for
 			// the back-off to end.
-			after = max(holdUntil.Sub(r.clock.Now()), time.Millisecond)
+			after = holdUntil.Sub(t)
 			continue
 		}
 		return true

@@ -8,12 +8,14 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/podrun/podrun/runner"
 	"github.com/podrun/podrun/runner/runtimetest"
@@ -50,36 +52,102 @@ func sortedNames(m map[string][]string) []string {
 	return out
 }
 
-// harness runs a Runner on a fake until the test ends.
+// harness runs a Runner on a fake until the test ends. The runner, the
+// fake's stamps and the prober all keep the time of the fake's fake clock
+// (clockOf): time passes only when the test steps it.
 type harness struct {
 	t       *testing.T
 	fake    *runtimetest.Fake
+	clk     *testingclock.FakeClock
 	r       *runner.Runner
 	updates chan runner.PodUpdate
 	cancel  context.CancelFunc
 	done    chan struct{}
+	// tickers is how many waiters of clk are tickers, which stay for
+	// good (a fake ticker's Stop does not take it off the clock): the
+	// rest are timers still to fire (see timers).
+	tickers int
 }
+
+// runTickers is how many tickers Run makes: relist, resync, housekeeping
+// and the back-off GC.
+const runTickers = 4
+
+// relistPeriod and housekeepingPeriod are the harness's, so that a step
+// of the clock by one period relists and looks for unknown pods.
+const (
+	relistPeriod       = 20 * time.Millisecond
+	housekeepingPeriod = 20 * time.Millisecond
+)
 
 func start(t *testing.T, fake *runtimetest.Fake, tune func(*runner.Config)) *harness {
 	t.Helper()
+	clk := clockOf(t, fake)
 	cfg := runner.Config{
 		Runtime: fake, RuntimeName: "fake", NodeName: fake.NodeName(), RootDir: t.TempDir(),
-		InfraImage: "pause:1", HostIP: "192.0.2.10", RelistPeriod: 20 * time.Millisecond,
-		HousekeepingPeriod: 20 * time.Millisecond,
-		Log:                slog.New(slog.NewTextHandler(testLogOut(), &slog.HandlerOptions{Level: slog.LevelDebug})),
+		InfraImage: "pause:1", HostIP: "192.0.2.10", RelistPeriod: relistPeriod,
+		HousekeepingPeriod: housekeepingPeriod, Clock: clk,
+		Log: slog.New(slog.NewTextHandler(testLogOut(), &slog.HandlerOptions{Level: slog.LevelDebug})),
 	}
 	if tune != nil {
 		tune(&cfg)
 	}
-	h := &harness{t: t, fake: fake, r: runner.New(cfg), updates: make(chan runner.PodUpdate, 4), done: make(chan struct{})}
+	h := &harness{t: t, fake: fake, clk: clk, r: runner.New(cfg), updates: make(chan runner.PodUpdate, 4), done: make(chan struct{})}
 	ctx, cancel := context.WithCancel(context.Background())
 	h.cancel = cancel
+	// Nothing else waits on the clock now (an earlier runner on the fake
+	// has stopped, and with it its timers).
+	h.tickers = clk.Waiters() + runTickers
 	go func() {
 		defer close(h.done)
 		h.r.Run(ctx, h.updates)
 	}()
 	t.Cleanup(h.stop)
+	// A step of the clock before Run made its tickers would be lost to
+	// them.
+	waitUntil(t, "the runner's tickers", func() bool { return clk.Waiters() >= h.tickers })
 	return h
+}
+
+// timers is how many timers wait on the harness's clock: pod workers
+// waiting for a retry or the end of a back-off, and probes waiting for
+// their next period.
+func (h *harness) timers() int {
+	return h.clk.Waiters() - h.tickers
+}
+
+// step moves the clock by d.
+func (h *harness) step(d time.Duration) {
+	h.clk.Step(d)
+}
+
+// waitUntil waits until cond holds, polling, for at most 10 s.
+func waitUntil(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// epoch is when the tests' fake clocks start.
+var epoch = time.Date(2030, time.January, 2, 3, 4, 5, 0, time.UTC)
+
+// clocks holds each fake's clock (see newFake), by fake.
+var clocks sync.Map
+
+// clockOf returns the fake clock of a fake made by newFake: every runner
+// started on the fake keeps its time, and the fake stamps times with it.
+func clockOf(t testing.TB, fake *runtimetest.Fake) *testingclock.FakeClock {
+	t.Helper()
+	clk, ok := clocks.Load(fake)
+	if !ok {
+		t.Fatal("a fake not made by newFake")
+	}
+	return clk.(*testingclock.FakeClock)
 }
 
 func (h *harness) stop() {
@@ -91,8 +159,13 @@ func (h *harness) stop() {
 	}
 }
 
+// newFake returns a fake on a fake clock of its own (clockOf), at epoch.
 func newFake(t *testing.T) *runtimetest.Fake {
 	f := runtimetest.NewFake("node1")
+	clk := testingclock.NewFakeClock(epoch)
+	f.SetClock(clk.Now)
+	clocks.Store(f, clk)
+	t.Cleanup(func() { clocks.Delete(f) })
 	f.AddImage(image)
 	f.AddImage("pause:1")
 	return f
@@ -220,6 +293,11 @@ func TestNeverPodCompletes(t *testing.T) {
 
 func TestInitContainersRunInOrder(t *testing.T) {
 	fake := newFake(t)
+	// Every stamp a microsecond after the one before, although the clock
+	// stands still: the order of the stamps is the order of the events.
+	clk := clockOf(t, fake)
+	var stamps atomic.Int64
+	fake.SetClock(func() time.Time { return clk.Now().Add(time.Duration(stamps.Add(1)) * time.Microsecond) })
 	h := start(t, fake, nil)
 	pod := newPod("u1", "p-node1", v1.RestartPolicyAlways, map[string][]string{"app": {"run"}})
 	pod.Spec.InitContainers = []v1.Container{
@@ -237,10 +315,10 @@ func TestInitContainersRunInOrder(t *testing.T) {
 	for _, c := range h.containers("u1") {
 		byName[c.Name] = c
 	}
-	if !byName["i1"].CreatedAt.Before(byName["i2"].CreatedAt) && byName["i1"].CreatedAt != byName["i2"].CreatedAt {
-		t.Errorf("i2 made before i1")
+	if !byName["i1"].FinishedAt.Before(byName["i2"].CreatedAt) {
+		t.Errorf("i2 made before i1 finished")
 	}
-	if byName["app"].CreatedAt.Before(byName["i2"].FinishedAt) {
+	if !byName["i2"].FinishedAt.Before(byName["app"].CreatedAt) {
 		t.Errorf("app started before i2 finished")
 	}
 }
@@ -278,17 +356,10 @@ func TestRemoveTearsDown(t *testing.T) {
 	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{pod}}
 	h.waitStatus("u1", "running", allRunning)
 	h.updates <- runner.PodUpdate{Op: runner.OpRemove, Pods: []*v1.Pod{pod}}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	waitUntil(t, "the pod's removal", func() bool {
 		sbs, _ := fake.ListSandboxes(context.Background())
-		if len(h.containers("u1")) == 0 && len(sbs) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("pod not removed")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return len(h.containers("u1")) == 0 && len(sbs) == 0
+	})
 	if _, ok := h.r.Pod("u1"); ok {
 		t.Fatal("removed pod still has a status")
 	}
@@ -327,32 +398,50 @@ func TestHousekeepingWaitsForSources(t *testing.T) {
 	h.waitStatus("u1", "running", allRunning)
 	h.stop()
 
-	ready, keep := false, true
-	var mu = make(chan struct{}, 1)
-	mu <- struct{}{}
-	get := func(b *bool) bool { <-mu; v := *b; mu <- struct{}{}; return v }
-	set := func(b *bool, v bool) { <-mu; *b = v; mu <- struct{}{} }
-	start(t, fake, func(c *runner.Config) {
-		c.SourcesReady = func() bool { return get(&ready) }
-		c.KeepSource = func(s string) bool { return s == "/etc/pods/p.yaml" && get(&keep) }
+	var ready, keep atomic.Bool
+	keep.Store(true)
+	// asked counts the housekeeping rounds (each asks SourcesReady once);
+	// kept the pods kept for their source.
+	var asked, kept atomic.Int32
+	h2 := start(t, fake, func(c *runner.Config) {
+		c.SourcesReady = func() bool { asked.Add(1); return ready.Load() }
+		c.KeepSource = func(s string) bool {
+			k := s == "/etc/pods/p.yaml" && keep.Load()
+			if k {
+				kept.Add(1)
+			}
+			return k
+		}
 	})
-	time.Sleep(200 * time.Millisecond) // ten housekeeping rounds
+	// round moves the clock by a period of relist and housekeeping, and
+	// waits until both began. A relist begins once the one before ended,
+	// so from the third round on housekeeping sees the pod.
+	round := func() {
+		t.Helper()
+		lists, rounds := fake.Calls("ListPodObjects"), asked.Load()
+		h2.step(housekeepingPeriod)
+		waitUntil(t, "a relist and a housekeeping round", func() bool {
+			return fake.Calls("ListPodObjects") > lists && asked.Load() > rounds
+		})
+	}
+	for range 10 {
+		round()
+	}
 	if len(h.containers("u1")) != 1 {
 		t.Fatal("removed before sources were ready")
 	}
-	set(&ready, true)
-	time.Sleep(200 * time.Millisecond)
+	ready.Store(true)
+	for range 3 {
+		before := kept.Load()
+		round()
+		waitUntil(t, "the pod kept for its source", func() bool { return kept.Load() > before })
+	}
 	if len(h.containers("u1")) != 1 {
 		t.Fatal("removed a pod of a source to keep")
 	}
-	set(&keep, false)
-	deadline := time.Now().Add(10 * time.Second)
-	for len(h.containers("u1")) != 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("unknown pod not removed once sources were ready")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	keep.Store(false)
+	round()
+	waitUntil(t, "the unknown pod's removal once sources were ready", func() bool { return len(h.containers("u1")) == 0 })
 }
 
 func TestResourcesOnlyUpdateIsInPlace(t *testing.T) {
@@ -367,17 +456,23 @@ func TestResourcesOnlyUpdateIsInPlace(t *testing.T) {
 	edited := pod.DeepCopy()
 	edited.Spec.Containers[0].Resources.Limits = v1.ResourceList{v1.ResourceMemory: resource.MustParse("96Mi")}
 	h.updates <- runner.PodUpdate{Op: runner.OpUpdate, Pods: []*v1.Pod{edited}}
-	deadline := time.Now().Add(10 * time.Second)
-	for fake.ContainerConfig(id).Resources.MemoryLimit != 96<<20 {
-		if time.Now().After(deadline) {
-			t.Fatalf("memory limit not updated: %+v (%d updates)", fake.ContainerConfig(id).Resources, fake.Calls("UpdateContainerResources"))
+	waitUntil(t, "the memory limit's update", func() bool {
+		return fake.ContainerConfig(id).Resources.MemoryLimit == 96<<20
+	})
+	// Updated once, not on every sync: the container records the new
+	// hash. Three resyncs, each a sync that publishes the pod's status
+	// once it has done what it had to.
+	for range 3 {
+		changed := h.r.Changed()
+		h.step(time.Minute)
+		select {
+		case <-changed:
+		case <-time.After(10 * time.Second):
+			t.Fatal("no sync after a resync")
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	// Updated once, not on every sync: the container records the new hash.
-	time.Sleep(200 * time.Millisecond)
-	if n := fake.Calls("UpdateContainerResources"); n != 1 {
-		t.Errorf("UpdateContainerResources called %d times", n)
+		if n := fake.Calls("UpdateContainerResources"); n != 1 {
+			t.Fatalf("UpdateContainerResources called %d times", n)
+		}
 	}
 	if cs := h.containers("u1"); len(cs) != 1 || cs[0].ID != id {
 		t.Fatalf("the container was replaced")
@@ -431,18 +526,41 @@ func TestProbesDriveReadinessAndRestarts(t *testing.T) {
 	mu.Lock()
 	ready = true
 	mu.Unlock()
-	h.waitStatus("u1", "ready", isReady)
+	h.stepUntilStatus("u1", "ready", time.Second, isReady)
 	mu.Lock()
 	ready = false
 	mu.Unlock()
-	h.waitStatus("u1", "not ready again", func(p *v1.Pod) bool { return !isReady(p) })
+	h.stepUntilStatus("u1", "not ready again", time.Second, func(p *v1.Pod) bool { return !isReady(p) })
 
 	mu.Lock()
 	healthy = false
 	mu.Unlock()
-	h.waitStatus("u1", "a liveness restart", func(p *v1.Pod) bool {
+	h.stepUntilStatus("u1", "a liveness restart", time.Second, func(p *v1.Pod) bool {
 		return p.Status.ContainerStatuses[0].RestartCount >= 1
 	})
+}
+
+// stepUntilStatus steps the clock by d (a probe's period) until the pod's
+// status satisfies cond. One step is one more run of each probe; a probe
+// whose run ends after the step skips a period, so it may take two.
+func (h *harness) stepUntilStatus(uid, what string, d time.Duration, cond func(*v1.Pod) bool) {
+	h.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		changed := h.r.Changed()
+		if p, ok := h.r.Pod(uid); ok && cond(p) {
+			return
+		}
+		if time.Now().After(deadline) {
+			p, _ := h.r.Pod(uid)
+			h.t.Fatalf("timed out waiting for %s; last status: %+v", what, p)
+		}
+		h.step(d)
+		select {
+		case <-changed:
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // TestFailedPostStartKillsTheContainer: as in the kubelet, a postStart hook
@@ -654,13 +772,16 @@ func TestFailingRemovalBacksOff(t *testing.T) {
 		fake.FailNext("RemoveContainer", errors.New("device or resource busy"))
 	}
 
-	h := start(t, fake, nil)
+	h := startQuiet(t, fake, fake, nil)
 	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{pod}}
-	h.waitConverged("u1")
-	time.Sleep(2 * time.Second)
-	if n := fake.Calls("RemoveContainer"); n > 4 {
-		t.Errorf("%d removals in about 2 s while removal fails; want the error back-off to hold them", n)
+	removals := calls(fake, "RemoveContainer")
+	h.waitIdle("removals", removals, 1)
+	// Tries at 0, +1 s, +2 s, +4 s: one removal each.
+	for i, d := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second} {
+		h.expectWait(d)
+		h.waitIdle("removals", removals, i+2)
 	}
+	h.waitConverged("u1")
 	if n := fake.Calls("RemoveSandbox"); n != 0 {
 		t.Errorf("the older sandbox was removed (%d calls) while its container could not be", n)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,40 +15,149 @@ import (
 	"github.com/podrun/podrun/runner/runtimetest"
 )
 
+// podLister is a runtime that lists one pod at a time: the fake, or a
+// wrapper of it.
+type podLister interface {
+	runner.Runtime
+	runner.PodObjectLister
+}
+
+// quiet is a runtime without events, nor any optional ability but lists
+// of one pod. A runner on it (startQuiet) learns of a change only from its
+// own looks, so each wake of a pod worker is one the test makes: an update,
+// or a step of the clock to the end of the worker's wait.
+type quiet struct {
+	runner.Runtime
+	runner.PodObjectLister
+}
+
+// startQuiet starts a runner on rt, quiet, with its relist, resync and
+// housekeeping an hour apart: the tests that use it step the clock by
+// seconds.
+func startQuiet(t *testing.T, fake *runtimetest.Fake, rt podLister, tune func(*runner.Config)) *harness {
+	t.Helper()
+	return start(t, fake, func(c *runner.Config) {
+		c.Runtime = quiet{rt, rt}
+		c.RelistPeriod, c.SyncFrequency, c.HousekeepingPeriod = time.Hour, time.Hour, time.Hour
+		if tune != nil {
+			tune(c)
+		}
+	})
+}
+
+// withEvents is a runtime that lists one pod at a time, with the events
+// of EventSource (dieEvents).
+type withEvents struct {
+	runner.Runtime
+	runner.PodObjectLister
+	runner.EventSource
+}
+
+// dieEvents passes on the die events of src alone. A bring-up's start
+// events still arrive after its pods show running, and wake their workers
+// whenever they do; a die event comes only of a container the test kills.
+type dieEvents struct{ src runner.EventSource }
+
+func (d dieEvents) Events(ctx context.Context) <-chan runner.Event {
+	in := d.src.Events(ctx)
+	out := make(chan runner.Event)
+	go func() {
+		defer close(out)
+		for ev := range in {
+			if ev.Action != "die" && !ev.Resync {
+				continue
+			}
+			select {
+			case out <- ev:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out
+}
+
+// waitIdle waits until count() is n and one timer waits on the clock: in a
+// quiet runner where one pod waits to try again (the others wait for a
+// wake), that pod's worker is waiting.
+func (h *harness) waitIdle(what string, count func() int, n int) {
+	h.t.Helper()
+	waitUntil(h.t, fmt.Sprintf("%d %s, then a wait", n, what), func() bool {
+		return count() == n && h.timers() == 1
+	})
+}
+
+// expectWait steps the clock to the end of the one pending timer, a pod
+// worker's wait, which must end d from now: not a millisecond sooner, nor
+// later. A worker whose wait ends looks at its pod (a list of the pod in
+// the fake).
+func (h *harness) expectWait(d time.Duration) {
+	h.t.Helper()
+	looks := calls(h.fake, "ListPodObjects")
+	n := looks()
+	h.step(d - time.Millisecond)
+	// The timers first: a worker whose wait ended looks at its pod before
+	// it waits again.
+	if timers := h.timers(); timers != 1 || looks() != n {
+		h.t.Fatalf("the wait of %s ended before it (%d timers, %d looks)", d, timers, looks()-n)
+	}
+	h.step(time.Millisecond)
+	waitUntil(h.t, fmt.Sprintf("the end of a wait of %s", d), func() bool { return looks() > n })
+}
+
+func calls(fake *runtimetest.Fake, method string) func() int {
+	return func() int { return fake.Calls(method) }
+}
+
 // TestHeldStartDoesNotSpin: while a container's start waits out its
 // back-off (here a pull that fails), the pod's worker does not sync in a
-// loop: it waits for the back-off. (It used to relist as fast as the
-// runtime answered: 140,000 lists in 2 s with the fake.)
+// loop: it waits, looking at the pod only when the failed pull is to show
+// as ImagePullBackOff (2 s) and when its back-off ends (10 s). (It used to
+// relist as fast as the runtime answered: 140,000 lists in 2 s with the
+// fake.)
 func TestHeldStartDoesNotSpin(t *testing.T) {
 	fake := newFake(t)
 	rec := &listRecorder{Fake: fake, lists: map[string]int{}}
 	fake.SetPullError("missing:1", errors.New("no such registry"))
-	h := start(t, fake, func(c *runner.Config) {
-		c.Runtime = rec
-		c.RelistPeriod = time.Hour
-	})
+	h := startQuiet(t, fake, rec, nil)
 	pod := newPod("u1", "p-node1", v1.RestartPolicyAlways, map[string][]string{"app": {"run"}})
 	pod.Spec.Containers[0].Image = "missing:1"
 	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{pod}}
-	h.waitStatus("u1", "ErrImagePull", func(p *v1.Pod) bool {
-		return len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].State.Waiting != nil
-	})
-	rec.take()
-	time.Sleep(2 * time.Second)
-	if n := rec.take()["u1"]; n > 10 {
-		t.Errorf("%d lists of the pod in 2 s while its start is held back; want a handful", n)
+	waiting := func(reason string) func(p *v1.Pod) bool {
+		return func(p *v1.Pod) bool {
+			cs := p.Status.ContainerStatuses
+			return len(cs) == 1 && cs[0].State.Waiting != nil && cs[0].State.Waiting.Reason == reason
+		}
 	}
-	if n := fake.Calls("PullImage"); n > 2 {
-		t.Errorf("%d pulls in 2 s; want the back-off to hold them", n)
+	h.waitStatus("u1", "ErrImagePull", waiting("ErrImagePull"))
+	h.waitIdle("pulls", calls(fake, "PullImage"), 1)
+	rec.take()
+
+	// Nothing but the clock wakes the worker. When the pull error is to
+	// show as ImagePullBackOff it looks at the pod: a sync whose start is
+	// held back, then one more look that shows nothing came of it.
+	h.expectWait(2 * time.Second)
+	h.waitStatus("u1", "ImagePullBackOff", waiting("ImagePullBackOff"))
+	h.waitIdle("pulls", calls(fake, "PullImage"), 1)
+	if lists := rec.take(); lists["u1"] != 2 || len(lists) != 1 {
+		t.Errorf("lists %v to show ImagePullBackOff; want two of u1", lists)
+	}
+	// When the back-off ends (10 s after the pull), it looks once and
+	// pulls again, once.
+	h.expectWait(8 * time.Second)
+	h.waitStatus("u1", "ErrImagePull again", waiting("ErrImagePull"))
+	h.waitIdle("pulls", calls(fake, "PullImage"), 2)
+	if lists := rec.take(); lists["u1"] != 1 || len(lists) != 1 {
+		t.Errorf("lists %v to pull again; want one of u1", lists)
 	}
 }
 
 // TestFailingSandboxBacksOff: a sandbox that cannot start (its host port is
 // taken) is tried again with back-off, not in a loop (each try is a new
-// sandbox), and the pod comes up once the port is free.
+// sandbox), and the pod comes up at the first try after the port is free.
 func TestFailingSandboxBacksOff(t *testing.T) {
 	fake := newFake(t)
-	h := start(t, fake, nil)
+	h := startQuiet(t, fake, fake, nil)
 	withPort := func(uid, name string) *v1.Pod {
 		p := newPod(uid, name, v1.RestartPolicyAlways, map[string][]string{"app": {"run"}})
 		p.Spec.Containers[0].Ports = []v1.ContainerPort{{ContainerPort: 80, HostPort: 8080, Protocol: v1.ProtocolTCP}}
@@ -60,29 +170,27 @@ func TestFailingSandboxBacksOff(t *testing.T) {
 	fake.ResetCalls()
 	taker := withPort("u2", "taker-node1")
 	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{taker}}
-	time.Sleep(3500 * time.Millisecond)
-	// Tries at 0, +1 s, +2 s (then +4 s): three or four in 3.5 s.
-	if n := fake.Calls("RunSandbox"); n < 2 || n > 4 {
-		t.Errorf("%d sandbox runs in 3.5 s of a sandbox that cannot start; want 2..4 (back-off)", n)
+	runs := calls(fake, "RunSandbox")
+	h.waitIdle("sandbox runs", runs, 1)
+	// Tries at 0, +1 s, +2 s, +4 s: one each.
+	for i, d := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second} {
+		h.expectWait(d)
+		h.waitIdle("sandbox runs", runs, i+2)
 	}
 
 	h.updates <- runner.PodUpdate{Op: runner.OpRemove, Pods: []*v1.Pod{holder}}
-	start := time.Now()
-	deadline := time.After(20 * time.Second)
-	for {
-		changed := h.r.Changed()
-		if p, ok := h.r.Pod("u2"); ok && allRunning(p) {
-			break
-		}
-		select {
-		case <-changed:
-		case <-time.After(100 * time.Millisecond):
-		case <-deadline:
-			p, _ := h.r.Pod("u2")
-			t.Fatalf("the pod did not come up once the port was free: %+v", p.Status)
-		}
+	waitUntil(t, "the holder's removal", func() bool {
+		_, ok := h.r.Pod("u1")
+		return !ok
+	})
+	if p, _ := h.r.Pod("u2"); allRunning(p) {
+		t.Fatal("the pod came up before the end of its back-off")
 	}
-	t.Logf("up %s after the port was freed", time.Since(start).Round(100*time.Millisecond))
+	h.expectWait(8 * time.Second)
+	h.waitStatus("u2", "running once the port was free", allRunning)
+	if n := runs(); n != 5 {
+		t.Errorf("%d sandbox runs; want 5 (four that failed, one that did not)", n)
+	}
 }
 
 // outage is the fake with an engine that can be made to fail: its calls
@@ -91,6 +199,9 @@ type outage struct {
 	*runtimetest.Fake
 	mu         sync.Mutex
 	down, gone bool
+	// starts counts StartContainer calls, failed or not; failedLists the
+	// lists that failed.
+	starts, failedLists atomic.Int32
 }
 
 func (o *outage) set(down, gone bool) {
@@ -116,6 +227,7 @@ func (o *outage) RunSandbox(ctx context.Context, cfg *runner.SandboxConfig) (str
 }
 
 func (o *outage) StartContainer(ctx context.Context, id string) error {
+	o.starts.Add(1)
 	if err := o.fail(true); err != nil {
 		return err
 	}
@@ -124,40 +236,60 @@ func (o *outage) StartContainer(ctx context.Context, id string) error {
 
 func (o *outage) ListPodObjects(ctx context.Context, uid string) ([]*runner.Sandbox, []*runner.Container, error) {
 	if err := o.fail(false); err != nil {
+		o.failedLists.Add(1)
 		return nil, nil, err
 	}
 	return o.Fake.ListPodObjects(ctx, uid)
 }
 
-// TestRuntimeBackEndsBackOff: syncs that failed while the engine was going
-// away back off, but once it answers again every pod is synced at once,
-// not at the end of its back-off.
+// TestRuntimeBackEndsBackOff: a sync that failed while the engine was
+// going away backs off, but once the engine answers again every pod is
+// synced at once, not at the end of its back-off.
 func TestRuntimeBackEndsBackOff(t *testing.T) {
 	fake := newFake(t)
 	o := &outage{Fake: fake}
-	h := start(t, fake, func(c *runner.Config) { c.Runtime = o })
+	// The relist notices that the engine is back: the first is when it
+	// is gone, the second when it is back, well within the back-off. The
+	// worker learns of the exit by its event.
+	const relist = 3 * time.Second
+	h := start(t, fake, func(c *runner.Config) {
+		c.Runtime = withEvents{o, o, dieEvents{fake}}
+		c.RelistPeriod, c.SyncFrequency, c.HousekeepingPeriod = relist, time.Hour, time.Hour
+	})
 	pod := newPod("u1", "p-node1", v1.RestartPolicyAlways, map[string][]string{"app": {"run"}})
 	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{pod}}
 	h.waitStatus("u1", "running", allRunning)
 	first := h.containers("u1")[0]
+	starts := func() int { return int(o.starts.Load()) }
 
-	// The engine stops starting things: the restart of the dead
-	// container fails, again and again, backing off 1, 2, 4 s...
+	// The engine stops starting things: the restart of the dead container
+	// fails (the second start), and the worker backs off: that of a
+	// failed start, 10 s.
 	o.set(true, false)
 	if err := fake.Exit(first.ID, 1); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(6 * time.Second)
-	// Then it is gone for a moment, and back.
+	h.waitIdle("starts", starts, 2)
+	backOffEnds := h.clk.Now().Add(10 * time.Second)
+	h.step(relist - time.Millisecond)
+	if timers, n := h.timers(), starts(); n != 2 || timers != 1 {
+		t.Fatalf("%d starts, %d timers %s after a start failed; want no other try yet", n, timers, relist)
+	}
+
+	// Then the engine is gone for a relist, and back for the next.
 	o.set(true, true)
-	time.Sleep(500 * time.Millisecond)
+	h.step(time.Millisecond)
+	waitUntil(t, "a relist that fails", func() bool { return o.failedLists.Load() > 0 })
 	o.set(false, false)
-	back := time.Now()
-	h.waitStatus("u1", "the restart", func(p *v1.Pod) bool {
+	h.step(relist)
+	if !h.clk.Now().Before(backOffEnds) {
+		t.Fatal("the test stepped to the end of the back-off")
+	}
+	h.waitStatus("u1", "the restart, before the back-off ends", func(p *v1.Pod) bool {
 		cs := p.Status.ContainerStatuses
 		return len(cs) == 1 && cs[0].State.Running != nil && cs[0].RestartCount == 1
 	})
-	if took := time.Since(back); took > 2*time.Second {
-		t.Errorf("restarted %s after the engine came back; want at once, not at the end of the back-off", took.Round(10*time.Millisecond))
+	if n := starts(); n != 3 {
+		t.Errorf("%d starts; want 3 (the bring-up's, the one that failed, the one once back)", n)
 	}
 }
