@@ -18,9 +18,14 @@ import (
 // parse runs a command's flag parsing with the work function replaced.
 func parse(t *testing.T, build func(*globalOptions) *cobra.Command, args ...string) error {
 	t.Helper()
-	g := &globalOptions{In: strings.NewReader(""), Out: &bytes.Buffer{}, ErrOut: &bytes.Buffer{}}
+	g := &globalOptions{NodeName: "n", In: strings.NewReader(""), Out: &bytes.Buffer{}, ErrOut: &bytes.Buffer{}}
+	return parseWith(g, build, args...)
+}
+
+// parseWith is parse into g, whose values are the flags' defaults.
+func parseWith(g *globalOptions, build func(*globalOptions) *cobra.Command, args ...string) error {
 	root := &cobra.Command{Use: "podrun", SilenceErrors: true, SilenceUsage: true}
-	root.PersistentFlags().StringVar(&g.NodeName, "node-name", "n", "")
+	root.PersistentFlags().StringVar(&g.NodeName, "node-name", g.NodeName, "")
 	root.AddCommand(build(g))
 	root.SetArgs(args)
 	root.SetOut(&bytes.Buffer{})

@@ -4,19 +4,58 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
+	"io"
 	"os"
-	"runtime"
 	"strings"
 	"time"
 
-	"golang.org/x/sys/unix"
-	v1 "k8s.io/api/core/v1"
-
-	"github.com/podrun/podrun/manifest"
 	"github.com/podrun/podrun/runner"
 	"github.com/podrun/podrun/runner/docker"
-	"github.com/podrun/podrun/source"
+)
+
+// The engine interfaces are what the commands need of the container
+// engine, each no more than its commands use. The sync core's optional
+// abilities (runner.Execer, runner.EventSource, ...) are found on the
+// value by the runner itself. runner/docker implements them all (connect);
+// the tests use the in-memory runner/runtimetest.Fake.
+
+// engine is what every command that talks to the engine needs: the
+// runtime contract, and letting go of the connection.
+type engine interface {
+	runner.Runtime
+	io.Closer
+}
+
+// podEngine is the engine of the commands that start pods (once, watch).
+type podEngine interface {
+	engine
+	// EnsureInfraImage returns a local image to run sandboxes with: ref
+	// when it is present or can be pulled, else one built from the
+	// executable exe (docker.Runtime.EnsureInfraImage). An error that
+	// wraps runner.ErrUnavailable means the engine cannot be reached.
+	EnsureInfraImage(ctx context.Context, ref, exe string) (string, error)
+	// DataRoot is the directory the engine keeps its images in, whose
+	// filesystem the low disk space check watches.
+	DataRoot(ctx context.Context) (string, error)
+}
+
+// watchEngine is the engine of `watch`, which also collects garbage
+// images.
+type watchEngine interface {
+	podEngine
+	runner.ImageService
+}
+
+// logEngine is the engine of `logs`.
+type logEngine interface {
+	ListContainers(ctx context.Context) ([]*runner.Container, error)
+	runner.LogReader
+	io.Closer
+}
+
+var (
+	_ watchEngine = (*docker.Runtime)(nil)
+	_ logEngine   = (*docker.Runtime)(nil)
 )
 
 // connect opens the Docker runtime for this node and checks it answers.
@@ -40,6 +79,20 @@ func connect(ctx context.Context, g *globalOptions) (*docker.Runtime, error) {
 	return rt, nil
 }
 
+// connectAs is connect as a command's Engine dependency, typed as the
+// engine interface E that command needs (which *docker.Runtime
+// implements: see the assertions above).
+func connectAs[E any](g *globalOptions) func(context.Context) (E, error) {
+	return func(ctx context.Context) (E, error) {
+		rt, err := connect(ctx, g)
+		if err != nil {
+			var none E
+			return none, err
+		}
+		return any(rt).(E), nil
+	}
+}
+
 func checkNodeName(name string) error {
 	if name == "" {
 		return badInputf("--node-name is empty and the hostname is unknown: set --node-name")
@@ -51,8 +104,9 @@ func checkNodeName(name string) error {
 }
 
 // newRunner builds the sync core on rt, making sure the infra image exists
-// (building podrun's own when it cannot be pulled).
-func newRunner(ctx context.Context, g *globalOptions, rt *docker.Runtime, allowPrivileged bool, tune ...func(*runner.Config)) (*runner.Runner, error) {
+// (building podrun's own when it cannot be pulled). The host's facts
+// (g.Host) and clock (g.Clock) are the runner's.
+func newRunner(ctx context.Context, g *globalOptions, rt podEngine, allowPrivileged bool, tune ...func(*runner.Config)) (*runner.Runner, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("find podrun's executable: %w", err)
@@ -64,22 +118,19 @@ func newRunner(ctx context.Context, g *globalOptions, rt *docker.Runtime, allowP
 		}
 		return nil, fmt.Errorf("infra image: %w", err)
 	}
-	var si unix.Sysinfo_t
-	var memory int64
-	if unix.Sysinfo(&si) == nil {
-		memory = int64(si.Totalram) * int64(si.Unit)
-	}
+	host := g.Host()
 	cfg := runner.Config{
 		Runtime:         rt,
 		RuntimeName:     "docker",
 		NodeName:        g.NodeName,
 		RootDir:         g.RootDir,
 		InfraImage:      infra,
-		HostIP:          hostIP(),
+		HostIP:          host.IP,
 		AllowPrivileged: allowPrivileged,
+		Clock:           g.Clock,
 		Log:             g.Log,
-		NodeMilliCPU:    int64(runtime.NumCPU()) * 1000,
-		NodeMemory:      memory,
+		NodeMilliCPU:    host.MilliCPU,
+		NodeMemory:      host.MemoryBytes,
 		Images:          g.Images.runnerImages(g.Log, g.imageUsage),
 		Admit:           g.Images.admitter(ctx, g.RootDir, rt, g.Log),
 	}
@@ -89,123 +140,12 @@ func newRunner(ctx context.Context, g *globalOptions, rt *docker.Runtime, allowP
 	return runner.New(cfg), nil
 }
 
-// hostIP is the node's address for status.hostIP: the first global unicast
-// IPv4 address of an interface that is up and not a container bridge, else
-// 127.0.0.1.
-func hostIP() string {
-	ifaces, err := net.Interfaces()
-	if err != nil {
-		return "127.0.0.1"
-	}
-	for _, ifc := range ifaces {
-		if ifc.Flags&net.FlagUp == 0 || ifc.Flags&net.FlagLoopback != 0 ||
-			strings.HasPrefix(ifc.Name, "docker") || strings.HasPrefix(ifc.Name, "veth") || strings.HasPrefix(ifc.Name, "br-") {
-			continue
-		}
-		addrs, err := ifc.Addrs()
-		if err != nil {
-			continue
-		}
-		for _, a := range addrs {
-			if ipn, ok := a.(*net.IPNet); ok && ipn.IP.To4() != nil && ipn.IP.IsGlobalUnicast() {
-				return ipn.IP.String()
-			}
-		}
-	}
-	return "127.0.0.1"
-}
-
-// loadManifests reads every path ("-" is standard input, http(s):// a URL
-// fetched once) into one snapshot per argument. Any invalid manifest is exit
-// code 2, and nothing is started.
-func loadManifests(ctx context.Context, g *globalOptions, paths []string) ([]*manifest.Snapshot, error) {
-	opts := manifest.Options{NodeName: g.NodeName, Logger: g.Log}
-	var snaps []*manifest.Snapshot
-	var errs []error
-	for _, p := range paths {
-		var snap *manifest.Snapshot
-		var err error
-		if isURL(p) {
-			client, header, cerr := urlClient(g)
-			if cerr != nil {
-				return nil, cerr
-			}
-			snap, err = source.FetchURL(ctx, client, p, header, opts)
-		} else if p == "-" {
-			data, rerr := readLimited(g.In)
-			if rerr != nil {
-				errs = append(errs, fmt.Errorf("read standard input: %w", rerr))
-				continue
-			}
-			snap, err = manifest.Parse("-", data, opts)
-		} else {
-			snap, err = manifest.ReadPath(p, opts)
-		}
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		for _, w := range snap.Warnings {
-			g.Log.Warn(w)
-		}
-		snaps = append(snaps, snap)
-	}
-	if len(errs) > 0 {
-		return nil, badInput(errors.Join(errs...))
-	}
-	return snaps, nil
-}
-
-// loadPods reads the manifests at paths and returns them with their pods.
-func loadPods(ctx context.Context, g *globalOptions, paths []string) ([]*manifest.Snapshot, []*podSource, error) {
-	snaps, err := loadManifests(ctx, g, paths)
-	if err != nil {
-		return nil, nil, err
-	}
-	pods, err := allPods(snaps)
-	return snaps, pods, err
-}
-
-// allPods flattens snapshots into their pods, first source first; a pod
-// that two sources define (the same namespace/name, or the same UID) is
-// kept from the first only, and the conflict is bad input (manifest.Claim).
-func allPods(snaps []*manifest.Snapshot) ([]*podSource, error) {
-	claimed := manifest.Claim(snaps)
-	var errs []error
-	for _, c := range claimed.Conflicts {
-		pod, ok := c.Obj.(*v1.Pod)
-		if !ok {
-			continue // ConfigMaps and Secrets: the first one is used
-		}
-		loser, winner := snaps[c.Loser].Source, snaps[c.Winner].Source
-		if c.UID {
-			errs = append(errs, fmt.Errorf("%s: pod %s/%s has UID %s, as a pod defined in %s", loser, pod.Namespace, pod.Name, pod.UID, winner))
-			continue
-		}
-		errs = append(errs, fmt.Errorf("%s: pod %s/%s is also defined in %s", loser, pod.Namespace, pod.Name, winner))
-	}
-	if len(errs) > 0 {
-		return nil, badInput(errors.Join(errs...))
-	}
-	// Which snapshot each winning pod came from.
-	from := map[*v1.Pod]string{}
-	for _, s := range snaps {
-		for _, p := range s.Pods {
-			from[p] = s.Source
-		}
-	}
-	out := make([]*podSource, len(claimed.Pods))
-	for i, p := range claimed.Pods {
-		out[i] = &podSource{Pod: p, Source: from[p]}
-	}
-	return out, nil
-}
-
 // newTeardownRunner is a runner for removing pods: it starts nothing, so it
 // needs no infra image.
-func newTeardownRunner(g *globalOptions, rt *docker.Runtime) *runner.Runner {
+func newTeardownRunner(g *globalOptions, rt engine) *runner.Runner {
 	return runner.New(runner.Config{
-		Runtime: rt, RuntimeName: "docker", NodeName: g.NodeName, RootDir: g.RootDir, Log: g.Log, HostIP: hostIP(),
+		Runtime: rt, RuntimeName: "docker", NodeName: g.NodeName, RootDir: g.RootDir, Log: g.Log, HostIP: g.Host().IP,
+		Clock: g.Clock,
 	})
 }
 

@@ -8,6 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/podrun/podrun/source"
 )
 
 type downOptions struct {
@@ -16,6 +18,8 @@ type downOptions struct {
 	All   bool
 	// Grace overrides the pods' terminationGracePeriodSeconds when >= 0.
 	Grace time.Duration
+	// Engine connects to the container engine (connect by default).
+	Engine func(context.Context) (engine, error)
 }
 
 func newDownCmd(g *globalOptions, runF func(context.Context, *downOptions) error) *cobra.Command {
@@ -31,6 +35,9 @@ sandboxes and pod directories.`,
 			opts.Paths = args
 			if opts.All == (len(args) > 0) {
 				return badInputf("give manifest paths or --all, not both or neither")
+			}
+			if opts.Engine == nil {
+				opts.Engine = connectAs[engine](g)
 			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
@@ -51,15 +58,29 @@ func downRun(ctx context.Context, opts *downOptions) error {
 	}
 	var targets []target
 	if !opts.All {
-		_, pods, err := loadPods(ctx, opts.globalOptions, opts.Paths)
+		updates, err := readArgs(ctx, opts.globalOptions, opts.Paths)
 		if err != nil {
 			return err
 		}
-		for _, ps := range pods {
-			targets = append(targets, target{string(ps.Pod.UID), ps.Pod.Namespace + "/" + ps.Pod.Name, ps.Pod})
+		d := mergeArgs(updates)
+		// The pods are the ones once and watch would run. A pod that two
+		// arguments define is refused, as once refuses it: which of the
+		// two runs depends on the order its sources were given in. Two
+		// definitions of a ConfigMap or a Secret do not matter here.
+		var podConflicts []source.Conflict
+		for _, c := range d.Conflicts {
+			if c.Kind == "pod" {
+				podConflicts = append(podConflicts, c)
+			}
+		}
+		if err := conflictError(podConflicts); err != nil {
+			return err
+		}
+		for _, p := range d.Pods() {
+			targets = append(targets, target{string(p.UID), p.Namespace + "/" + p.Name, p})
 		}
 	}
-	rt, err := connect(ctx, opts.globalOptions)
+	rt, err := opts.Engine(ctx)
 	if err != nil {
 		return err
 	}
@@ -74,21 +95,26 @@ func downRun(ctx context.Context, opts *downOptions) error {
 			targets = append(targets, target{uid, ref.Namespace + "/" + ref.Name, nil})
 		}
 	}
-	errs := make(chan error, len(targets))
+	type result struct {
+		name string
+		err  error
+	}
+	results := make(chan result, len(targets))
 	for _, t := range targets {
 		go func() {
 			// Below zero: each pod's own grace period.
-			if err := r.Teardown(ctx, t.pod, t.uid, opts.Grace); err != nil {
-				errs <- fmt.Errorf("remove %s: %w", t.name, err)
-				return
-			}
-			fmt.Fprintf(opts.Out, "pod %s removed\n", t.name)
-			errs <- nil
+			results <- result{t.name, r.Teardown(ctx, t.pod, t.uid, opts.Grace)}
 		}()
 	}
+	// Reported here, one goroutine writing, as each pod is done.
 	var all []error
 	for range targets {
-		all = append(all, <-errs)
+		res := <-results
+		if res.err != nil {
+			all = append(all, fmt.Errorf("remove %s: %w", res.name, res.err))
+			continue
+		}
+		fmt.Fprintf(opts.Out, "pod %s removed\n", res.name)
 	}
 	return errors.Join(all...)
 }

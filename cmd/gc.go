@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/podrun/podrun/gc"
-	"github.com/podrun/podrun/runner/docker"
+	"github.com/podrun/podrun/runner"
 )
 
 // gcOptions are the garbage collection flags of `watch`, as the kubelet's.
@@ -75,12 +75,19 @@ type gcSources struct {
 	Keep    func(source string) bool
 }
 
+// gcEngine is what garbage collection needs of the engine: its
+// containers and its images.
+type gcEngine interface {
+	runner.Runtime
+	runner.ImageService
+}
+
 // startGC runs the container collector (every ContainerGCPeriod) and the
 // image collector (every ImageGCPeriod) on rt until ctx ends, and returns a
 // function that waits for them to stop. infraImage is the infra image in
 // use (never removed); usage is the record of image use shared with the
 // runner (runner.ImageOptions.Used; nil: one of its own).
-func startGC(ctx context.Context, o *gcOptions, rt *docker.Runtime, infraImage string, usage *gc.ImageUsage,
+func startGC(ctx context.Context, o *gcOptions, rt gcEngine, infraImage string, usage *gc.ImageUsage,
 	src gcSources, log *slog.Logger) (wait func()) {
 	if usage == nil {
 		usage = gc.NewImageUsage()

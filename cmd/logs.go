@@ -20,6 +20,8 @@ type logsOptions struct {
 	Previous   bool
 	Tail       int
 	Timestamps bool
+	// Engine connects to the container engine (connect by default).
+	Engine func(context.Context) (logEngine, error)
 }
 
 func newLogsCmd(g *globalOptions, runF func(context.Context, *logsOptions) error) *cobra.Command {
@@ -35,6 +37,9 @@ func newLogsCmd(g *globalOptions, runF func(context.Context, *logsOptions) error
 			opts.Pod = args[0]
 			if opts.Follow && opts.Previous {
 				return badInputf("--follow and --previous do not go together")
+			}
+			if opts.Engine == nil {
+				opts.Engine = connectAs[logEngine](g)
 			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
@@ -53,7 +58,7 @@ func newLogsCmd(g *globalOptions, runF func(context.Context, *logsOptions) error
 }
 
 func logsRun(ctx context.Context, opts *logsOptions) error {
-	rt, err := connect(ctx, opts.globalOptions)
+	rt, err := opts.Engine(ctx)
 	if err != nil {
 		return err
 	}

@@ -9,8 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/utils/clock"
 
-	"github.com/podrun/podrun/manifest"
 	"github.com/podrun/podrun/runner"
 )
 
@@ -29,6 +29,8 @@ type onceOptions struct {
 	Output          string
 	Remove          bool
 	AllowPrivileged bool
+	// Engine connects to the container engine (connect by default).
+	Engine func(context.Context) (podEngine, error)
 }
 
 func newOnceCmd(g *globalOptions, runF func(context.Context, *onceOptions) error) *cobra.Command {
@@ -42,6 +44,10 @@ ready: readiness probes pass) or finished (--wait complete), print a report
 and exit. Pods keep running after once exits;
 --rm removes them after --wait complete. Running once again on unchanged
 manifests changes nothing.
+
+The arguments are merged as watch merges its sources: two that define the
+same pod, ConfigMap or Secret conflict, reported as watch reports it, and
+once then starts nothing (exit 2).
 
 Exit status: 0 all pods good, 1 a pod failed or the wait timed out, 2 bad
 input (nothing is started), 3 the Docker Engine cannot be reached.`,
@@ -59,6 +65,9 @@ input (nothing is started), 3 the Docker Engine cannot be reached.`,
 			if opts.Remove && opts.Wait != waitComplete {
 				return badInputf("--rm needs --wait complete")
 			}
+			if opts.Engine == nil {
+				opts.Engine = connectAs[podEngine](g)
+			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
@@ -74,20 +83,29 @@ input (nothing is started), 3 the Docker Engine cannot be reached.`,
 	return cmd
 }
 
+// onceRun reads the arguments as sources, merges them (source.Merger, as
+// watch does), starts the pods on the engine and waits for them. Anything
+// wrong with the manifests - invalid, conflicting, refused by policy - is
+// bad input before the engine is asked for.
 func onceRun(ctx context.Context, opts *onceOptions) error {
-	snaps, pods, err := loadPods(ctx, opts.globalOptions, opts.Paths)
+	updates, err := readArgs(ctx, opts.globalOptions, opts.Paths)
 	if err != nil {
 		return err
 	}
-	if err := admit(pods, opts.AllowPrivileged); err != nil {
+	d := mergeArgs(updates)
+	if err := conflictError(d.Conflicts); err != nil {
 		return err
 	}
-	if len(pods) == 0 {
+	podUps, refused := podUpdates(d.Changes, opts.AllowPrivileged)
+	if len(refused) > 0 {
+		return badInput(errors.Join(refused...))
+	}
+	if len(podUps) == 0 {
 		fmt.Fprintln(opts.ErrOut, "podrun: the manifests define no pods")
 		return nil
 	}
 
-	rt, err := connect(ctx, opts.globalOptions)
+	rt, err := opts.Engine(ctx)
 	if err != nil {
 		return err
 	}
@@ -96,22 +114,24 @@ func onceRun(ctx context.Context, opts *onceOptions) error {
 	if err != nil {
 		return err
 	}
-	setObjects(r, snaps)
+	r.SetObjects(d.ConfigMaps, d.Secrets)
 
 	runCtx, stop := context.WithCancel(ctx)
-	updates := make(chan runner.PodUpdate, 1)
+	runUpdates := make(chan runner.PodUpdate, len(podUps))
+	for _, u := range podUps {
+		runUpdates <- u
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		r.Run(runCtx, updates)
+		r.Run(runCtx, runUpdates)
 	}()
-	desired := make([]*v1.Pod, len(pods))
-	for i, p := range pods {
-		desired[i] = p.Pod
+	var pods []*v1.Pod
+	for _, u := range podUps {
+		pods = append(pods, u.Pods...)
 	}
-	updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: desired}
 
-	result, waitErr := waitFor(ctx, r, desired, opts.Wait, opts.Timeout)
+	result, waitErr := waitFor(ctx, r, pods, opts.Wait, opts.Timeout, opts.Clock)
 	stop()
 	<-done
 
@@ -122,7 +142,7 @@ func onceRun(ctx context.Context, opts *onceOptions) error {
 		return podsFailed(waitErr)
 	}
 	if opts.Remove {
-		if err := removePods(ctx, r, desired); err != nil {
+		if err := removePods(ctx, r, pods); err != nil {
 			return err
 		}
 	}
@@ -130,37 +150,6 @@ func onceRun(ctx context.Context, opts *onceOptions) error {
 		return podsFailed(fmt.Errorf("pods failed: %v", failed))
 	}
 	return nil
-}
-
-// admit refuses what podrun will not run before anything starts.
-func admit(pods []*podSource, allowPrivileged bool) error {
-	if allowPrivileged {
-		return nil
-	}
-	var errs []error
-	for _, ps := range pods {
-		for _, c := range append(append([]v1.Container(nil), ps.Pod.Spec.InitContainers...), ps.Pod.Spec.Containers...) {
-			if sc := c.SecurityContext; sc != nil && sc.Privileged != nil && *sc.Privileged {
-				errs = append(errs, fmt.Errorf("%s: pod %s: container %s is privileged; pass --allow-privileged to run it",
-					ps.Source, ps.Pod.Name, c.Name))
-			}
-		}
-	}
-	if len(errs) > 0 {
-		return badInput(errors.Join(errs...))
-	}
-	return nil
-}
-
-// setObjects gives the runner the ConfigMaps and Secrets of the sources.
-func setObjects(r *runner.Runner, snaps []*manifest.Snapshot) {
-	var cms []*v1.ConfigMap
-	var secrets []*v1.Secret
-	for _, s := range snaps {
-		cms = append(cms, s.ConfigMaps...)
-		secrets = append(secrets, s.Secrets...)
-	}
-	r.SetObjects(cms, secrets)
 }
 
 // waitFor waits until every pod meets the condition and has converged, one
@@ -173,8 +162,12 @@ func setObjects(r *runner.Runner, snaps []*manifest.Snapshot) {
 // may complete in the engine after the next podrun made the pod anew). The
 // sync that finds such a pod stops what must not run; the next one finds it
 // converged. A failed pod ends the wait whatever else runs.
-func waitFor(ctx context.Context, r *runner.Runner, pods []*v1.Pod, cond string, timeout time.Duration) ([]*v1.Pod, error) {
-	deadline := time.NewTimer(timeout)
+func waitFor(ctx context.Context, r *runner.Runner, pods []*v1.Pod, cond string, timeout time.Duration,
+	clk clock.Clock) ([]*v1.Pod, error) {
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	deadline := clk.NewTimer(timeout)
 	defer deadline.Stop()
 	for {
 		changed := r.Changed()
@@ -185,7 +178,7 @@ func waitFor(ctx context.Context, r *runner.Runner, pods []*v1.Pod, cond string,
 		}
 		select {
 		case <-changed:
-		case <-deadline.C:
+		case <-deadline.C():
 			current, converged := currentPods(r, pods)
 			if met, _ := conditionMet(current, cond); met && !converged {
 				return current, fmt.Errorf("timed out after %s waiting for pods to be %s: "+

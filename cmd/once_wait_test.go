@@ -75,7 +75,7 @@ func TestWaitForNeedsConvergedPods(t *testing.T) {
 	defer func() { stop(); <-done }()
 	updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{pod}}
 
-	pods, err := waitFor(ctx, r, []*v1.Pod{pod}, waitRunning, 1500*time.Millisecond)
+	pods, err := waitFor(ctx, r, []*v1.Pod{pod}, waitRunning, 1500*time.Millisecond, nil)
 	if err == nil || !strings.Contains(err.Error(), "must be stopped") {
 		t.Fatalf("wait while the older sandbox still runs: %v, want a time-out that says why", err)
 	}
@@ -83,7 +83,7 @@ func TestWaitForNeedsConvergedPods(t *testing.T) {
 		t.Fatalf("the status does not show every container running: %+v", pods[0].Status)
 	}
 
-	if _, err := waitFor(ctx, r, []*v1.Pod{pod}, waitRunning, 15*time.Second); err != nil {
+	if _, err := waitFor(ctx, r, []*v1.Pod{pod}, waitRunning, 15*time.Second, nil); err != nil {
 		t.Fatal(err)
 	}
 	sbs, err := fake.ListSandboxes(ctx)

@@ -27,6 +27,8 @@ type psOptions struct {
 	// Daemon is the address of a podrun watch's HTTP server; when it
 	// answers, ps shows its pods (with readiness and source errors).
 	Daemon string
+	// Engine connects to the container engine (connect by default).
+	Engine func(context.Context) (engine, error)
 }
 
 func newPsCmd(g *globalOptions, runF func(context.Context, *psOptions) error) *cobra.Command {
@@ -40,6 +42,9 @@ func newPsCmd(g *globalOptions, runF func(context.Context, *psOptions) error) *c
 			case "", "wide", "json", "yaml":
 			default:
 				return badInputf("--output %q: want wide, json or yaml", opts.Output)
+			}
+			if opts.Engine == nil {
+				opts.Engine = connectAs[engine](g)
 			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
@@ -60,12 +65,12 @@ func psRun(ctx context.Context, opts *psOptions) error {
 	pods, err := daemonPods(ctx, opts.Daemon, opts.NodeName)
 	if err != nil {
 		opts.Log.Debug("no podrun daemon answers; reading Docker", "err", err)
-		rt, err := connect(ctx, opts.globalOptions)
+		rt, err := opts.Engine(ctx)
 		if err != nil {
 			return err
 		}
 		defer rt.Close()
-		pods, err = runner.Observe(ctx, rt, "docker")
+		pods, err = runner.ObserveWithClock(ctx, rt, "docker", opts.Clock)
 		if err != nil {
 			return fmt.Errorf("list pods: %w", err)
 		}
@@ -82,7 +87,7 @@ func psRun(ctx context.Context, opts *psOptions) error {
 	if opts.Output == "json" || opts.Output == "yaml" {
 		return writeList(opts.Out, opts.Output, pods)
 	}
-	return writePodTable(opts.Out, pods, opts.Output == "wide", time.Now())
+	return writePodTable(opts.Out, pods, opts.Output == "wide", opts.Clock.Now())
 }
 
 // daemonPods asks a running `podrun watch` for its pods. It fails when none

@@ -75,7 +75,9 @@ func (o *imageOptions) runnerImages(log *slog.Logger, usage *gc.ImageUsage) *run
 // admitter is runner.Config.Admit for these options: it refuses new pods
 // while the root dir's or Docker's filesystem is short of space. nil when
 // there is no threshold.
-func (o *imageOptions) admitter(ctx context.Context, rootDir string, rt *docker.Runtime, log *slog.Logger) func(*v1.Pod) error {
+func (o *imageOptions) admitter(ctx context.Context, rootDir string, rt interface {
+	DataRoot(context.Context) (string, error)
+}, log *slog.Logger) func(*v1.Pod) error {
 	if o.LowDiskSpaceThresholdMB == 0 {
 		return nil
 	}

@@ -18,8 +18,10 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
+	"k8s.io/utils/clock"
 
 	"github.com/podrun/podrun/gc"
+	"github.com/podrun/podrun/node"
 )
 
 // globalOptions are the flags every command takes.
@@ -45,6 +47,13 @@ type globalOptions struct {
 	Out    io.Writer
 	ErrOut io.Writer
 	Log    *slog.Logger
+
+	// Clock is the commands' time (the runner's too); Host is what pods
+	// are told of the machine (node.LocalHost). newRootCmd sets the real
+	// ones; tests set their own. Each command's engine is its own
+	// Options' Engine.
+	Clock clock.WithTicker
+	Host  func() node.Host
 }
 
 const defaultConfigFile = "/etc/podrun/config.yaml"
@@ -76,6 +85,12 @@ func run(ctx context.Context, args []string, in io.Reader, out, errOut io.Writer
 }
 
 func newRootCmd(g *globalOptions) *cobra.Command {
+	if g.Clock == nil {
+		g.Clock = clock.RealClock{}
+	}
+	if g.Host == nil {
+		g.Host = node.LocalHost
+	}
 	v := viper.New()
 	root := &cobra.Command{
 		Use:           "podrun",

@@ -28,13 +28,21 @@ func newValidateCmd(g *globalOptions, runF func(context.Context, *validateOption
 	}
 }
 
+// validateRun reads and merges the arguments as once does, and refuses
+// what once would refuse for the manifests' sake: invalid manifests,
+// conflicting definitions (in once's and watch's words). It needs no
+// engine.
 func validateRun(ctx context.Context, opts *validateOptions) error {
-	_, pods, err := loadPods(ctx, opts.globalOptions, opts.Paths)
+	updates, err := readArgs(ctx, opts.globalOptions, opts.Paths)
 	if err != nil {
 		return err
 	}
-	for _, ps := range pods {
-		fmt.Fprintf(opts.Out, "%s: pod %s/%s (uid %s) is valid\n", ps.Source, ps.Pod.Namespace, ps.Pod.Name, ps.Pod.UID)
+	d := mergeArgs(updates)
+	if err := conflictError(d.Conflicts); err != nil {
+		return err
+	}
+	for _, p := range d.Pods() {
+		fmt.Fprintf(opts.Out, "%s: pod %s/%s (uid %s) is valid\n", d.From(p), p.Namespace, p.Name, p.UID)
 	}
 	return nil
 }

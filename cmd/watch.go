@@ -34,6 +34,8 @@ type watchOptions struct {
 	StopPodsOnExit     bool
 	AllowPrivileged    bool
 	GC                 gcOptions
+	// Engine connects to the container engine (connect by default).
+	Engine func(context.Context) (watchEngine, error)
 }
 
 func newWatchCmd(g *globalOptions, runF func(context.Context, *watchOptions) error) *cobra.Command {
@@ -66,6 +68,9 @@ running (an upgrade of podrun is not an outage) unless --stop-pods-on-exit.`,
 			}
 			if err := opts.GC.validate(); err != nil {
 				return err
+			}
+			if opts.Engine == nil {
+				opts.Engine = connectAs[watchEngine](g)
 			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
@@ -105,7 +110,7 @@ func watchRun(ctx context.Context, opts *watchOptions) error {
 		}
 	}
 
-	rt, err := connect(ctx, opts.globalOptions)
+	rt, err := opts.Engine(ctx)
 	if err != nil {
 		return err
 	}
@@ -172,9 +177,15 @@ func watchRun(ctx context.Context, opts *watchOptions) error {
 	opts.Log.Info("podrun watching", "sources", mux.Names(), "node", opts.NodeName)
 
 	// The sources run until ctx ends; the runner, GC and server until stop.
+	var conflicts conflictLog
 	mux.Run(ctx, func(c source.Changes) {
 		r.SetObjects(c.ConfigMaps, c.Secrets)
-		for _, pu := range podUpdates(c.Pods, opts.AllowPrivileged, opts.Log.Error) {
+		conflicts.update(opts.Log, c.Conflicts)
+		podUps, refused := podUpdates(c.Pods, opts.AllowPrivileged)
+		for _, err := range refused {
+			opts.Log.Error("pod refused", "err", err)
+		}
+		for _, pu := range podUps {
 			updates <- pu
 		}
 	})
@@ -186,35 +197,6 @@ func watchRun(ctx context.Context, opts *watchOptions) error {
 		return stopAll(r, mux.Pods())
 	}
 	return nil
-}
-
-// podUpdates turns the sources' changes into runner updates, refusing
-// privileged pods that are not allowed (the pod's last accepted spec, if
-// any, stays).
-func podUpdates(changes []source.PodChange, allowPrivileged bool, logError func(string, ...any)) []runner.PodUpdate {
-	var out []runner.PodUpdate
-	for _, c := range changes {
-		var op runner.Op
-		switch c.Op {
-		case source.OpAdd:
-			op = runner.OpAdd
-		case source.OpUpdate:
-			op = runner.OpUpdate
-		case source.OpRemove:
-			op = runner.OpRemove
-		default:
-			logError("pod change ignored: unknown operation", "op", c.Op, "pod", c.Pod.Namespace+"/"+c.Pod.Name)
-			continue
-		}
-		if op != runner.OpRemove {
-			if err := admit([]*podSource{{Pod: c.Pod, Source: c.Pod.Annotations[manifest.AnnotationSource]}}, allowPrivileged); err != nil {
-				logError("pod refused", "pod", c.Pod.Namespace+"/"+c.Pod.Name, "err", err)
-				continue
-			}
-		}
-		out = append(out, runner.PodUpdate{Op: op, Pods: []*v1.Pod{c.Pod}})
-	}
-	return out
 }
 
 // stopAll removes every pod podrun was running, for --stop-pods-on-exit.

@@ -21,15 +21,13 @@ func TestPodUpdatesTranslatesOps(t *testing.T) {
 		}
 		return p
 	}
-	var logged []string
-	logError := func(msg string, _ ...any) { logged = append(logged, msg) }
-	got := podUpdates([]source.PodChange{
+	got, refused := podUpdates([]source.PodChange{
 		{Op: source.OpRemove, Pod: pod("gone", true)},
 		{Op: source.OpAdd, Pod: pod("new", false)},
 		{Op: source.OpUpdate, Pod: pod("edited", false)},
 		{Op: source.OpAdd, Pod: pod("priv", true)},
 		{Pod: pod("zero", false)}, // the zero Op is no operation
-	}, false, logError)
+	}, false)
 	want := []struct {
 		op   runner.Op
 		name string
@@ -42,12 +40,20 @@ func TestPodUpdatesTranslatesOps(t *testing.T) {
 			t.Errorf("update %d = %+v, want %v %s", i, got[i], w.op, w.name)
 		}
 	}
-	if strings.Join(logged, "; ") != "pod refused; pod change ignored: unknown operation" {
-		t.Errorf("logged %q", logged)
+	if len(refused) != 2 || !strings.Contains(refused[0].Error(), "pod /priv: container c is privileged; pass --allow-privileged") ||
+		!strings.Contains(refused[1].Error(), "zero: change ignored: unknown operation") {
+		t.Errorf("refused %q", refused)
+	}
+	// Allowed: the privileged pod is an update like any other.
+	if got, refused := podUpdates([]source.PodChange{{Op: source.OpAdd, Pod: pod("priv", true)}}, true); len(got) != 1 || len(refused) != 0 {
+		t.Errorf("with --allow-privileged: %+v, %v", got, refused)
 	}
 }
 
-func TestAllPodsFirstArgumentWins(t *testing.T) {
+// TestMergeArgsFirstArgumentWins: the arguments of a one-shot command
+// are merged as watch's sources are; a pod defined twice is a conflict
+// in the merger's words, and the first definition is the one desired.
+func TestMergeArgsFirstArgumentWins(t *testing.T) {
 	opts := manifest.Options{NodeName: "node1"}
 	pod := "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n  containers:\n  - name: app\n    image: nginx\n"
 	a, err := manifest.Parse("/a.yaml", []byte(pod), opts)
@@ -58,12 +64,17 @@ func TestAllPodsFirstArgumentWins(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := allPods([]*manifest.Snapshot{a, b}); exitCode(err) != 2 ||
-		!strings.Contains(err.Error(), "/b.yaml: pod default/web-node1 is also defined in /a.yaml") {
+	d := mergeArgs([]source.Update{{Source: "/a.yaml", Snapshot: a}, {Source: "/b.yaml", Snapshot: b}})
+	err = conflictError(d.Conflicts)
+	if exitCode(err) != exitBadInput || len(d.Conflicts) != 1 || d.Conflicts[0].Kind != "pod" ||
+		err.Error() != "/b.yaml:4: metadata.name: pod default/web conflicts with the one defined at /a.yaml:4 (source /a.yaml comes first); the first one is kept" {
 		t.Errorf("err = %v", err)
 	}
-	got, err := allPods([]*manifest.Snapshot{a})
-	if err != nil || len(got) != 1 || got[0].Pod != a.Pods[0] || got[0].Source != "/a.yaml" {
-		t.Errorf("allPods = %+v, %v", got, err)
+	if pods := d.Pods(); len(pods) != 1 || pods[0].UID != a.Pods[0].UID || d.From(pods[0]) != "/a.yaml" {
+		t.Errorf("pods = %+v", pods)
+	}
+	d = mergeArgs([]source.Update{{Source: "/a.yaml", Snapshot: a}})
+	if err := conflictError(d.Conflicts); err != nil || len(d.Changes) != 1 || d.Changes[0].Op != source.OpAdd {
+		t.Errorf("one argument: %+v, %v", d.Changes, err)
 	}
 }

@@ -57,6 +57,12 @@ func Gather(paths map[string]string) (*Facts, error) {
 	var errs []error
 	f := &Facts{Architecture: runtime.GOARCH}
 	f.Hostname, _ = os.Hostname()
+	// Cores and memory as LocalHost tells pods of them.
+	var err error
+	f.CPUs, f.MemoryBytes, err = capacity()
+	if err != nil {
+		errs = append(errs, fmt.Errorf("memory: %w", err))
+	}
 	fsInfo, err := cadvisorfs.NewFsInfo(cadvisorfs.Context{})
 	if err != nil {
 		errs = append(errs, fmt.Errorf("filesystems: %w", err))
@@ -67,7 +73,6 @@ func Gather(paths map[string]string) (*Facts, error) {
 			errs = append(errs, fmt.Errorf("machine info: %w", err))
 		} else {
 			f.MachineID, f.SystemUUID, f.BootID = info.MachineID, info.SystemUUID, info.BootID
-			f.CPUs, f.MemoryBytes = info.NumCores, info.MemoryCapacity
 		}
 	}
 	f.KernelVersion = machine.KernelVersion()

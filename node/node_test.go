@@ -56,3 +56,12 @@ func TestDiskAdmitter(t *testing.T) {
 		t.Error("an impossible threshold admits")
 	}
 }
+
+// TestLocalHost: the pods' view of the machine is the facts' (one place).
+func TestLocalHost(t *testing.T) {
+	h := LocalHost()
+	f, _ := Gather(nil)
+	if h.IP == "" || h.MilliCPU != int64(f.CPUs)*1000 || h.MemoryBytes != int64(f.MemoryBytes) || h.MemoryBytes == 0 {
+		t.Errorf("host %+v, facts: %d CPUs, %d bytes", h, f.CPUs, f.MemoryBytes)
+	}
+}

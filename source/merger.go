@@ -66,9 +66,24 @@ type Merger struct {
 
 	pods      []*v1.Pod // desired, in priority order
 	byUID     map[types.UID]*v1.Pod
-	conflicts map[string]manifest.ErrorList // source -> names it lost
+	conflicts []Conflict // in the order met: by losing source, then kind
 	cms       []*v1.ConfigMap
 	secrets   []*v1.Secret
+}
+
+// Conflict is a definition a source loses to one of a source that comes
+// first: the pod, ConfigMap or Secret of that name (or a pod of that UID)
+// is the first source's, and this one is left out.
+type Conflict struct {
+	// Source is the losing source, as named in Update.Source.
+	Source string
+	// Kind is "pod", "ConfigMap" or "Secret".
+	Kind string
+	// Problem is the conflict reported at the losing definition (its file,
+	// line and field). Its text is podrun's one report of a conflict
+	// between sources: watch logs it, `once` refuses with it, and Errors
+	// and the pods' source-error annotation carry it.
+	Problem *manifest.Error
 }
 
 type mergeSource struct {
@@ -127,11 +142,11 @@ func (m *Merger) recompute() []PodChange {
 		snaps[i] = m.states[src].snap
 	}
 	claimed := manifest.Claim(snaps)
-	conflicts := map[string]manifest.ErrorList{}
+	var conflicts []Conflict
 	for _, c := range claimed.Conflicts {
 		loser, winner := m.sources[c.Loser], m.sources[c.Winner]
-		conflicts[loser] = append(conflicts[loser], c.Problem(fmt.Sprintf(
-			"%s conflicts with the one defined at %s (source %s comes first); the first one is kept", c.What, c.WinnerAt, winner)))
+		conflicts = append(conflicts, Conflict{Source: loser, Kind: c.Kind, Problem: c.Problem(fmt.Sprintf(
+			"%s conflicts with the one defined at %s (source %s comes first); the first one is kept", c.What, c.WinnerAt, winner))})
 	}
 	pods, cms, secrets := claimed.Pods, claimed.ConfigMaps, claimed.Secrets
 
@@ -195,15 +210,25 @@ func (m *Merger) Objects() ([]*v1.ConfigMap, []*v1.Secret) {
 	return cms, secrets
 }
 
+// Conflicts returns the definitions that lose to those of a source that
+// comes first, now: in source priority order of the losers.
+func (m *Merger) Conflicts() []Conflict {
+	return slices.Clone(m.conflicts)
+}
+
 // Errors returns the current problem of each source that has one: its
 // own (Update.Err) joined with the definitions it loses to sources
-// that come first.
+// that come first (Conflicts, as an ErrorList).
 func (m *Merger) Errors() map[string]error {
+	lost := map[string]manifest.ErrorList{}
+	for _, c := range m.conflicts {
+		lost[c.Source] = append(lost[c.Source], c.Problem)
+	}
 	errs := map[string]error{}
 	for _, src := range m.sources {
 		st := m.states[src]
 		var conflict error
-		if c := m.conflicts[src]; len(c) > 0 {
+		if c := lost[src]; len(c) > 0 {
 			conflict = c
 		}
 		switch {

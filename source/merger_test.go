@@ -175,6 +175,13 @@ func TestMergerObjects(t *testing.T) {
 	if err := m.Errors()[b]; err == nil || !strings.Contains(err.Error(), "ConfigMap default/conf conflicts") {
 		t.Errorf("Errors = %v", m.Errors())
 	}
+	// Conflicts: the same problem, with its kind, for the caller to report.
+	conflicts := m.Conflicts()
+	if len(conflicts) != 1 || conflicts[0].Source != b || conflicts[0].Kind != "ConfigMap" ||
+		conflicts[0].Problem.Error() != m.Errors()[b].Error() ||
+		!strings.Contains(conflicts[0].Problem.Error(), "(source "+a+" comes first); the first one is kept") {
+		t.Errorf("Conflicts = %+v", conflicts)
+	}
 	// Copies: the caller may not change the merger's state.
 	cms[0].Data["k"] = "changed"
 	if cms, _ := m.Objects(); cms[0].Data["k"] != "from-a" {

@@ -34,6 +34,10 @@ type Changes struct {
 	// delta), as copies: what the pods' volumes and env may refer to.
 	ConfigMaps []*v1.ConfigMap
 	Secrets    []*v1.Secret
+	// Conflicts are all the definitions that lose to those of a source
+	// that comes first now (not a delta; Merger.Conflicts), for the
+	// caller to report.
+	Conflicts []Conflict
 }
 
 // Mux runs the sources of `podrun watch` into one Merger (the kubelet's
@@ -120,7 +124,7 @@ func (m *Mux) update(u Update) Changes {
 	m.ready, m.failing, m.errs, m.desired = m.merger.Ready(), m.merger.Failing(), m.merger.Errors(), desired
 	m.metrics.observe(u)
 	cms, secrets := m.merger.Objects()
-	return Changes{Source: u.Source, Pods: changes, ConfigMaps: cms, Secrets: secrets}
+	return Changes{Source: u.Source, Pods: changes, ConfigMaps: cms, Secrets: secrets, Conflicts: m.merger.Conflicts()}
 }
 
 // Ready reports whether every source has delivered a usable snapshot: until

@@ -9,7 +9,7 @@
 // channel: never deltas, so that a consumer that falls behind only needs
 // the newest one, and a source that restarts needs no history. Sources
 // know nothing of the merger and the merger nothing of files or HTTP; none
-// of it knows the runner or the container engine (STYLE.md, kubelet config
+// of it knows the runner or the container engine (as the kubelet's config
 // mux). Decoding, defaults and validation are package manifest's.
 package source
 

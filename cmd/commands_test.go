@@ -1,0 +1,410 @@
+package cmd
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
+	v1 "k8s.io/api/core/v1"
+	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/podrun/podrun/runner"
+	"github.com/podrun/podrun/runner/runtimetest"
+)
+
+// webPod runs until stopped and reads the host's facts from its env.
+func webPod(name string) string {
+	return fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: %s
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: app
+    image: img:1
+    env:
+    - name: HOST_IP
+      valueFrom: {fieldRef: {fieldPath: status.hostIP}}
+    - name: MEMORY
+      valueFrom: {resourceFieldRef: {resource: limits.memory}}
+`, name)
+}
+
+// jobPod runs a fake script once (runtimetest.FakeScript).
+func jobPod(name string, script ...string) string {
+	var quoted []string
+	for _, w := range append([]string{runtimetest.FakeScript}, script...) {
+		quoted = append(quoted, strconv.Quote(w))
+	}
+	return fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: %s
+spec:
+  restartPolicy: Never
+  containers:
+  - name: job
+    image: img:1
+    command: [%s]
+`, name, strings.Join(quoted, ", "))
+}
+
+func privilegedPod(name string) string {
+	return webPod(name) + "    securityContext: {privileged: true}\n"
+}
+
+func TestOnceRunStartsPodsOnTheEngine(t *testing.T) {
+	e := newCmdEnv(t)
+	p := e.write("web.yaml", webPod("web"))
+	if err := e.once(p, "--timeout", "10s"); err != nil {
+		t.Fatalf("once: %v\nlog:\n%s", err, e.log)
+	}
+	c := e.running("web-node1")
+	if c == nil {
+		t.Fatal("the pod's container does not run")
+	}
+	if !strings.Contains(e.out.String(), "web-node1") || !strings.Contains(e.out.String(), "Running") {
+		t.Errorf("report:\n%s", e.out)
+	}
+	// The host's facts are the options' (Host), not the machine's.
+	if env := e.env(c); env["HOST_IP"] != testHost.IP || env["MEMORY"] != fmt.Sprint(testHost.MemoryBytes) {
+		t.Errorf("env = %v, want the host facts of %+v", env, testHost)
+	}
+	if e.eng.closed.Load() != 1 {
+		t.Errorf("engine closed %d times", e.eng.closed.Load())
+	}
+
+	// Again on the same manifest: adopted, nothing made.
+	creates := e.fake.Calls("CreateContainer") + e.fake.Calls("RunSandbox")
+	e.reset()
+	if err := e.once(p, "--timeout", "10s"); err != nil {
+		t.Fatalf("once again: %v", err)
+	}
+	if now := e.fake.Calls("CreateContainer") + e.fake.Calls("RunSandbox"); now != creates {
+		t.Errorf("once again made %d objects", now-creates)
+	}
+}
+
+func TestOnceRunExitCodes(t *testing.T) {
+	unavailable := fmt.Errorf("pull pause:1: %w", runner.ErrUnavailable)
+	cases := []struct {
+		name     string
+		manifest string
+		args     []string
+		setup    func(*cmdEnv)
+		code     int
+		says     []string
+		// connects: whether the engine was asked for; started: whether
+		// anything was started on it.
+		connects, started bool
+	}{
+		{name: "job succeeded", manifest: jobPod("job", "exit", "0"), args: []string{"--wait", "complete"},
+			code: exitOK, connects: true, started: true},
+		{name: "job failed", manifest: jobPod("job", "exit", "3"), args: []string{"--wait", "complete"},
+			code: exitPodFailed, says: []string{"pods failed: [default/job-node1]"}, connects: true, started: true},
+		{name: "timed out", manifest: strings.Replace(webPod("web"), "img:1", "missing:1", 1), args: []string{"--timeout", "300ms"},
+			setup: func(e *cmdEnv) { e.fake.SetPullError("missing:1", errors.New("no such image")) },
+			code:  exitPodFailed, says: []string{"timed out after 300ms waiting for pods to be running"}, connects: true, started: true},
+		{name: "invalid manifest", manifest: webPod("web") + "    bogus: 1\n",
+			code: exitBadInput, says: []string{"web.yaml:15: spec.containers[0].bogus: unknown field"}},
+		{name: "privileged refused", manifest: privilegedPod("web"),
+			code: exitBadInput, says: []string{"pod default/web-node1: container app is privileged; pass --allow-privileged"}},
+		{name: "privileged allowed", manifest: privilegedPod("web"), args: []string{"--allow-privileged", "--timeout", "10s"},
+			code: exitOK, connects: true, started: true},
+		{name: "no pods", manifest: "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\ndata:\n  k: v\n", code: exitOK},
+		{name: "engine unreachable", manifest: webPod("web"), setup: func(e *cmdEnv) { e.down = true },
+			code: exitUnreachable, says: []string{"cannot reach the Docker Engine"}, connects: true},
+		{name: "engine gone while ensuring the infra image", manifest: webPod("web"),
+			setup: func(e *cmdEnv) { e.eng.infraErr = unavailable },
+			code:  exitUnreachable, says: []string{"runtime unavailable"}, connects: true},
+		{name: "infra image fails", manifest: webPod("web"),
+			setup: func(e *cmdEnv) { e.eng.infraErr = errors.New("no space left on device") },
+			code:  exitPodFailed, says: []string{"infra image: no space left on device"}, connects: true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e := newCmdEnv(t)
+			if c.setup != nil {
+				c.setup(e)
+			}
+			p := e.write("web.yaml", c.manifest)
+			err := e.once(append([]string{p}, c.args...)...)
+			wantExit(t, "once", err, c.code, c.says...)
+			if connected := e.connects.Load() > 0; connected != c.connects {
+				t.Errorf("engine asked for: %v, want %v", connected, c.connects)
+			}
+			if started := e.sandboxes() > 0; started != c.started {
+				t.Errorf("started: %v, want %v", started, c.started)
+			}
+		})
+	}
+}
+
+// watchUntil runs watchRun with args until stop says so, then cancels it
+// and returns its error.
+func (e *cmdEnv) watch(args []string, until func() bool) error {
+	e.t.Helper()
+	var opts *watchOptions
+	e.parse(func(g *globalOptions) *cobra.Command {
+		return newWatchCmd(g, func(_ context.Context, o *watchOptions) error { opts = o; return nil })
+	}, append([]string{"watch", "--healthz-port", "0"}, args...)...)
+	opts.Engine = engineOf[watchEngine](e)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() { errc <- watchRun(ctx, opts) }()
+	deadline := time.After(10 * time.Second)
+	for !until() {
+		select {
+		case err := <-errc:
+			return err
+		case <-deadline:
+			cancel()
+			<-errc
+			e.t.Fatalf("watch: timed out waiting for its pods\nlog:\n%s", e.log)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	cancel()
+	return <-errc
+}
+
+func TestWatchRunKeepsPodsUp(t *testing.T) {
+	e := newCmdEnv(t)
+	e.write("web.yaml", webPod("web"))
+	e.write("priv.yaml", privilegedPod("priv"))
+	err := e.watch([]string{"--path", e.dir}, func() bool { return e.running("web-node1") != nil })
+	wantExit(t, "watch", err, exitOK)
+	// Pods keep running when podrun exits.
+	if e.running("web-node1") == nil {
+		t.Error("the pod stopped with podrun")
+	}
+	// The privileged pod is refused, with a logged error, and not started.
+	if len(e.containers("priv-node1")) != 0 {
+		t.Error("a privileged pod was started without --allow-privileged")
+	}
+	refused := e.log.find("pod refused")
+	if len(refused) != 1 || !strings.Contains(refused[0].attrs["err"], "pod default/priv-node1: container app is privileged") {
+		t.Errorf("refusals logged: %+v", refused)
+	}
+	if e.eng.closed.Load() != 1 {
+		t.Errorf("engine closed %d times", e.eng.closed.Load())
+	}
+
+	// --stop-pods-on-exit: gone when watch returns.
+	e = newCmdEnv(t)
+	e.write("web.yaml", webPod("web"))
+	err = e.watch([]string{"--path", e.dir, "--stop-pods-on-exit"}, func() bool { return e.running("web-node1") != nil })
+	wantExit(t, "watch --stop-pods-on-exit", err, exitOK)
+	if n := len(e.containers("web-node1")); n != 0 || e.sandboxes() != 0 {
+		t.Errorf("after --stop-pods-on-exit: %d containers, %d sandboxes", n, e.sandboxes())
+	}
+}
+
+func TestWatchRunExitCodes(t *testing.T) {
+	never := func() bool { return false }
+	t.Run("bad input", func(t *testing.T) {
+		e := newCmdEnv(t)
+		e.g.URLHeaders = []string{"no colon"}
+		err := e.watch([]string{"--url", "http://127.0.0.1:1/pods.yaml"}, never)
+		wantExit(t, "watch", err, exitBadInput, "manifest URL header")
+		if e.connects.Load() != 0 {
+			t.Error("the engine was asked for")
+		}
+	})
+	t.Run("engine unreachable", func(t *testing.T) {
+		e := newCmdEnv(t)
+		e.down = true
+		wantExit(t, "watch", e.watch([]string{"--path", e.dir}, never), exitUnreachable, "cannot reach")
+	})
+	t.Run("infra image fails", func(t *testing.T) {
+		e := newCmdEnv(t)
+		e.eng.infraErr = errors.New("build failed")
+		wantExit(t, "watch", e.watch([]string{"--path", e.dir}, never), exitPodFailed, "infra image: build failed")
+	})
+}
+
+func TestDownRun(t *testing.T) {
+	down := func(e *cmdEnv, args ...string) error {
+		var opts *downOptions
+		e.parse(func(g *globalOptions) *cobra.Command {
+			return newDownCmd(g, func(_ context.Context, o *downOptions) error { opts = o; return nil })
+		}, append([]string{"down"}, args...)...)
+		opts.Engine = engineOf[engine](e)
+		return downRun(context.Background(), opts)
+	}
+	e := newCmdEnv(t)
+	web, db := e.write("web.yaml", webPod("web")), e.write("db.yaml", webPod("db"))
+	if err := e.once(web, db, "--timeout", "10s"); err != nil {
+		t.Fatal(err)
+	}
+	e.reset()
+	wantExit(t, "down web.yaml", down(e, web), exitOK)
+	if e.out.String() != "pod default/web-node1 removed\n" || len(e.containers("web-node1")) != 0 || e.running("db-node1") == nil {
+		t.Fatalf("down web.yaml: %q; web containers %d", e.out, len(e.containers("web-node1")))
+	}
+	e.reset()
+	wantExit(t, "down --all", down(e, "--all"), exitOK)
+	if e.out.String() != "pod default/db-node1 removed\n" || e.sandboxes() != 0 {
+		t.Fatalf("down --all: %q; %d sandboxes left", e.out, e.sandboxes())
+	}
+
+	// A ConfigMap defined twice does not matter to down; a pod does, as to once.
+	cm := "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\ndata:\n  k: v\n"
+	a, b := e.write("a.yaml", cm), e.write("b.yaml", cm)
+	wantExit(t, "down of a ConfigMap defined twice", down(e, a, b), exitOK)
+	web2 := e.write("web2.yaml", webPod("web"))
+	connects := e.connects.Load()
+	wantExit(t, "down of a pod defined twice", down(e, web, web2), exitBadInput,
+		"pod default/web conflicts with the one defined at "+web+":4 (source "+web+" comes first)")
+	wantExit(t, "down of an invalid manifest", down(e, e.write("bad.yaml", "kind: [\n")), exitBadInput, "bad.yaml")
+	if e.connects.Load() != connects {
+		t.Error("down of bad input asked for the engine")
+	}
+
+	if err := e.once(web, "--timeout", "10s"); err != nil {
+		t.Fatal(err)
+	}
+	e.fake.FailNext("ListSandboxes", runtimetest.ErrInjected)
+	wantExit(t, "down with a failing engine", down(e, web), exitPodFailed, "remove default/web-node1: injected failure")
+	e.down = true
+	wantExit(t, "down with the engine unreachable", down(e, web), exitUnreachable)
+}
+
+func TestPsRun(t *testing.T) {
+	ps := func(e *cmdEnv, args ...string) error {
+		var opts *psOptions
+		e.parse(func(g *globalOptions) *cobra.Command {
+			return newPsCmd(g, func(_ context.Context, o *psOptions) error { opts = o; return nil })
+		}, append([]string{"ps", "--daemon-address", ""}, args...)...)
+		opts.Engine = engineOf[engine](e)
+		return psRun(context.Background(), opts)
+	}
+	e := newCmdEnv(t)
+	t0 := time.Now().Truncate(time.Second)
+	e.fake.SetClock(func() time.Time { return t0 })
+	if err := e.once(e.write("web.yaml", webPod("web")), "--timeout", "10s"); err != nil {
+		t.Fatal(err)
+	}
+	e.g.Clock = testingclock.NewFakeClock(t0.Add(90 * time.Second))
+
+	e.reset()
+	wantExit(t, "ps", ps(e), exitOK)
+	lines := strings.Split(strings.TrimSpace(e.out.String()), "\n")
+	if len(lines) != 2 || strings.Join(strings.Fields(lines[1]), " ") != "default web-node1 1/1 Running 0 90s" {
+		t.Errorf("ps:\n%s", e.out)
+	}
+	e.reset()
+	wantExit(t, "ps -n other", ps(e, "-n", "other"), exitOK)
+	if strings.Count(e.out.String(), "\n") != 1 {
+		t.Errorf("ps -n other:\n%s", e.out)
+	}
+	e.reset()
+	wantExit(t, "ps -o json", ps(e, "-o", "json"), exitOK)
+	var list v1.PodList
+	if err := json.Unmarshal(e.out.Bytes(), &list); err != nil || len(list.Items) != 1 || list.Items[0].Name != "web-node1" {
+		t.Errorf("ps -o json: %v\n%s", err, e.out)
+	}
+	if err := parseWith(e.g, func(g *globalOptions) *cobra.Command { return newPsCmd(g, nil) }, "ps", "-o", "xml"); exitCode(err) != exitBadInput {
+		t.Errorf("ps -o xml: %v", err)
+	}
+	e.fake.FailNext("ListSandboxes", runtimetest.ErrInjected)
+	wantExit(t, "ps with a failing engine", ps(e), exitPodFailed, "list pods: injected failure")
+	e.down = true
+	wantExit(t, "ps with the engine unreachable", ps(e), exitUnreachable)
+}
+
+func TestLogsRun(t *testing.T) {
+	logs := func(e *cmdEnv, args ...string) error {
+		var opts *logsOptions
+		e.parse(func(g *globalOptions) *cobra.Command {
+			return newLogsCmd(g, func(_ context.Context, o *logsOptions) error { opts = o; return nil })
+		}, append([]string{"logs"}, args...)...)
+		opts.Engine = engineOf[logEngine](e)
+		return logsRun(context.Background(), opts)
+	}
+	e := newCmdEnv(t)
+	if err := e.once(e.write("job.yaml", jobPod("job", "echo", "hello")), "--wait", "complete", "--timeout", "10s"); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"job", "job-node1"} {
+		e.reset()
+		wantExit(t, "logs "+name, logs(e, name), exitOK)
+		if e.out.String() != "hello\n" {
+			t.Errorf("logs %s: %q", name, e.out)
+		}
+	}
+	wantExit(t, "logs of no pod", logs(e, "nope"), exitBadInput, "no pod default/nope on node node1")
+	wantExit(t, "logs of no container", logs(e, "job", "-c", "x"), exitBadInput, `pod job has no container "x"; it has: job`)
+	wantExit(t, "logs --previous of one run", logs(e, "job", "--previous"), exitOK)
+	if err := parseWith(e.g, func(g *globalOptions) *cobra.Command { return newLogsCmd(g, nil) }, "logs", "job", "-f", "-p"); exitCode(err) != exitBadInput {
+		t.Errorf("logs -f -p: %v", err)
+	}
+	e.fake.FailNext("ListContainers", runtimetest.ErrInjected)
+	wantExit(t, "logs with a failing engine", logs(e, "job"), exitPodFailed, "list containers: injected failure")
+	e.down = true
+	wantExit(t, "logs with the engine unreachable", logs(e, "job"), exitUnreachable)
+}
+
+// TestConflictReportedAlikeByOnceAndWatch: a ConfigMap defined in two
+// arguments of once, or two --path of watch, is the same conflict, in the
+// same words, with the same winner (the first). watch runs the pod with
+// the first definition and logs the conflict; once refuses it as bad
+// input before starting anything, as it refuses any manifest problem, and
+// validate says the same.
+func TestConflictReportedAlikeByOnceAndWatch(t *testing.T) {
+	e := newCmdEnv(t)
+	cm := func(value string) string {
+		return "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cfg\ndata:\n  k: " + value + "\n"
+	}
+	a := e.write("a.yaml", cm("from-a")+`---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: web
+spec:
+  containers:
+  - name: app
+    image: img:1
+    env:
+    - name: K
+      valueFrom: {configMapKeyRef: {name: cfg, key: k}}
+`)
+	b := e.write("b.yaml", "# the same ConfigMap, later\n"+cm("from-b"))
+	want := b + ":5: metadata.name: ConfigMap default/cfg conflicts with the one defined at " + a +
+		":4 (source " + a + " comes first); the first one is kept"
+
+	onceErr := e.once(a, b, "--timeout", "10s")
+	wantExit(t, "once", onceErr, exitBadInput)
+	if onceErr.Error() != want {
+		t.Errorf("once says:\n%v\nwant:\n%s", onceErr, want)
+	}
+	if e.connects.Load() != 0 || e.sandboxes() != 0 {
+		t.Error("once started something")
+	}
+	var vopts *validateOptions
+	e.parse(func(g *globalOptions) *cobra.Command {
+		return newValidateCmd(g, func(_ context.Context, o *validateOptions) error { vopts = o; return nil })
+	}, "validate", a, b)
+	if err := validateRun(context.Background(), vopts); exitCode(err) != exitBadInput || err.Error() != want {
+		t.Errorf("validate says: %v", err)
+	}
+
+	logged := func() []logRecord { return e.log.find("manifest conflict") }
+	err := e.watch([]string{"--path", a, "--path", b}, func() bool { return e.running("web-node1") != nil && len(logged()) > 0 })
+	wantExit(t, "watch", err, exitOK)
+	if got := logged(); len(got) != 1 || got[0].attrs["error"] != want || got[0].attrs["source"] != b || got[0].level != slog.LevelWarn {
+		t.Errorf("watch logged %+v\nwant error=%s", got, want)
+	}
+	if k := e.env(e.running("web-node1"))["K"]; k != "from-a" {
+		t.Errorf("the pod got k=%s, want the first definition's", k)
+	}
+}
