@@ -15,8 +15,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	testingclock "k8s.io/utils/clock/testing"
 
-	"github.com/podrun/podrun/runner"
-	"github.com/podrun/podrun/runner/runtimetest"
+	"github.com/podrun/podrun/engine"
+	"github.com/podrun/podrun/engine/enginetest"
 )
 
 // webPod runs until stopped and reads the host's facts from its env.
@@ -38,10 +38,10 @@ spec:
 `, name)
 }
 
-// jobPod runs a fake script once (runtimetest.FakeScript).
+// jobPod runs a fake script once (enginetest.FakeScript).
 func jobPod(name string, script ...string) string {
 	var quoted []string
-	for _, w := range append([]string{runtimetest.FakeScript}, script...) {
+	for _, w := range append([]string{enginetest.FakeScript}, script...) {
 		quoted = append(quoted, strconv.Quote(w))
 	}
 	return fmt.Sprintf(`apiVersion: v1
@@ -94,7 +94,7 @@ func TestOnceRunStartsPodsOnTheEngine(t *testing.T) {
 }
 
 func TestOnceRunExitCodes(t *testing.T) {
-	unavailable := fmt.Errorf("pull pause:1: %w", runner.ErrUnavailable)
+	unavailable := fmt.Errorf("pull pause:1: %w", engine.ErrUnavailable)
 	cases := []struct {
 		name     string
 		manifest string
@@ -238,7 +238,7 @@ func TestDownRun(t *testing.T) {
 		e.parse(func(g *globalOptions) *cobra.Command {
 			return newDownCmd(g, func(_ context.Context, o *downOptions) error { opts = o; return nil })
 		}, append([]string{"down"}, args...)...)
-		opts.Engine = engineOf[engine](e)
+		opts.Engine = engineOf[baseEngine](e)
 		return downRun(context.Background(), opts)
 	}
 	e := newCmdEnv(t)
@@ -273,7 +273,7 @@ func TestDownRun(t *testing.T) {
 	if err := e.once(web, "--timeout", "10s"); err != nil {
 		t.Fatal(err)
 	}
-	e.fake.FailNext("ListSandboxes", runtimetest.ErrInjected)
+	e.fake.FailNext("ListSandboxes", enginetest.ErrInjected)
 	wantExit(t, "down with a failing engine", down(e, web), exitPodFailed, "remove default/web-node1: injected failure")
 	e.down = true
 	wantExit(t, "down with the engine unreachable", down(e, web), exitUnreachable)
@@ -285,7 +285,7 @@ func TestPsRun(t *testing.T) {
 		e.parse(func(g *globalOptions) *cobra.Command {
 			return newPsCmd(g, func(_ context.Context, o *psOptions) error { opts = o; return nil })
 		}, append([]string{"ps", "--daemon-address", ""}, args...)...)
-		opts.Engine = engineOf[engine](e)
+		opts.Engine = engineOf[baseEngine](e)
 		return psRun(context.Background(), opts)
 	}
 	e := newCmdEnv(t)
@@ -316,7 +316,7 @@ func TestPsRun(t *testing.T) {
 	if err := parseWith(e.g, func(g *globalOptions) *cobra.Command { return newPsCmd(g, nil) }, "ps", "-o", "xml"); exitCode(err) != exitBadInput {
 		t.Errorf("ps -o xml: %v", err)
 	}
-	e.fake.FailNext("ListSandboxes", runtimetest.ErrInjected)
+	e.fake.FailNext("ListSandboxes", enginetest.ErrInjected)
 	wantExit(t, "ps with a failing engine", ps(e), exitPodFailed, "list pods: injected failure")
 	e.down = true
 	wantExit(t, "ps with the engine unreachable", ps(e), exitUnreachable)
@@ -348,7 +348,7 @@ func TestLogsRun(t *testing.T) {
 	if err := parseWith(e.g, func(g *globalOptions) *cobra.Command { return newLogsCmd(g, nil) }, "logs", "job", "-f", "-p"); exitCode(err) != exitBadInput {
 		t.Errorf("logs -f -p: %v", err)
 	}
-	e.fake.FailNext("ListContainers", runtimetest.ErrInjected)
+	e.fake.FailNext("ListContainers", enginetest.ErrInjected)
 	wantExit(t, "logs with a failing engine", logs(e, "job"), exitPodFailed, "list containers: injected failure")
 	e.down = true
 	wantExit(t, "logs with the engine unreachable", logs(e, "job"), exitUnreachable)

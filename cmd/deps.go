@@ -9,30 +9,31 @@ import (
 	"strings"
 	"time"
 
+	"github.com/podrun/podrun/engine"
+	"github.com/podrun/podrun/engine/docker"
 	"github.com/podrun/podrun/runner"
-	"github.com/podrun/podrun/runner/docker"
 )
 
 // The engine interfaces are what the commands need of the container
 // engine, each no more than its commands use. The sync core's optional
-// abilities (runner.Execer, runner.EventSource, ...) are found on the
-// value by the runner itself. runner/docker implements them all (connect);
-// the tests use the in-memory runner/runtimetest.Fake.
+// abilities (engine.Execer, engine.EventSource, ...) are found on the
+// value by the runner itself. engine/docker implements them all (connect);
+// the tests use the in-memory runner/enginetest.Fake.
 
-// engine is what every command that talks to the engine needs: the
+// baseEngine is what every command that talks to the engine needs: the
 // runtime contract, and letting go of the connection.
-type engine interface {
-	runner.Runtime
+type baseEngine interface {
+	engine.Runtime
 	io.Closer
 }
 
 // podEngine is the engine of the commands that start pods (once, watch).
 type podEngine interface {
-	engine
+	baseEngine
 	// EnsureInfraImage returns a local image to run sandboxes with: ref
 	// when it is present or can be pulled, else one built from the
 	// executable exe (docker.Runtime.EnsureInfraImage). An error that
-	// wraps runner.ErrUnavailable means the engine cannot be reached.
+	// wraps engine.ErrUnavailable means the engine cannot be reached.
 	EnsureInfraImage(ctx context.Context, ref, exe string) (string, error)
 	// DataRoot is the directory the engine keeps its images in, whose
 	// filesystem the low disk space check watches.
@@ -43,13 +44,13 @@ type podEngine interface {
 // images.
 type watchEngine interface {
 	podEngine
-	runner.ImageService
+	engine.ImageService
 }
 
 // logEngine is the engine of `logs`.
 type logEngine interface {
-	ListContainers(ctx context.Context) ([]*runner.Container, error)
-	runner.LogReader
+	ListContainers(ctx context.Context) ([]*engine.Container, error)
+	engine.LogReader
 	io.Closer
 }
 
@@ -113,7 +114,7 @@ func newRunner(ctx context.Context, g *globalOptions, rt podEngine, allowPrivile
 	}
 	infra, err := rt.EnsureInfraImage(ctx, g.InfraImage, exe)
 	if err != nil {
-		if errors.Is(err, runner.ErrUnavailable) {
+		if errors.Is(err, engine.ErrUnavailable) {
 			return nil, unreachable(err)
 		}
 		return nil, fmt.Errorf("infra image: %w", err)
@@ -142,7 +143,7 @@ func newRunner(ctx context.Context, g *globalOptions, rt podEngine, allowPrivile
 
 // newTeardownRunner is a runner for removing pods: it starts nothing, so it
 // needs no infra image.
-func newTeardownRunner(g *globalOptions, rt engine) *runner.Runner {
+func newTeardownRunner(g *globalOptions, rt baseEngine) *runner.Runner {
 	return runner.New(runner.Config{
 		Runtime: rt, RuntimeName: "docker", NodeName: g.NodeName, RootDir: g.RootDir, Log: g.Log, HostIP: g.Host().IP,
 		Clock: g.Clock,

@@ -19,7 +19,7 @@ type downOptions struct {
 	// Grace overrides the pods' terminationGracePeriodSeconds when >= 0.
 	Grace time.Duration
 	// Engine connects to the container engine (connect by default).
-	Engine func(context.Context) (engine, error)
+	Engine func(context.Context) (baseEngine, error)
 }
 
 func newDownCmd(g *globalOptions, runF func(context.Context, *downOptions) error) *cobra.Command {
@@ -37,7 +37,7 @@ sandboxes and pod directories.`,
 				return badInputf("give manifest paths or --all, not both or neither")
 			}
 			if opts.Engine == nil {
-				opts.Engine = connectAs[engine](g)
+				opts.Engine = connectAs[baseEngine](g)
 			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)

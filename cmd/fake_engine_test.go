@@ -17,17 +17,17 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/utils/clock"
 
+	"github.com/podrun/podrun/engine"
+	"github.com/podrun/podrun/engine/enginetest"
 	"github.com/podrun/podrun/node"
-	"github.com/podrun/podrun/runner"
-	"github.com/podrun/podrun/runner/runtimetest"
 )
 
 // The commands' logic run against the in-memory engine: no dockerd.
 
-// fakeEngine is runtimetest.Fake with what the commands need of Docker
+// fakeEngine is enginetest.Fake with what the commands need of Docker
 // besides the runtime contract.
 type fakeEngine struct {
-	*runtimetest.Fake
+	*enginetest.Fake
 	// infraErr, when set, is what EnsureInfraImage returns.
 	infraErr error
 	closed   atomic.Int32
@@ -54,7 +54,7 @@ var testHost = node.Host{IP: "10.0.0.9", MilliCPU: 2000, MemoryBytes: 1 << 30}
 // cmdEnv is one test's podrun: its fake engine, streams, log and options.
 type cmdEnv struct {
 	t      *testing.T
-	fake   *runtimetest.Fake
+	fake   *enginetest.Fake
 	eng    *fakeEngine
 	dir    string // for manifests
 	out    *bytes.Buffer
@@ -69,7 +69,7 @@ type cmdEnv struct {
 
 func newCmdEnv(t *testing.T) *cmdEnv {
 	t.Helper()
-	fake := runtimetest.NewFake("node1")
+	fake := enginetest.NewFake("node1")
 	fake.AddImage("img:1")
 	e := &cmdEnv{t: t, fake: fake, eng: &fakeEngine{Fake: fake}, dir: t.TempDir(),
 		out: &bytes.Buffer{}, errOut: &bytes.Buffer{}, log: &logRecorder{}}
@@ -127,13 +127,13 @@ func (e *cmdEnv) parse(build func(*globalOptions) *cobra.Command, args ...string
 }
 
 // containers returns the env's containers of pod (its name), running or not.
-func (e *cmdEnv) containers(pod string) []*runner.Container {
+func (e *cmdEnv) containers(pod string) []*engine.Container {
 	e.t.Helper()
 	all, err := e.fake.ListContainers(context.Background())
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	var out []*runner.Container
+	var out []*engine.Container
 	for _, c := range all {
 		if c.Pod.Name == pod {
 			out = append(out, c)
@@ -142,9 +142,9 @@ func (e *cmdEnv) containers(pod string) []*runner.Container {
 	return out
 }
 
-func (e *cmdEnv) running(pod string) *runner.Container {
+func (e *cmdEnv) running(pod string) *engine.Container {
 	for _, c := range e.containers(pod) {
-		if c.State == runner.StateRunning {
+		if c.State == engine.StateRunning {
 			return c
 		}
 	}
@@ -161,7 +161,7 @@ func (e *cmdEnv) sandboxes() int {
 }
 
 // env returns a container's environment as a map.
-func (e *cmdEnv) env(c *runner.Container) map[string]string {
+func (e *cmdEnv) env(c *engine.Container) map[string]string {
 	out := map[string]string{}
 	for _, v := range e.fake.ContainerConfig(c.ID).Env {
 		out[v.Name] = v.Value

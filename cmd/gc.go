@@ -8,8 +8,8 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/podrun/podrun/engine"
 	"github.com/podrun/podrun/gc"
-	"github.com/podrun/podrun/runner"
 )
 
 // gcOptions are the garbage collection flags of `watch`, as the kubelet's.
@@ -78,8 +78,8 @@ type gcSources struct {
 // gcEngine is what garbage collection needs of the engine: its
 // containers and its images.
 type gcEngine interface {
-	runner.Runtime
-	runner.ImageService
+	engine.Runtime
+	engine.ImageService
 }
 
 // startGC runs the container collector (every ContainerGCPeriod) and the

@@ -13,8 +13,8 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/vbauerster/mpb/v8"
 
+	"github.com/podrun/podrun/engine/docker"
 	"github.com/podrun/podrun/node"
-	"github.com/podrun/podrun/runner/docker"
 )
 
 // pullMessages is a pull of two layers as Docker reports it.

@@ -12,8 +12,8 @@ import (
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
 
+	"github.com/podrun/podrun/engine/docker"
 	"github.com/podrun/podrun/node"
-	"github.com/podrun/podrun/runner/docker"
 )
 
 type infoOptions struct {

@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/podrun/podrun/runner"
+	"github.com/podrun/podrun/engine"
 )
 
 type logsOptions struct {
@@ -71,13 +71,13 @@ func logsRun(ctx context.Context, opts *logsOptions) error {
 	if err != nil {
 		return err
 	}
-	return rt.ContainerLogs(ctx, c.ID, runner.LogOptions{Follow: opts.Follow, Tail: opts.Tail, Timestamps: opts.Timestamps},
+	return rt.ContainerLogs(ctx, c.ID, engine.LogOptions{Follow: opts.Follow, Tail: opts.Tail, Timestamps: opts.Timestamps},
 		opts.Out, opts.ErrOut)
 }
 
 // pickContainer finds the run of the container whose logs are asked for.
-func pickContainer(all []*runner.Container, opts *logsOptions) (*runner.Container, error) {
-	var runs []*runner.Container
+func pickContainer(all []*engine.Container, opts *logsOptions) (*engine.Container, error) {
+	var runs []*engine.Container
 	for _, c := range all {
 		if c.Pod.Namespace != opts.Namespace {
 			continue
@@ -103,7 +103,7 @@ func pickContainer(all []*runner.Container, opts *logsOptions) (*runner.Containe
 	if !names[name] {
 		return nil, badInputf("pod %s has no container %q; it has: %s", opts.Pod, name, strings.Join(sortedSet(names), ", "))
 	}
-	var mine []*runner.Container
+	var mine []*engine.Container
 	for _, c := range runs {
 		if c.Name == name {
 			mine = append(mine, c)
@@ -115,7 +115,7 @@ func pickContainer(all []*runner.Container, opts *logsOptions) (*runner.Containe
 		// the newest run is dead (a crash loop waiting out its back-off)
 		// that is the newest run itself, and it is the one GC keeps.
 		prev := 1
-		if mine[0].State == runner.StateExited {
+		if mine[0].State == engine.StateExited {
 			prev = 0
 		}
 		if len(mine) <= prev {

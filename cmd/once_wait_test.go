@@ -11,8 +11,9 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/podrun/podrun/engine"
+	"github.com/podrun/podrun/engine/enginetest"
 	"github.com/podrun/podrun/runner"
-	"github.com/podrun/podrun/runner/runtimetest"
 )
 
 // TestWaitForNeedsConvergedPods: a pod whose latest sandbox and containers
@@ -23,7 +24,7 @@ import (
 // goes on through the runner's error back-off, and ends once it is
 // stopped.
 func TestWaitForNeedsConvergedPods(t *testing.T) {
-	fake := runtimetest.NewFake("node1")
+	fake := enginetest.NewFake("node1")
 	fake.AddImage("img:1")
 	fake.AddImage("pause:1")
 	pod := &v1.Pod{}
@@ -34,8 +35,8 @@ func TestWaitForNeedsConvergedPods(t *testing.T) {
 	pod.Spec.Containers = []v1.Container{{Name: "a", Image: "img:1"}, {Name: "b", Image: "img:1"}}
 
 	ctx := context.Background()
-	sbCfg := func(attempt int) *runner.SandboxConfig {
-		return &runner.SandboxConfig{Pod: runner.PodRef{UID: "u1", Name: pod.Name, Namespace: pod.Namespace},
+	sbCfg := func(attempt int) *engine.SandboxConfig {
+		return &engine.SandboxConfig{Pod: engine.PodRef{UID: "u1", Name: pod.Name, Namespace: pod.Namespace},
 			Attempt: attempt, Hash: runner.SandboxHash(pod), Image: "pause:1"}
 	}
 	older, err := fake.RunSandbox(ctx, sbCfg(0))
@@ -48,8 +49,8 @@ func TestWaitForNeedsConvergedPods(t *testing.T) {
 	}
 	for i := range pod.Spec.Containers {
 		c := &pod.Spec.Containers[i]
-		id, err := fake.CreateContainer(ctx, latest, sbCfg(1), &runner.ContainerConfig{Name: c.Name,
-			Type: runner.ContainerTypeApp, Attempt: 1, Hash: runner.ContainerHash(c), ResourcesHash: runner.ResourcesHash(c),
+		id, err := fake.CreateContainer(ctx, latest, sbCfg(1), &engine.ContainerConfig{Name: c.Name,
+			Type: engine.ContainerTypeApp, Attempt: 1, Hash: runner.ContainerHash(c), ResourcesHash: runner.ResourcesHash(c),
 			Image: c.Image})
 		if err != nil {
 			t.Fatal(err)
@@ -91,7 +92,7 @@ func TestWaitForNeedsConvergedPods(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, sb := range sbs {
-		if running := sb.State == runner.StateRunning; running != (sb.ID == latest) {
+		if running := sb.State == engine.StateRunning; running != (sb.ID == latest) {
 			t.Errorf("sandbox %.12s (attempt %d) is %s once the wait ended; want only the latest running (older: %.12s)",
 				sb.ID, sb.Attempt, sb.State, older)
 		}

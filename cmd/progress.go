@@ -14,7 +14,7 @@ import (
 	"github.com/vbauerster/mpb/v8/decor"
 	"golang.org/x/term"
 
-	"github.com/podrun/podrun/runner/docker"
+	"github.com/podrun/podrun/engine/docker"
 )
 
 // newPullProgress returns the docker.Options.PullProgress callback that

@@ -28,7 +28,7 @@ type psOptions struct {
 	// answers, ps shows its pods (with readiness and source errors).
 	Daemon string
 	// Engine connects to the container engine (connect by default).
-	Engine func(context.Context) (engine, error)
+	Engine func(context.Context) (baseEngine, error)
 }
 
 func newPsCmd(g *globalOptions, runF func(context.Context, *psOptions) error) *cobra.Command {
@@ -44,7 +44,7 @@ func newPsCmd(g *globalOptions, runF func(context.Context, *psOptions) error) *c
 				return badInputf("--output %q: want wide, json or yaml", opts.Output)
 			}
 			if opts.Engine == nil {
-				opts.Engine = connectAs[engine](g)
+				opts.Engine = connectAs[baseEngine](g)
 			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)

@@ -8,10 +8,10 @@ import (
 	"github.com/spf13/pflag"
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/podrun/podrun/engine/docker"
 	"github.com/podrun/podrun/gc"
 	"github.com/podrun/podrun/node"
 	"github.com/podrun/podrun/runner"
-	"github.com/podrun/podrun/runner/docker"
 )
 
 // imageOptions are the flags of image pulls and disk admission, for every

@@ -18,7 +18,7 @@ import (
 
 	"k8s.io/utils/clock"
 
-	"github.com/podrun/podrun/runner"
+	"github.com/podrun/podrun/engine"
 )
 
 // ContainerPolicy bounds the dead containers kept, as the kubelet's flags of
@@ -42,8 +42,8 @@ var DefaultContainerPolicy = ContainerPolicy{MinAge: 0, MaxPerContainer: 1, MaxC
 // ContainerInput is what one container GC pass looks at.
 type ContainerInput struct {
 	// Containers and Sandboxes are the node's, as the runtime lists them.
-	Containers []*runner.Container
-	Sandboxes  []*runner.Sandbox
+	Containers []*engine.Container
+	Sandboxes  []*engine.Sandbox
 	// PodExists reports whether a pod (by UID) is still wanted. nil means
 	// that is not known yet (the sources have not all delivered): then every
 	// pod is taken to exist.
@@ -55,8 +55,8 @@ type ContainerInput struct {
 // of pods that no longer exist first, then the oldest first), then
 // sandboxes.
 type ContainerPlan struct {
-	Containers []*runner.Container
-	Sandboxes  []*runner.Sandbox
+	Containers []*engine.Container
+	Sandboxes  []*engine.Sandbox
 }
 
 // unitKey is an "evict unit": one container of one pod, all its attempts.
@@ -81,9 +81,9 @@ type unitKey struct{ pod, name string }
 func SelectContainers(in ContainerInput, p ContainerPolicy) ContainerPlan {
 	// The newest dead container of each unit, over all of them (young
 	// ones included): it is never removed while its pod exists.
-	newestDead := map[unitKey]*runner.Container{}
+	newestDead := map[unitKey]*engine.Container{}
 	for _, c := range in.Containers {
-		if c.State == runner.StateRunning {
+		if c.State == engine.StateRunning {
 			continue
 		}
 		k := unitKey{c.Pod.UID, c.Name}
@@ -93,12 +93,12 @@ func SelectContainers(in ContainerInput, p ContainerPolicy) ContainerPlan {
 	}
 	gone := func(uid string) bool { return in.PodExists != nil && !in.PodExists(uid) }
 
-	units := map[unitKey][]*runner.Container{}
+	units := map[unitKey][]*engine.Container{}
 	var plan ContainerPlan
 	removed := map[string]bool{}
-	var goneDead []*runner.Container
+	var goneDead []*engine.Container
 	for _, c := range in.Containers {
-		if c.State == runner.StateRunning || c.Pod.UID == "" || in.Now.Sub(c.CreatedAt) < p.MinAge {
+		if c.State == engine.StateRunning || c.Pod.UID == "" || in.Now.Sub(c.CreatedAt) < p.MinAge {
 			continue
 		}
 		if gone(c.Pod.UID) {
@@ -120,14 +120,14 @@ func SelectContainers(in ContainerInput, p ContainerPolicy) ContainerPlan {
 		sort.SliceStable(cs, func(i, j int) bool { return newer(cs[i], cs[j]) })
 		units[k] = cs
 	}
-	var others []*runner.Container
+	var others []*engine.Container
 	cut := func(keep int) {
 		for k, cs := range units {
 			n := max(keep, 1)
 			if len(cs) <= n {
 				continue
 			}
-			var kept []*runner.Container
+			var kept []*engine.Container
 			for i, c := range cs {
 				if i < n || c == newestDead[k] {
 					kept = append(kept, c)
@@ -146,7 +146,7 @@ func SelectContainers(in ContainerInput, p ContainerPolicy) ContainerPlan {
 			cut(p.MaxContainers / len(units))
 		}
 		if excess := total(units) - p.MaxContainers; excess > 0 {
-			var flat []*runner.Container
+			var flat []*engine.Container
 			for k, cs := range units {
 				for _, c := range cs {
 					if c != newestDead[k] {
@@ -171,14 +171,14 @@ func SelectContainers(in ContainerInput, p ContainerPolicy) ContainerPlan {
 			occupied[c.SandboxID] = true
 		}
 	}
-	newestSandbox := map[string]*runner.Sandbox{}
+	newestSandbox := map[string]*engine.Sandbox{}
 	for _, sb := range in.Sandboxes {
 		if n := newestSandbox[sb.Pod.UID]; n == nil || newerSandbox(sb, n) {
 			newestSandbox[sb.Pod.UID] = sb
 		}
 	}
 	for _, sb := range in.Sandboxes {
-		if sb.State == runner.StateRunning || occupied[sb.ID] || sb.Pod.UID == "" {
+		if sb.State == engine.StateRunning || occupied[sb.ID] || sb.Pod.UID == "" {
 			continue
 		}
 		if gone(sb.Pod.UID) || newestSandbox[sb.Pod.UID] != sb {
@@ -189,7 +189,7 @@ func SelectContainers(in ContainerInput, p ContainerPolicy) ContainerPlan {
 	return plan
 }
 
-func total(units map[unitKey][]*runner.Container) int {
+func total(units map[unitKey][]*engine.Container) int {
 	n := 0
 	for _, cs := range units {
 		n += len(cs)
@@ -199,7 +199,7 @@ func total(units map[unitKey][]*runner.Container) int {
 
 // newer orders a pod's containers as the runner does: by attempt, then by
 // creation.
-func newer(a, b *runner.Container) bool {
+func newer(a, b *engine.Container) bool {
 	if a.Attempt != b.Attempt {
 		return a.Attempt > b.Attempt
 	}
@@ -210,7 +210,7 @@ func newer(a, b *runner.Container) bool {
 }
 
 // older orders containers of any pods by creation, oldest first.
-func older(a, b *runner.Container) bool {
+func older(a, b *engine.Container) bool {
 	if !a.CreatedAt.Equal(b.CreatedAt) {
 		return a.CreatedAt.Before(b.CreatedAt)
 	}
@@ -220,7 +220,7 @@ func older(a, b *runner.Container) bool {
 	return a.ID < b.ID
 }
 
-func newerSandbox(a, b *runner.Sandbox) bool {
+func newerSandbox(a, b *engine.Sandbox) bool {
 	if a.Attempt != b.Attempt {
 		return a.Attempt > b.Attempt
 	}
@@ -233,7 +233,7 @@ func newerSandbox(a, b *runner.Sandbox) bool {
 // ContainerGC removes dead containers and sandboxes of one node under a
 // policy. Run it with Run (every minute, as the kubelet) or call Collect.
 type ContainerGC struct {
-	Runtime runner.Runtime
+	Runtime engine.Runtime
 	Policy  ContainerPolicy
 	// SourcesReady reports whether every source has delivered once; until
 	// then no pod is taken to be gone. nil: never (only the per-container
@@ -350,10 +350,10 @@ func (g *ContainerGC) RemoveFailures() int {
 // failed logs, as one line, that the object id (a "container" or a
 // "sandbox") could not be removed, and counts it. The line carries Docker's
 // state of it and whether a retry may succeed when the runtime's error tells
-// them (runner/docker's RemovalError: a container Docker left "dead" after a
+// them (engine/docker's RemovalError: a container Docker left "dead" after a
 // dockerd restart, its overlay still mounted), and how many passes in a row
 // have failed to remove it.
-func (g *ContainerGC) failed(log *slog.Logger, what, id string, pod runner.PodRef, name string, attempt int, state runner.State, err error) {
+func (g *ContainerGC) failed(log *slog.Logger, what, id string, pod engine.PodRef, name string, attempt int, state engine.State, err error) {
 	g.mu.Lock()
 	if g.failures == nil {
 		g.failures = map[string]int{}
@@ -387,7 +387,7 @@ func (g *ContainerGC) succeeded(id string) {
 }
 
 // forgetFailures drops the failure counts of objects no longer listed.
-func (g *ContainerGC) forgetFailures(cs []*runner.Container, sbs []*runner.Sandbox) {
+func (g *ContainerGC) forgetFailures(cs []*engine.Container, sbs []*engine.Sandbox) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if len(g.failures) == 0 {

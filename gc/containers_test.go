@@ -13,8 +13,8 @@ import (
 
 	testingclock "k8s.io/utils/clock/testing"
 
-	"github.com/podrun/podrun/runner"
-	"github.com/podrun/podrun/runner/runtimetest"
+	"github.com/podrun/podrun/engine"
+	"github.com/podrun/podrun/engine/enginetest"
 )
 
 const (
@@ -26,12 +26,12 @@ const (
 // moves: each object is made one second after the one before.
 type world struct {
 	t   *testing.T
-	f   *runtimetest.Fake
+	f   *enginetest.Fake
 	now time.Time
 }
 
 func newWorld(t *testing.T) *world {
-	w := &world{t: t, f: runtimetest.NewFake("gc-node"), now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	w := &world{t: t, f: enginetest.NewFake("gc-node"), now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	w.f.SetClock(func() time.Time { return w.now })
 	w.f.AddImage(testImage)
 	w.f.AddImage(testInfra)
@@ -42,14 +42,14 @@ func (w *world) tick() { w.now = w.now.Add(time.Second) }
 
 type testPod struct {
 	w   *world
-	cfg *runner.SandboxConfig
+	cfg *engine.SandboxConfig
 	sb  string
 }
 
 // pod makes a pod's sandbox (attempt 0), running.
 func (w *world) pod(uid string) *testPod {
 	w.t.Helper()
-	p := &testPod{w: w, cfg: &runner.SandboxConfig{Pod: runner.PodRef{UID: uid, Name: "pod-" + uid, Namespace: "default"}, Image: testInfra, Source: "/m/" + uid + ".yaml"}}
+	p := &testPod{w: w, cfg: &engine.SandboxConfig{Pod: engine.PodRef{UID: uid, Name: "pod-" + uid, Namespace: "default"}, Image: testInfra, Source: "/m/" + uid + ".yaml"}}
 	p.newSandbox()
 	return p
 }
@@ -78,12 +78,12 @@ func (p *testPod) run(name string, attempt int, running bool) string {
 	p.w.t.Helper()
 	ctx := context.Background()
 	p.w.tick()
-	argv := []string{runtimetest.FakeScript, "exit", "1"}
+	argv := []string{enginetest.FakeScript, "exit", "1"}
 	if running {
-		argv = []string{runtimetest.FakeScript, "run"}
+		argv = []string{enginetest.FakeScript, "run"}
 	}
-	id, err := p.w.f.CreateContainer(ctx, p.sb, p.cfg, &runner.ContainerConfig{
-		Name: name, Type: runner.ContainerTypeApp, Attempt: attempt, Image: testImage, Command: argv,
+	id, err := p.w.f.CreateContainer(ctx, p.sb, p.cfg, &engine.ContainerConfig{
+		Name: name, Type: engine.ContainerTypeApp, Attempt: attempt, Image: testImage, Command: argv,
 	})
 	if err != nil {
 		p.w.t.Fatal(err)
@@ -121,7 +121,7 @@ func (w *world) input(exists func(string) bool) ContainerInput {
 	return ContainerInput{Containers: cs, Sandboxes: sbs, PodExists: exists, Now: w.now.Add(time.Hour)}
 }
 
-func ids(cs []*runner.Container) []string {
+func ids(cs []*engine.Container) []string {
 	var out []string
 	for _, c := range cs {
 		out = append(out, c.ID)
@@ -129,7 +129,7 @@ func ids(cs []*runner.Container) []string {
 	return out
 }
 
-func sandboxIDs(sbs []*runner.Sandbox) []string {
+func sandboxIDs(sbs []*engine.Sandbox) []string {
 	var out []string
 	for _, sb := range sbs {
 		out = append(out, sb.ID)
@@ -200,7 +200,7 @@ func TestSelectGlobalCap(t *testing.T) {
 	plan = SelectContainers(w.input(nil), ContainerPolicy{MaxPerContainer: -1, MaxContainers: 0})
 	sameIDs(t, "removed at 0", sortIDs(ids(plan.Containers)), sortIDs([]string{a1[0], a1[1], a1[2], a2[0], b1[0], b1[1]}))
 	for _, c := range plan.Containers {
-		if c.State == runner.StateRunning {
+		if c.State == engine.StateRunning {
 			t.Errorf("a running container is chosen: %+v", c)
 		}
 	}
@@ -322,7 +322,7 @@ func TestContainerGCCollect(t *testing.T) {
 		Log:          slog.New(slog.NewTextHandler(&logs, nil)),
 	}
 	ctx := context.Background()
-	count := func(f *runtimetest.Fake) map[string]int {
+	count := func(f *enginetest.Fake) map[string]int {
 		cs, _ := f.ListContainers(ctx)
 		out := map[string]int{}
 		for _, c := range cs {
@@ -356,7 +356,7 @@ func TestContainerGCCollect(t *testing.T) {
 	}
 	// The image of the containers seen is recorded as used.
 	img, _ := w.f.ImageStatus(ctx, testImage)
-	last, _ := usage.seen([]*runner.Image{img}, nil, w.now)
+	last, _ := usage.seen([]*engine.Image{img}, nil, w.now)
 	if last[img.ID].IsZero() {
 		t.Errorf("the containers' image is not recorded as used")
 	}
@@ -367,7 +367,7 @@ func TestContainerGCCollect(t *testing.T) {
 
 func TestNewerOrder(t *testing.T) {
 	now := time.Now()
-	cs := []*runner.Container{
+	cs := []*engine.Container{
 		{ID: "b", Attempt: 1, CreatedAt: now},
 		{ID: "a", Attempt: 1, CreatedAt: now},
 		{ID: "c", Attempt: 0, CreatedAt: now.Add(time.Hour)},
@@ -383,13 +383,13 @@ func sortIDs(ids []string) []string {
 	return out
 }
 
-func sortedByCreation(cs []*runner.Container) []string {
-	cp := append([]*runner.Container(nil), cs...)
+func sortedByCreation(cs []*engine.Container) []string {
+	cp := append([]*engine.Container(nil), cs...)
 	sort.SliceStable(cp, func(i, j int) bool { return cp[i].CreatedAt.Before(cp[j].CreatedAt) })
 	return ids(cp)
 }
 
-// stuckErr stands for runner/docker's RemovalError: a container Docker
+// stuckErr stands for engine/docker's RemovalError: a container Docker
 // left dead, its filesystem still mounted.
 type stuckErr struct{ id string }
 
@@ -402,7 +402,7 @@ func (e stuckErr) DockerState() string { return "dead" }
 // stuckRemovals is the fake runtime, where removing the IDs of stuck fails
 // that many times before it succeeds.
 type stuckRemovals struct {
-	*runtimetest.Fake
+	*enginetest.Fake
 	mu    sync.Mutex
 	stuck map[string]int
 	tries map[string]int

@@ -11,7 +11,7 @@ import (
 
 	"k8s.io/utils/clock"
 
-	"github.com/podrun/podrun/runner"
+	"github.com/podrun/podrun/engine"
 )
 
 // InfraImageLabel marks infra images (podrun's own pause images carry it);
@@ -52,12 +52,12 @@ func (p ImagePolicy) Validate() error {
 
 // ImageInput is what one image GC pass looks at.
 type ImageInput struct {
-	Images []*runner.Image
+	Images []*engine.Image
 	// InUse are the IDs of images any container of the engine uses.
 	InUse map[string]bool
 	// Pinned are the IDs of images never to remove (the infra image).
 	Pinned map[string]bool
-	Fs     runner.FsInfo
+	Fs     engine.FsInfo
 	// LastUsed is when podrun last saw each image (by ID) used; an image
 	// not in it counts as last used when it was made.
 	LastUsed map[string]time.Time
@@ -76,7 +76,7 @@ type ImagePlan struct {
 	BytesToFree int64
 	// Remove are the images to remove, least recently used first; their
 	// sizes add up to at least BytesToFree unless Short.
-	Remove []*runner.Image
+	Remove []*engine.Image
 	// BytesFreed is the sum of their sizes (layers shared with other
 	// images free less).
 	BytesFreed int64
@@ -103,13 +103,13 @@ func SelectImages(in ImageInput, p ImagePolicy) ImagePlan {
 		plan.BytesToFree = 0
 		return plan
 	}
-	lastUsed := func(img *runner.Image) time.Time {
+	lastUsed := func(img *engine.Image) time.Time {
 		if t, ok := in.LastUsed[img.ID]; ok {
 			return t
 		}
 		return img.CreatedAt
 	}
-	var candidates []*runner.Image
+	var candidates []*engine.Image
 	for _, img := range in.Images {
 		if in.InUse[img.ID] || in.Pinned[img.ID] || img.Labels[InfraImageLabel] == "true" {
 			continue
@@ -165,11 +165,11 @@ func (u *ImageUsage) Used(id string, t time.Time) {
 
 // ObserveContainers records the images of containers: a running one uses its
 // image now, a dead one last did when it finished (or started).
-func (u *ImageUsage) ObserveContainers(cs []*runner.Container, now time.Time) {
+func (u *ImageUsage) ObserveContainers(cs []*engine.Container, now time.Time) {
 	for _, c := range cs {
 		t := c.FinishedAt
 		switch {
-		case c.State == runner.StateRunning:
+		case c.State == engine.StateRunning:
 			t = now
 		case t.IsZero():
 			t = c.StartedAt
@@ -183,7 +183,7 @@ func (u *ImageUsage) ObserveContainers(cs []*runner.Container, now time.Time) {
 
 // seen records the images listed at now, forgets the ones gone, and returns
 // copies of both maps.
-func (u *ImageUsage) seen(imgs []*runner.Image, inUse map[string]bool, now time.Time) (lastUsed, firstSeen map[string]time.Time) {
+func (u *ImageUsage) seen(imgs []*engine.Image, inUse map[string]bool, now time.Time) (lastUsed, firstSeen map[string]time.Time) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	present := map[string]bool{}
@@ -216,8 +216,8 @@ func (u *ImageUsage) seen(imgs []*runner.Image, inUse map[string]bool, now time.
 // ImageGC removes unused images when the disk that holds them fills up. Run
 // it with Run (every five minutes, as the kubelet) or call Collect.
 type ImageGC struct {
-	Runtime runner.Runtime
-	Images  runner.ImageService
+	Runtime engine.Runtime
+	Images  engine.ImageService
 	Policy  ImagePolicy
 	// InfraImage is the configured infra image reference: whatever image it
 	// names is never removed (nor is any labelled io.podrun.infra=true).
@@ -258,7 +258,7 @@ func (g *ImageGC) Collect(ctx context.Context) (ImagePlan, error) {
 	if g.InfraImage != "" {
 		if img, err := g.Runtime.ImageStatus(ctx, g.InfraImage); err == nil {
 			pinned[img.ID] = true
-		} else if !errors.Is(err, runner.ErrNotFound) {
+		} else if !errors.Is(err, engine.ErrNotFound) {
 			return ImagePlan{}, fmt.Errorf("image gc: infra image: %w", err)
 		}
 	}
@@ -276,7 +276,7 @@ func (g *ImageGC) Collect(ctx context.Context) (ImagePlan, error) {
 	for _, img := range plan.Remove {
 		err := g.Images.RemoveImage(ctx, img.ID)
 		switch {
-		case errors.Is(err, runner.ErrImageInUse):
+		case errors.Is(err, engine.ErrImageInUse):
 			log.Info("image gc: image came into use; kept", "image", shortImageID(img.ID), "tags", img.RepoTags)
 			continue
 		case err != nil:

@@ -10,11 +10,11 @@ import (
 
 	testingclock "k8s.io/utils/clock/testing"
 
-	"github.com/podrun/podrun/runner"
-	"github.com/podrun/podrun/runner/runtimetest"
+	"github.com/podrun/podrun/engine"
+	"github.com/podrun/podrun/engine/enginetest"
 )
 
-func imageIDs(imgs []*runner.Image) []string {
+func imageIDs(imgs []*engine.Image) []string {
 	var out []string
 	for _, img := range imgs {
 		out = append(out, img.ID)
@@ -25,14 +25,14 @@ func imageIDs(imgs []*runner.Image) []string {
 func TestSelectImages(t *testing.T) {
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	ago := func(d time.Duration) time.Time { return now.Add(-d) }
-	img := func(id string, size int64, created time.Time, labels ...string) *runner.Image {
-		i := &runner.Image{ID: id, Size: size, CreatedAt: created, RepoTags: []string{id + ":1"}}
+	img := func(id string, size int64, created time.Time, labels ...string) *engine.Image {
+		i := &engine.Image{ID: id, Size: size, CreatedAt: created, RepoTags: []string{id + ":1"}}
 		if len(labels) == 2 {
 			i.Labels = map[string]string{labels[0]: labels[1]}
 		}
 		return i
 	}
-	images := []*runner.Image{
+	images := []*engine.Image{
 		img("old-unused", 10, ago(100*time.Hour)),
 		img("used-long-ago", 10, ago(time.Minute)), // made lately, used long ago
 		img("used-lately", 10, ago(200*time.Hour)),
@@ -52,7 +52,7 @@ func TestSelectImages(t *testing.T) {
 		InUse:  map[string]bool{"in-use": true},
 		Pinned: map[string]bool{"pinned": true},
 		// 1000 bytes, 100 free: 90 % used.
-		Fs:        runner.FsInfo{CapacityBytes: 1000, AvailableBytes: 100},
+		Fs:        engine.FsInfo{CapacityBytes: 1000, AvailableBytes: 100},
 		LastUsed:  map[string]time.Time{"used-long-ago": ago(150 * time.Hour), "used-lately": ago(time.Hour)},
 		FirstSeen: seen,
 		Now:       now,
@@ -114,17 +114,17 @@ func TestImageGCCollect(t *testing.T) {
 	f := w.f
 	mb := int64(1 << 20)
 	made := w.now.Add(-100 * time.Hour)
-	f.PutImage(runner.Image{ID: "sha256:old", RepoTags: []string{"old:1", "old:2"}, Size: 10 * mb, CreatedAt: made})
-	f.PutImage(runner.Image{ID: "sha256:older", RepoTags: []string{"older:1"}, Size: 10 * mb, CreatedAt: made.Add(-time.Hour)})
-	f.PutImage(runner.Image{ID: "sha256:built-infra", RepoTags: []string{"podrun/pause:abc"}, Size: 10 * mb, CreatedAt: made,
+	f.PutImage(engine.Image{ID: "sha256:old", RepoTags: []string{"old:1", "old:2"}, Size: 10 * mb, CreatedAt: made})
+	f.PutImage(engine.Image{ID: "sha256:older", RepoTags: []string{"older:1"}, Size: 10 * mb, CreatedAt: made.Add(-time.Hour)})
+	f.PutImage(engine.Image{ID: "sha256:built-infra", RepoTags: []string{"podrun/pause:abc"}, Size: 10 * mb, CreatedAt: made,
 		Labels: map[string]string{InfraImageLabel: "true"}})
-	f.PutImage(runner.Image{ID: "sha256:other-node", RepoTags: []string{"other:1"}, Size: 10 * mb, CreatedAt: made})
+	f.PutImage(engine.Image{ID: "sha256:other-node", RepoTags: []string{"other:1"}, Size: 10 * mb, CreatedAt: made})
 	// testImage is used by this node's pod, testInfra by its sandbox and
 	// named as the infra image, other:1 by another node's container.
 	p := w.pod("a")
 	p.run("app", 0, true)
 	o := (&world{t: t, f: f.ForNode("other"), now: w.now}).pod("x")
-	if _, err := o.w.f.CreateContainer(ctx, o.sb, o.cfg, &runner.ContainerConfig{Name: "c", Image: "other:1"}); err != nil {
+	if _, err := o.w.f.CreateContainer(ctx, o.sb, o.cfg, &engine.ContainerConfig{Name: "c", Image: "other:1"}); err != nil {
 		t.Fatal(err)
 	}
 	// 100 MiB, 5 free: 95 % used.
@@ -180,14 +180,14 @@ func TestImageGCCollect(t *testing.T) {
 func TestImageUsageObserve(t *testing.T) {
 	now := time.Now()
 	u := NewImageUsage()
-	u.ObserveContainers([]*runner.Container{
-		{ImageID: "a", State: runner.StateRunning, StartedAt: now.Add(-time.Hour)},
-		{ImageID: "b", State: runner.StateExited, StartedAt: now.Add(-3 * time.Hour), FinishedAt: now.Add(-2 * time.Hour)},
-		{ImageID: "b", State: runner.StateExited, FinishedAt: now.Add(-4 * time.Hour)},
-		{ImageID: "c", State: runner.StateCreated, CreatedAt: now.Add(-5 * time.Hour)},
+	u.ObserveContainers([]*engine.Container{
+		{ImageID: "a", State: engine.StateRunning, StartedAt: now.Add(-time.Hour)},
+		{ImageID: "b", State: engine.StateExited, StartedAt: now.Add(-3 * time.Hour), FinishedAt: now.Add(-2 * time.Hour)},
+		{ImageID: "b", State: engine.StateExited, FinishedAt: now.Add(-4 * time.Hour)},
+		{ImageID: "c", State: engine.StateCreated, CreatedAt: now.Add(-5 * time.Hour)},
 	}, now)
 	u.Used("d", now.Add(-time.Minute))
-	imgs := []*runner.Image{{ID: "a"}, {ID: "b"}, {ID: "c"}, {ID: "d"}}
+	imgs := []*engine.Image{{ID: "a"}, {ID: "b"}, {ID: "c"}, {ID: "d"}}
 	last, first := u.seen(imgs, nil, now)
 	want := map[string]time.Time{"a": now, "b": now.Add(-2 * time.Hour), "c": now.Add(-5 * time.Hour), "d": now.Add(-time.Minute)}
 	for id, w := range want {
@@ -205,4 +205,4 @@ func TestImageUsageObserve(t *testing.T) {
 	}
 }
 
-var _ runner.ImageService = (*runtimetest.Fake)(nil)
+var _ engine.ImageService = (*enginetest.Fake)(nil)

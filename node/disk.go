@@ -4,8 +4,6 @@ import (
 	"fmt"
 
 	v1 "k8s.io/api/core/v1"
-
-	"github.com/podrun/podrun/runner"
 )
 
 // ReasonOutOfDisk is the waiting reason of the containers of a pod refused
@@ -25,7 +23,18 @@ type DiskAdmitter struct {
 	Measure func(path string) (Filesystem, error)
 }
 
-// Admit returns a *runner.AdmitError with reason OutOfDisk when a
+// AdmitError is why a pod may not start now: its Reason (OutOfDisk) is what
+// the sync core shows as the waiting reason of the pod's containers
+// (runner.AdmitReason finds it by its AdmitReason method).
+type AdmitError struct {
+	Reason  string
+	Message string
+}
+
+func (e *AdmitError) Error() string       { return e.Reason + ": " + e.Message }
+func (e *AdmitError) AdmitReason() string { return e.Reason }
+
+// Admit returns an *AdmitError with reason OutOfDisk when a
 // filesystem is short of space; nil otherwise (and when it cannot be
 // measured: a failing statfs does not stop pods).
 func (d *DiskAdmitter) Admit(pod *v1.Pod) error {
@@ -42,7 +51,7 @@ func (d *DiskAdmitter) Admit(pod *v1.Pod) error {
 			continue
 		}
 		if fs.AvailableBytes < d.MinFreeBytes {
-			return &runner.AdmitError{Reason: ReasonOutOfDisk, Message: fmt.Sprintf(
+			return &AdmitError{Reason: ReasonOutOfDisk, Message: fmt.Sprintf(
 				"the filesystem of %s has %d MiB available, under the %d MiB needed to start pods (--low-disk-space-threshold-mb)",
 				p, fs.AvailableBytes>>20, d.MinFreeBytes>>20)}
 		}

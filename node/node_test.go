@@ -7,8 +7,6 @@ import (
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
-
-	"github.com/podrun/podrun/runner"
 )
 
 func TestGather(t *testing.T) {
@@ -40,7 +38,8 @@ func TestDiskAdmitter(t *testing.T) {
 			return Filesystem{Path: p, CapacityBytes: 1 << 30, AvailableBytes: free[p]}, nil
 		}}
 	err := d.Admit(&v1.Pod{})
-	if reason, ok := runner.AdmitReason(err); !ok || reason != ReasonOutOfDisk || !strings.Contains(err.Error(), "/docker has 50 MiB") {
+	var ae *AdmitError
+	if !errors.As(err, &ae) || ae.AdmitReason() != ReasonOutOfDisk || !strings.Contains(err.Error(), "/docker has 50 MiB") {
 		t.Errorf("short of space: %v", err)
 	}
 	free["/docker"] = 200 << 20

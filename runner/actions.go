@@ -8,6 +8,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/util/flowcontrol"
 
+	"github.com/podrun/podrun/engine"
 	"github.com/podrun/podrun/health"
 )
 
@@ -15,8 +16,8 @@ import (
 type podState struct {
 	// Sandboxes and Containers are sorted newest first (by attempt, then
 	// creation time).
-	Sandboxes  []*Sandbox
-	Containers []*Container
+	Sandboxes  []*engine.Sandbox
+	Containers []*engine.Container
 }
 
 func (s *podState) sort() {
@@ -37,7 +38,7 @@ func (s *podState) sort() {
 }
 
 // latestSandbox is the sandbox the pod's containers should be in, or nil.
-func (s *podState) latestSandbox() *Sandbox {
+func (s *podState) latestSandbox() *engine.Sandbox {
 	if len(s.Sandboxes) == 0 {
 		return nil
 	}
@@ -46,7 +47,7 @@ func (s *podState) latestSandbox() *Sandbox {
 
 // latest returns the newest container named name, in sandboxID when it is
 // not empty.
-func (s *podState) latest(name, sandboxID string) *Container {
+func (s *podState) latest(name, sandboxID string) *engine.Container {
 	for _, c := range s.Containers {
 		if c.Name == name && (sandboxID == "" || c.SandboxID == sandboxID) {
 			return c
@@ -66,7 +67,7 @@ func (s *podState) nextAttempt(name string) int {
 
 // killTarget is a container to stop, and why.
 type killTarget struct {
-	Container *Container
+	Container *engine.Container
 	Reason    string
 	// Grace replaces the pod's grace period when set (a probe's
 	// terminationGracePeriodSeconds).
@@ -106,7 +107,7 @@ type podActions struct {
 	StartApps []*v1.Container
 	// StartCreated are containers that were created but never started (a
 	// podrun killed between create and start left them): start, not replace.
-	StartCreated []*Container
+	StartCreated []*engine.Container
 	// Kill are containers to stop (and keep, for their status and logs).
 	Kill []killTarget
 	// UpdateResources are running containers whose resources alone changed.
@@ -117,14 +118,14 @@ type podActions struct {
 	// StopSandboxes are running sandboxes of the pod other than its latest
 	// (see reconcileSandboxes); their running containers are in Kill, and
 	// are stopped first.
-	StopSandboxes []*Sandbox
+	StopSandboxes []*engine.Sandbox
 	// Remove are leftover containers to remove (never running ones): those
 	// of older sandboxes that are superseded or were never started, and
 	// created ones the latest sandbox no longer needs.
-	Remove []*Container
+	Remove []*engine.Container
 	// RemoveSandboxes are dead sandboxes other than the latest that hold no
 	// container once Remove is done.
-	RemoveSandboxes []*Sandbox
+	RemoveSandboxes []*engine.Sandbox
 
 	// Waiting says why containers that should run do not, by name.
 	Waiting map[string]waiting
@@ -180,7 +181,7 @@ func (a *podActions) Converged() bool {
 
 // shouldRestart reports whether an exited container is restarted under the
 // pod's restart policy.
-func shouldRestart(policy v1.RestartPolicy, c *Container) bool {
+func shouldRestart(policy v1.RestartPolicy, c *engine.Container) bool {
 	switch policy {
 	case v1.RestartPolicyNever:
 		return false
@@ -206,7 +207,7 @@ func computePodActions(pod *v1.Pod, state *podState, backoff *flowcontrol.Backof
 	sb := state.latestSandbox()
 	sandboxHash := SandboxHash(pod)
 
-	createSandbox := sb == nil || sb.State != StateRunning || sb.Hash != sandboxHash
+	createSandbox := sb == nil || sb.State != engine.StateRunning || sb.Hash != sandboxHash
 	if createSandbox {
 		// A pod that will not restart its containers and has already run
 		// some stays finished: its sandbox is not made again.
@@ -214,7 +215,7 @@ func computePodActions(pod *v1.Pod, state *podState, backoff *flowcontrol.Backof
 			a.Kill = runningKills(state, "pod has finished")
 			// An older sandbox that runs (a late start) is stopped too.
 			for _, o := range state.Sandboxes[1:] {
-				if o.State != StateExited && o.State != StateCreated {
+				if o.State != engine.StateExited && o.State != engine.StateCreated {
 					a.StopSandboxes = append(a.StopSandboxes, o)
 				}
 			}
@@ -257,7 +258,7 @@ func computePodActions(pod *v1.Pod, state *podState, backoff *flowcontrol.Backof
 		specNames[c.Name] = true
 	}
 	for _, c := range state.Containers {
-		if c.State != StateRunning && c.State != StateCreated {
+		if c.State != engine.StateRunning && c.State != engine.StateCreated {
 			continue
 		}
 		reason := ""
@@ -271,7 +272,7 @@ func computePodActions(pod *v1.Pod, state *podState, backoff *flowcontrol.Backof
 		default:
 			continue
 		}
-		if c.State == StateCreated {
+		if c.State == engine.StateCreated {
 			a.Remove = append(a.Remove, c)
 			continue
 		}
@@ -293,7 +294,7 @@ func computePodActions(pod *v1.Pod, state *podState, backoff *flowcontrol.Backof
 		// Every app container is done for good: stop the sidecars and the
 		// sandbox, keep the containers for their status and logs.
 		for _, c := range state.Containers {
-			if c.SandboxID == sb.ID && c.State == StateRunning && c.Type == ContainerTypeInit {
+			if c.SandboxID == sb.ID && c.State == engine.StateRunning && c.Type == engine.ContainerTypeInit {
 				a.Kill = append(a.Kill, killTarget{Container: c, Reason: "pod has finished"})
 			}
 		}
@@ -331,13 +332,13 @@ func computePodActions(pod *v1.Pod, state *podState, backoff *flowcontrol.Backof
 //
 // Everything is decided here, from the state alone; applyActions only
 // carries it out.
-func reconcileSandboxes(state *podState, sb *Sandbox, specNames map[string]bool, a *podActions) {
+func reconcileSandboxes(state *podState, sb *engine.Sandbox, specNames map[string]bool, a *podActions) {
 	removed := map[string]bool{}
 	for _, c := range a.Remove {
 		removed[c.ID] = true
 	}
 	for _, c := range state.Containers {
-		if c.SandboxID == sb.ID || c.State == StateRunning || c.State == StateCreated || removed[c.ID] {
+		if c.SandboxID == sb.ID || c.State == engine.StateRunning || c.State == engine.StateCreated || removed[c.ID] {
 			continue
 		}
 		if !specNames[c.Name] || state.latest(c.Name, "") != c {
@@ -356,7 +357,7 @@ func reconcileSandboxes(state *podState, sb *Sandbox, specNames map[string]bool,
 			continue
 		}
 		switch o.State {
-		case StateExited, StateCreated:
+		case engine.StateExited, engine.StateCreated:
 			if !occupied[o.ID] {
 				a.RemoveSandboxes = append(a.RemoveSandboxes, o)
 			}
@@ -386,7 +387,7 @@ func computeInitActions(pod *v1.Pod, state *podState, sandboxID string, backoff 
 		c := &inits[i]
 		st := state.latest(c.Name, sandboxID)
 		if isSidecar(c) {
-			if st != nil && st.State == StateRunning && probes != nil {
+			if st != nil && st.State == engine.StateRunning && probes != nil {
 				if v, kill := probes.KillVerdict(st.ID); kill {
 					a.Kill = append(a.Kill, killTarget{Container: st, Reason: v.Message, Grace: v.GracePeriod})
 					if appsStarted {
@@ -395,7 +396,7 @@ func computeInitActions(pod *v1.Pod, state *podState, sandboxID string, backoff 
 					return false
 				}
 			}
-			if st != nil && st.State == StateRunning {
+			if st != nil && st.State == engine.StateRunning {
 				if st.Hash != ContainerHash(c) {
 					a.Kill = append(a.Kill, killTarget{Container: st, Reason: "container spec changed"})
 					a.StartInit = c
@@ -403,11 +404,11 @@ func computeInitActions(pod *v1.Pod, state *podState, sandboxID string, backoff 
 				}
 				continue
 			}
-			if st != nil && st.State == StateCreated {
+			if st != nil && st.State == engine.StateCreated {
 				a.StartCreated = append(a.StartCreated, st)
 				return false
 			}
-			if st != nil && st.State == StateExited {
+			if st != nil && st.State == engine.StateExited {
 				if w, held := inBackoff(pod, c, st, backoff); held {
 					a.wait(c.Name, w)
 					if appsStarted {
@@ -430,11 +431,11 @@ func computeInitActions(pod *v1.Pod, state *podState, sandboxID string, backoff 
 			a.StartInit = c
 			waitApps(pod, a)
 			return false
-		case st.State == StateCreated:
+		case st.State == engine.StateCreated:
 			a.StartCreated = append(a.StartCreated, st)
 			waitApps(pod, a)
 			return false
-		case st.State == StateRunning:
+		case st.State == engine.StateRunning:
 			waitApps(pod, a)
 			return false
 		case st.ExitCode == 0:
@@ -472,14 +473,14 @@ func computeContainerAction(pod *v1.Pod, c *v1.Container, state *podState, sandb
 		// Done in an earlier sandbox of the pod: not run again.
 	case st == nil:
 		a.StartApps = append(a.StartApps, c)
-	case st.State == StateCreated:
+	case st.State == engine.StateCreated:
 		if st.Hash != ContainerHash(c) {
 			a.Kill = append(a.Kill, killTarget{Container: st, Reason: "container spec changed"})
 			a.StartApps = append(a.StartApps, c)
 			return
 		}
 		a.StartCreated = append(a.StartCreated, st)
-	case st.State == StateRunning:
+	case st.State == engine.StateRunning:
 		if st.Hash != ContainerHash(c) {
 			// A changed spec replaces the container whatever the restart
 			// policy, as the kubelet does.
@@ -516,7 +517,7 @@ func computeContainerAction(pod *v1.Pod, c *v1.Container, state *podState, sandb
 }
 
 // inBackoff reports whether restarting c (whose last run is st) must wait.
-func inBackoff(pod *v1.Pod, c *v1.Container, st *Container, backoff *flowcontrol.Backoff) (waiting, bool) {
+func inBackoff(pod *v1.Pod, c *v1.Container, st *engine.Container, backoff *flowcontrol.Backoff) (waiting, bool) {
 	key := backoffKey(pod, c)
 	ts := st.FinishedAt
 	if ts.IsZero() {
@@ -553,7 +554,7 @@ func initFailed(pod *v1.Pod, state *podState, sandboxID string) bool {
 		if isSidecar(c) {
 			continue
 		}
-		if st := state.latest(c.Name, sandboxID); st != nil && st.State == StateExited && st.ExitCode != 0 {
+		if st := state.latest(c.Name, sandboxID); st != nil && st.State == engine.StateExited && st.ExitCode != 0 {
 			return true
 		}
 	}
@@ -569,7 +570,7 @@ func terminalApps(pod *v1.Pod, state *podState, sandboxID string, policy v1.Rest
 		if st == nil && succeededBefore(c, state, policy) {
 			continue
 		}
-		if st == nil || st.State != StateExited {
+		if st == nil || st.State != engine.StateExited {
 			return false
 		}
 		if st.Hash != ContainerHash(c) {
@@ -591,13 +592,13 @@ func succeededBefore(c *v1.Container, state *podState, policy v1.RestartPolicy) 
 		return false
 	}
 	last := state.latest(c.Name, "")
-	return last != nil && last.State == StateExited && last.ExitCode == 0 && last.Hash == ContainerHash(c)
+	return last != nil && last.State == engine.StateExited && last.ExitCode == 0 && last.Hash == ContainerHash(c)
 }
 
-func runningContainers(state *podState) []*Container {
-	var out []*Container
+func runningContainers(state *podState) []*engine.Container {
+	var out []*engine.Container
 	for _, c := range state.Containers {
-		if c.State == StateRunning {
+		if c.State == engine.StateRunning {
 			out = append(out, c)
 		}
 	}

@@ -7,6 +7,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	testclock "k8s.io/utils/clock/testing"
+
+	"github.com/podrun/podrun/engine"
 )
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -34,26 +36,26 @@ type stateBuilder struct {
 
 func newState(pod *v1.Pod) *stateBuilder { return &stateBuilder{pod: pod, st: &podState{}} }
 
-func (b *stateBuilder) sandbox(id string, attempt int, state State) *stateBuilder {
-	b.st.Sandboxes = append(b.st.Sandboxes, &Sandbox{ID: id, Attempt: attempt, State: state,
+func (b *stateBuilder) sandbox(id string, attempt int, state engine.State) *stateBuilder {
+	b.st.Sandboxes = append(b.st.Sandboxes, &engine.Sandbox{ID: id, Attempt: attempt, State: state,
 		Hash: SandboxHash(b.pod), CreatedAt: t0.Add(time.Duration(attempt) * time.Second)})
 	return b
 }
 
-func (b *stateBuilder) container(sandboxID, name string, attempt int, state State, exit int) *stateBuilder {
+func (b *stateBuilder) container(sandboxID, name string, attempt int, state engine.State, exit int) *stateBuilder {
 	spec := findContainer(b.pod, name)
-	typ := ContainerTypeApp
+	typ := engine.ContainerTypeApp
 	for i := range b.pod.Spec.InitContainers {
 		if b.pod.Spec.InitContainers[i].Name == name {
-			typ = ContainerTypeInit
+			typ = engine.ContainerTypeInit
 		}
 	}
-	c := &Container{ID: name + "-" + string(rune('0'+attempt)), SandboxID: sandboxID, Name: name, Type: typ,
+	c := &engine.Container{ID: name + "-" + string(rune('0'+attempt)), SandboxID: sandboxID, Name: name, Type: typ,
 		Attempt: attempt, State: state, ExitCode: exit, CreatedAt: t0.Add(time.Duration(attempt) * time.Minute)}
 	if spec != nil {
 		c.Hash, c.ResourcesHash = ContainerHash(spec), ResourcesHash(spec)
 	}
-	if state == StateExited {
+	if state == engine.StateExited {
 		c.FinishedAt = c.CreatedAt.Add(time.Second)
 	}
 	b.st.Containers = append(b.st.Containers, c)
@@ -121,7 +123,7 @@ func TestComputePodActions(t *testing.T) {
 			name: "next init container after the first succeeded",
 			pod:  testPod(always, []string{"i1", "i2"}, "a"),
 			state: func(p *v1.Pod) *podState {
-				return newState(p).sandbox("s", 0, StateRunning).container("s", "i1", 0, StateExited, 0).build()
+				return newState(p).sandbox("s", 0, engine.StateRunning).container("s", "i1", 0, engine.StateExited, 0).build()
 			},
 			want: want{init: "i2"},
 		},
@@ -129,7 +131,7 @@ func TestComputePodActions(t *testing.T) {
 			name: "running init container: wait",
 			pod:  testPod(always, []string{"i1"}, "a"),
 			state: func(p *v1.Pod) *podState {
-				return newState(p).sandbox("s", 0, StateRunning).container("s", "i1", 0, StateRunning, 0).build()
+				return newState(p).sandbox("s", 0, engine.StateRunning).container("s", "i1", 0, engine.StateRunning, 0).build()
 			},
 			want: want{},
 		},
@@ -137,8 +139,8 @@ func TestComputePodActions(t *testing.T) {
 			name: "apps start once every init container succeeded",
 			pod:  testPod(always, []string{"i1", "i2"}, "a", "b"),
 			state: func(p *v1.Pod) *podState {
-				return newState(p).sandbox("s", 0, StateRunning).
-					container("s", "i1", 0, StateExited, 0).container("s", "i2", 0, StateExited, 0).build()
+				return newState(p).sandbox("s", 0, engine.StateRunning).
+					container("s", "i1", 0, engine.StateExited, 0).container("s", "i2", 0, engine.StateExited, 0).build()
 			},
 			want: want{apps: []string{"a", "b"}},
 		},
@@ -146,7 +148,7 @@ func TestComputePodActions(t *testing.T) {
 			name: "failed init under Never fails the pod",
 			pod:  testPod(never, []string{"i1"}, "a"),
 			state: func(p *v1.Pod) *podState {
-				return newState(p).sandbox("s", 0, StateRunning).container("s", "i1", 0, StateExited, 2).build()
+				return newState(p).sandbox("s", 0, engine.StateRunning).container("s", "i1", 0, engine.StateExited, 2).build()
 			},
 			want: want{podFailed: true, stopSandbox: true},
 		},
@@ -154,7 +156,7 @@ func TestComputePodActions(t *testing.T) {
 			name: "failed pod's stopped sandbox is not made again",
 			pod:  testPod(never, []string{"i1"}, "a"),
 			state: func(p *v1.Pod) *podState {
-				return newState(p).sandbox("s", 0, StateExited).container("s", "i1", 0, StateExited, 2).build()
+				return newState(p).sandbox("s", 0, engine.StateExited).container("s", "i1", 0, engine.StateExited, 2).build()
 			},
 			want: want{podFailed: true},
 		},
@@ -162,7 +164,7 @@ func TestComputePodActions(t *testing.T) {
 			name: "failed init under OnFailure is restarted",
 			pod:  testPod(onFailure, []string{"i1"}, "a"),
 			state: func(p *v1.Pod) *podState {
-				return newState(p).sandbox("s", 0, StateRunning).container("s", "i1", 0, StateExited, 2).build()
+				return newState(p).sandbox("s", 0, engine.StateRunning).container("s", "i1", 0, engine.StateExited, 2).build()
 			},
 			want: want{init: "i1"},
 		},
@@ -170,7 +172,7 @@ func TestComputePodActions(t *testing.T) {
 			name: "Always restarts an app that exited 0",
 			pod:  testPod(always, nil, "a"),
 			state: func(p *v1.Pod) *podState {
-				return newState(p).sandbox("s", 0, StateRunning).container("s", "a", 0, StateExited, 0).build()
+				return newState(p).sandbox("s", 0, engine.StateRunning).container("s", "a", 0, engine.StateExited, 0).build()
 			},
 			want: want{apps: []string{"a"}},
 		},
@@ -178,8 +180,8 @@ func TestComputePodActions(t *testing.T) {
 			name: "OnFailure restarts an app that failed",
 			pod:  testPod(onFailure, nil, "a", "b"),
 			state: func(p *v1.Pod) *podState {
-				return newState(p).sandbox("s", 0, StateRunning).
-					container("s", "a", 0, StateExited, 1).container("s", "b", 0, StateRunning, 0).build()
+				return newState(p).sandbox("s", 0, engine.StateRunning).
+					container("s", "a", 0, engine.StateExited, 1).container("s", "b", 0, engine.StateRunning, 0).build()
 			},
 			want: want{apps: []string{"a"}},
 		},
@@ -187,7 +189,7 @@ func TestComputePodActions(t *testing.T) {
 			name: "OnFailure pod whose apps all succeeded is finished",
 			pod:  testPod(onFailure, nil, "a"),
 			state: func(p *v1.Pod) *podState {
-				return newState(p).sandbox("s", 0, StateRunning).container("s", "a", 0, StateExited, 0).build()
+				return newState(p).sandbox("s", 0, engine.StateRunning).container("s", "a", 0, engine.StateExited, 0).build()
 			},
 			want: want{stopSandbox: true},
 		},
@@ -195,9 +197,9 @@ func TestComputePodActions(t *testing.T) {
 			name: "OnFailure: an app that succeeded in an older sandbox is not run again in the new one",
 			pod:  testPod(onFailure, nil, "a", "b"),
 			state: func(p *v1.Pod) *podState {
-				return newState(p).sandbox("s0", 0, StateExited).container("s0", "a", 0, StateExited, 0).
-					container("s0", "b", 0, StateExited, 137).
-					sandbox("s1", 1, StateRunning).container("s1", "b", 1, StateRunning, 0).build()
+				return newState(p).sandbox("s0", 0, engine.StateExited).container("s0", "a", 0, engine.StateExited, 0).
+					container("s0", "b", 0, engine.StateExited, 137).
+					sandbox("s1", 1, engine.StateRunning).container("s1", "b", 1, engine.StateRunning, 0).build()
 			},
 			want: want{},
 		},
@@ -205,9 +207,9 @@ func TestComputePodActions(t *testing.T) {
 			name: "OnFailure: the pod is finished when the app that succeeded did so in an older sandbox",
 			pod:  testPod(onFailure, nil, "a", "b"),
 			state: func(p *v1.Pod) *podState {
-				return newState(p).sandbox("s0", 0, StateExited).container("s0", "a", 0, StateExited, 0).
-					container("s0", "b", 0, StateExited, 137).
-					sandbox("s1", 1, StateRunning).container("s1", "b", 1, StateExited, 0).build()
+				return newState(p).sandbox("s0", 0, engine.StateExited).container("s0", "a", 0, engine.StateExited, 0).
+					container("s0", "b", 0, engine.StateExited, 137).
+					sandbox("s1", 1, engine.StateRunning).container("s1", "b", 1, engine.StateExited, 0).build()
 			},
 			want: want{stopSandbox: true},
 		},
@@ -215,8 +217,8 @@ func TestComputePodActions(t *testing.T) {
 			name: "Never does not restart a failed app",
 			pod:  testPod(never, nil, "a", "b"),
 			state: func(p *v1.Pod) *podState {
-				return newState(p).sandbox("s", 0, StateRunning).
-					container("s", "a", 0, StateExited, 3).container("s", "b", 0, StateExited, 0).build()
+				return newState(p).sandbox("s", 0, engine.StateRunning).
+					container("s", "a", 0, engine.StateExited, 3).container("s", "b", 0, engine.StateExited, 0).build()
 			},
 			want: want{stopSandbox: true},
 		},
@@ -224,7 +226,7 @@ func TestComputePodActions(t *testing.T) {
 			name: "finished Never pod with stopped sandbox stays finished",
 			pod:  testPod(never, nil, "a"),
 			state: func(p *v1.Pod) *podState {
-				return newState(p).sandbox("s", 0, StateExited).container("s", "a", 0, StateExited, 0).build()
+				return newState(p).sandbox("s", 0, engine.StateExited).container("s", "a", 0, engine.StateExited, 0).build()
 			},
 			want: want{},
 		},
@@ -232,8 +234,8 @@ func TestComputePodActions(t *testing.T) {
 			name: "changed spec replaces only that container",
 			pod:  testPod(always, nil, "a", "b"),
 			state: func(p *v1.Pod) *podState {
-				st := newState(p).sandbox("s", 0, StateRunning).
-					container("s", "a", 0, StateRunning, 0).container("s", "b", 0, StateRunning, 0).build()
+				st := newState(p).sandbox("s", 0, engine.StateRunning).
+					container("s", "a", 0, engine.StateRunning, 0).container("s", "b", 0, engine.StateRunning, 0).build()
 				p.Spec.Containers[0].Command = []string{"new"}
 				return st
 			},
@@ -243,7 +245,7 @@ func TestComputePodActions(t *testing.T) {
 			name: "changed resources are updated in place",
 			pod:  testPod(always, nil, "a"),
 			state: func(p *v1.Pod) *podState {
-				st := newState(p).sandbox("s", 0, StateRunning).container("s", "a", 0, StateRunning, 0).build()
+				st := newState(p).sandbox("s", 0, engine.StateRunning).container("s", "a", 0, engine.StateRunning, 0).build()
 				p.Spec.Containers[0].Resources.Limits = v1.ResourceList{v1.ResourceMemory: mustQty("64Mi")}
 				return st
 			},
@@ -253,7 +255,7 @@ func TestComputePodActions(t *testing.T) {
 			name: "created but never started container is started, not replaced",
 			pod:  testPod(always, nil, "a"),
 			state: func(p *v1.Pod) *podState {
-				return newState(p).sandbox("s", 0, StateRunning).container("s", "a", 0, StateCreated, 0).build()
+				return newState(p).sandbox("s", 0, engine.StateRunning).container("s", "a", 0, engine.StateCreated, 0).build()
 			},
 			want: want{created: []string{"a-0"}},
 		},
@@ -261,7 +263,7 @@ func TestComputePodActions(t *testing.T) {
 			name: "dead sandbox means a fresh pod with the next attempt",
 			pod:  testPod(always, nil, "a"),
 			state: func(p *v1.Pod) *podState {
-				return newState(p).sandbox("s", 0, StateExited).container("s", "a", 0, StateExited, 137).build()
+				return newState(p).sandbox("s", 0, engine.StateExited).container("s", "a", 0, engine.StateExited, 137).build()
 			},
 			want: want{killPod: true, createSandbox: true, sandboxAttempt: 1, apps: []string{"a"}},
 		},
@@ -269,7 +271,7 @@ func TestComputePodActions(t *testing.T) {
 			name: "sandbox-level change recreates the pod",
 			pod:  testPod(always, nil, "a"),
 			state: func(p *v1.Pod) *podState {
-				st := newState(p).sandbox("s", 2, StateRunning).container("s", "a", 0, StateRunning, 0).build()
+				st := newState(p).sandbox("s", 2, engine.StateRunning).container("s", "a", 0, engine.StateRunning, 0).build()
 				p.Spec.HostNetwork = true
 				return st
 			},
@@ -279,8 +281,8 @@ func TestComputePodActions(t *testing.T) {
 			name: "container removed from the spec is stopped",
 			pod:  testPod(always, nil, "a"),
 			state: func(p *v1.Pod) *podState {
-				b := newState(p).sandbox("s", 0, StateRunning).container("s", "a", 0, StateRunning, 0)
-				b.st.Containers = append(b.st.Containers, &Container{ID: "gone-0", SandboxID: "s", Name: "gone", State: StateRunning})
+				b := newState(p).sandbox("s", 0, engine.StateRunning).container("s", "a", 0, engine.StateRunning, 0)
+				b.st.Containers = append(b.st.Containers, &engine.Container{ID: "gone-0", SandboxID: "s", Name: "gone", State: engine.StateRunning})
 				return b.build()
 			},
 			want: want{kill: []string{"gone-0"}},
@@ -289,8 +291,8 @@ func TestComputePodActions(t *testing.T) {
 			name: "steady pod needs nothing",
 			pod:  testPod(always, []string{"i1"}, "a"),
 			state: func(p *v1.Pod) *podState {
-				return newState(p).sandbox("s", 0, StateRunning).
-					container("s", "i1", 0, StateExited, 0).container("s", "a", 0, StateRunning, 0).build()
+				return newState(p).sandbox("s", 0, engine.StateRunning).
+					container("s", "i1", 0, engine.StateExited, 0).container("s", "a", 0, engine.StateRunning, 0).build()
 			},
 			want: want{},
 		},
@@ -298,7 +300,7 @@ func TestComputePodActions(t *testing.T) {
 			name: "init record collected after apps started: still initialised",
 			pod:  testPod(always, []string{"i1"}, "a"),
 			state: func(p *v1.Pod) *podState {
-				return newState(p).sandbox("s", 0, StateRunning).container("s", "a", 0, StateRunning, 0).build()
+				return newState(p).sandbox("s", 0, engine.StateRunning).container("s", "a", 0, engine.StateRunning, 0).build()
 			},
 			want: want{},
 		},
@@ -341,9 +343,9 @@ func TestCrashLoopBackoff(t *testing.T) {
 	key := backoffKey(pod, c)
 
 	crash := func(attempt int, ranFor time.Duration) *podState {
-		st := newState(pod).sandbox("s", 0, StateRunning).build()
+		st := newState(pod).sandbox("s", 0, engine.StateRunning).build()
 		start := clk.Now().Add(-ranFor)
-		st.Containers = []*Container{{ID: "a", SandboxID: "s", Name: "a", Attempt: attempt, State: StateExited,
+		st.Containers = []*engine.Container{{ID: "a", SandboxID: "s", Name: "a", Attempt: attempt, State: engine.StateExited,
 			ExitCode: 1, Hash: ContainerHash(c), ResourcesHash: ResourcesHash(c), CreatedAt: start, StartedAt: start,
 			FinishedAt: clk.Now()}}
 		return st
@@ -384,7 +386,7 @@ func TestCrashLoopBackoff(t *testing.T) {
 
 func mustQty(s string) resource.Quantity { return resource.MustParse(s) }
 
-func containerIDs(cs []*Container) []string {
+func containerIDs(cs []*engine.Container) []string {
 	var out []string
 	for _, c := range cs {
 		out = append(out, c.ID)
@@ -392,7 +394,7 @@ func containerIDs(cs []*Container) []string {
 	return out
 }
 
-func sandboxIDs(sbs []*Sandbox) []string {
+func sandboxIDs(sbs []*engine.Sandbox) []string {
 	var out []string
 	for _, sb := range sbs {
 		out = append(out, sb.ID)
@@ -425,9 +427,9 @@ func TestReconcileSandboxes(t *testing.T) {
 			name: "two running sandboxes, the latest running: the older one and its containers are stopped",
 			pod:  testPod(always, nil, "a", "b"),
 			state: func(p *v1.Pod) *podState {
-				return newState(p).sandbox("s0", 0, StateRunning).sandbox("s1", 1, StateRunning).
-					container("s0", "a", 0, StateRunning, 0).container("s0", "b", 0, StateCreated, 0).
-					container("s1", "a", 1, StateRunning, 0).container("s1", "b", 1, StateRunning, 0).build()
+				return newState(p).sandbox("s0", 0, engine.StateRunning).sandbox("s1", 1, engine.StateRunning).
+					container("s0", "a", 0, engine.StateRunning, 0).container("s0", "b", 0, engine.StateCreated, 0).
+					container("s1", "a", 1, engine.StateRunning, 0).container("s1", "b", 1, engine.StateRunning, 0).build()
 			},
 			// b-0 never ran: removed, not stopped; s0 still runs, so it
 			// is not removed yet.
@@ -437,8 +439,8 @@ func TestReconcileSandboxes(t *testing.T) {
 			name: "older sandbox running, the latest created: the pod is made again in the latest",
 			pod:  testPod(always, nil, "a", "b"),
 			state: func(p *v1.Pod) *podState {
-				return newState(p).sandbox("s0", 0, StateRunning).sandbox("s1", 1, StateCreated).
-					container("s0", "a", 0, StateRunning, 0).container("s0", "b", 0, StateRunning, 0).build()
+				return newState(p).sandbox("s0", 0, engine.StateRunning).sandbox("s1", 1, engine.StateCreated).
+					container("s0", "a", 0, engine.StateRunning, 0).container("s0", "b", 0, engine.StateRunning, 0).build()
 			},
 			// KillPod stops every sandbox that has not exited, s0 too;
 			// applyActions adopts the created s1 (RunSandbox with its
@@ -449,9 +451,9 @@ func TestReconcileSandboxes(t *testing.T) {
 			name: "older dead sandbox whose containers are superseded: all removed",
 			pod:  testPod(always, nil, "a", "b"),
 			state: func(p *v1.Pod) *podState {
-				return newState(p).sandbox("s0", 0, StateExited).sandbox("s1", 1, StateRunning).
-					container("s0", "a", 0, StateExited, 137).container("s0", "b", 0, StateExited, 137).
-					container("s1", "a", 1, StateRunning, 0).container("s1", "b", 1, StateRunning, 0).build()
+				return newState(p).sandbox("s0", 0, engine.StateExited).sandbox("s1", 1, engine.StateRunning).
+					container("s0", "a", 0, engine.StateExited, 137).container("s0", "b", 0, engine.StateExited, 137).
+					container("s1", "a", 1, engine.StateRunning, 0).container("s1", "b", 1, engine.StateRunning, 0).build()
 			},
 			want: want{remove: []string{"a-0", "b-0"}, removeSandboxes: []string{"s0"}, converged: true},
 		},
@@ -459,9 +461,9 @@ func TestReconcileSandboxes(t *testing.T) {
 			name: "older dead sandbox keeps the latest container of a name, and so is kept",
 			pod:  testPod(always, nil, "a", "b"),
 			state: func(p *v1.Pod) *podState {
-				return newState(p).sandbox("s0", 0, StateExited).sandbox("s1", 1, StateRunning).
-					container("s0", "a", 0, StateExited, 137).container("s0", "b", 0, StateExited, 137).
-					container("s1", "b", 1, StateRunning, 0).build()
+				return newState(p).sandbox("s0", 0, engine.StateExited).sandbox("s1", 1, engine.StateRunning).
+					container("s0", "a", 0, engine.StateExited, 137).container("s0", "b", 0, engine.StateExited, 137).
+					container("s1", "b", 1, engine.StateRunning, 0).build()
 			},
 			// a-0 is a's state in the status until a runs in s1.
 			want: want{apps: []string{"a"}, remove: []string{"b-0"}, converged: true},
@@ -470,9 +472,9 @@ func TestReconcileSandboxes(t *testing.T) {
 			name: "dead container of an older sandbox no longer in the spec is removed",
 			pod:  testPod(always, nil, "a"),
 			state: func(p *v1.Pod) *podState {
-				b := newState(p).sandbox("s0", 0, StateExited).sandbox("s1", 1, StateRunning).
-					container("s1", "a", 1, StateRunning, 0)
-				b.st.Containers = append(b.st.Containers, &Container{ID: "gone-0", SandboxID: "s0", Name: "gone", State: StateExited})
+				b := newState(p).sandbox("s0", 0, engine.StateExited).sandbox("s1", 1, engine.StateRunning).
+					container("s1", "a", 1, engine.StateRunning, 0)
+				b.st.Containers = append(b.st.Containers, &engine.Container{ID: "gone-0", SandboxID: "s0", Name: "gone", State: engine.StateExited})
 				return b.build()
 			},
 			want: want{remove: []string{"gone-0"}, removeSandboxes: []string{"s0"}, converged: true},
@@ -481,9 +483,9 @@ func TestReconcileSandboxes(t *testing.T) {
 			name: "created containers of an older sandbox are removed, even the latest of their name",
 			pod:  testPod(always, nil, "a", "b"),
 			state: func(p *v1.Pod) *podState {
-				return newState(p).sandbox("s0", 0, StateExited).sandbox("s1", 1, StateRunning).
-					container("s0", "a", 0, StateCreated, 0).container("s0", "b", 0, StateCreated, 0).
-					container("s1", "a", 1, StateRunning, 0).build()
+				return newState(p).sandbox("s0", 0, engine.StateExited).sandbox("s1", 1, engine.StateRunning).
+					container("s0", "a", 0, engine.StateCreated, 0).container("s0", "b", 0, engine.StateCreated, 0).
+					container("s1", "a", 1, engine.StateRunning, 0).build()
 			},
 			want: want{apps: []string{"b"}, remove: []string{"a-0", "b-0"}, removeSandboxes: []string{"s0"}, converged: true},
 		},
@@ -491,8 +493,8 @@ func TestReconcileSandboxes(t *testing.T) {
 			name: "an older sandbox created and never started is removed with its created containers",
 			pod:  testPod(always, nil, "a"),
 			state: func(p *v1.Pod) *podState {
-				return newState(p).sandbox("s0", 0, StateCreated).sandbox("s1", 1, StateRunning).
-					container("s0", "a", 0, StateCreated, 0).container("s1", "a", 1, StateRunning, 0).build()
+				return newState(p).sandbox("s0", 0, engine.StateCreated).sandbox("s1", 1, engine.StateRunning).
+					container("s0", "a", 0, engine.StateCreated, 0).container("s1", "a", 1, engine.StateRunning, 0).build()
 			},
 			want: want{remove: []string{"a-0"}, removeSandboxes: []string{"s0"}, converged: true},
 		},
@@ -500,8 +502,8 @@ func TestReconcileSandboxes(t *testing.T) {
 			name: "a superseded created container in the latest sandbox is removed, not stopped",
 			pod:  testPod(always, nil, "a"),
 			state: func(p *v1.Pod) *podState {
-				return newState(p).sandbox("s", 0, StateRunning).
-					container("s", "a", 0, StateCreated, 0).container("s", "a", 1, StateRunning, 0).build()
+				return newState(p).sandbox("s", 0, engine.StateRunning).
+					container("s", "a", 0, engine.StateCreated, 0).container("s", "a", 1, engine.StateRunning, 0).build()
 			},
 			want: want{remove: []string{"a-0"}, converged: true},
 		},
@@ -509,9 +511,9 @@ func TestReconcileSandboxes(t *testing.T) {
 			name: "dead containers of the latest sandbox are left to garbage collection",
 			pod:  testPod(always, nil, "a"),
 			state: func(p *v1.Pod) *podState {
-				return newState(p).sandbox("s0", 0, StateExited).sandbox("s1", 1, StateRunning).
-					container("s0", "a", 0, StateExited, 1).container("s1", "a", 1, StateExited, 1).
-					container("s1", "a", 2, StateRunning, 0).build()
+				return newState(p).sandbox("s0", 0, engine.StateExited).sandbox("s1", 1, engine.StateRunning).
+					container("s0", "a", 0, engine.StateExited, 1).container("s1", "a", 1, engine.StateExited, 1).
+					container("s1", "a", 2, engine.StateRunning, 0).build()
 			},
 			want: want{remove: []string{"a-0"}, removeSandboxes: []string{"s0"}, converged: true},
 		},
@@ -519,8 +521,8 @@ func TestReconcileSandboxes(t *testing.T) {
 			name: "a finished pod's older sandbox that runs is stopped",
 			pod:  testPod(never, nil, "a"),
 			state: func(p *v1.Pod) *podState {
-				return newState(p).sandbox("s0", 0, StateRunning).sandbox("s1", 1, StateExited).
-					container("s1", "a", 1, StateExited, 0).build()
+				return newState(p).sandbox("s0", 0, engine.StateRunning).sandbox("s1", 1, engine.StateExited).
+					container("s1", "a", 1, engine.StateExited, 0).build()
 			},
 			want: want{stopSandboxes: []string{"s0"}},
 		},
@@ -528,8 +530,8 @@ func TestReconcileSandboxes(t *testing.T) {
 			name: "a running container of an older attempt in the latest sandbox is not converged",
 			pod:  testPod(always, nil, "a"),
 			state: func(p *v1.Pod) *podState {
-				return newState(p).sandbox("s", 0, StateRunning).
-					container("s", "a", 0, StateRunning, 0).container("s", "a", 1, StateRunning, 0).build()
+				return newState(p).sandbox("s", 0, engine.StateRunning).
+					container("s", "a", 0, engine.StateRunning, 0).container("s", "a", 1, engine.StateRunning, 0).build()
 			},
 			want: want{kill: []string{"a-0"}},
 		},
@@ -537,8 +539,8 @@ func TestReconcileSandboxes(t *testing.T) {
 			name: "steady pod is converged and needs nothing",
 			pod:  testPod(always, []string{"i1"}, "a"),
 			state: func(p *v1.Pod) *podState {
-				return newState(p).sandbox("s", 0, StateRunning).
-					container("s", "i1", 0, StateExited, 0).container("s", "a", 0, StateRunning, 0).build()
+				return newState(p).sandbox("s", 0, engine.StateRunning).
+					container("s", "i1", 0, engine.StateExited, 0).container("s", "a", 0, engine.StateRunning, 0).build()
 			},
 			want: want{converged: true},
 		},
@@ -561,7 +563,7 @@ func TestReconcileSandboxes(t *testing.T) {
 			// Nothing is both stopped and removed, and nothing that runs is
 			// removed.
 			for _, c := range a.Remove {
-				if c.State == StateRunning {
+				if c.State == engine.StateRunning {
 					t.Errorf("removes running container %s", c.ID)
 				}
 				for _, k := range a.Kill {
@@ -571,7 +573,7 @@ func TestReconcileSandboxes(t *testing.T) {
 				}
 			}
 			for _, sb := range a.RemoveSandboxes {
-				if sb.State == StateRunning || sb == st.latestSandbox() {
+				if sb.State == engine.StateRunning || sb == st.latestSandbox() {
 					t.Errorf("removes sandbox %s (%s)", sb.ID, sb.State)
 				}
 			}

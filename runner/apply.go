@@ -12,6 +12,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/podrun/podrun/engine"
 	"github.com/podrun/podrun/expansion"
 	"github.com/podrun/podrun/health"
 )
@@ -48,7 +49,7 @@ func (r *Runner) applyActions(ctx context.Context, pod *v1.Pod, st *podState, a 
 	var errs []error
 	r.stopContainers(ctx, pod, r.podEnv(pod, st.latestSandbox()).PodIP, a.Kill, grace, &errs)
 	for _, sb := range a.StopSandboxes {
-		if err := r.rt.StopSandbox(ctx, sb.ID, grace); err != nil && !errors.Is(err, ErrNotFound) {
+		if err := r.rt.StopSandbox(ctx, sb.ID, grace); err != nil && !errors.Is(err, engine.ErrNotFound) {
 			errs = append(errs, fmt.Errorf("stop sandbox %s: %w", shortID(sb.ID), err))
 			continue
 		}
@@ -90,7 +91,7 @@ func (r *Runner) applyActions(ctx context.Context, pod *v1.Pod, st *podState, a 
 	if a.CreateSandbox {
 		// A sandbox that was made but never started (podrun died between
 		// the two) is adopted rather than replaced.
-		if sb := st.latestSandbox(); sb != nil && sb.State == StateCreated && sb.Hash == sbCfg.Hash {
+		if sb := st.latestSandbox(); sb != nil && sb.State == engine.StateCreated && sb.Hash == sbCfg.Hash {
 			sbCfg.Attempt = sb.Attempt
 		}
 		id, err := r.rt.RunSandbox(ctx, sbCfg)
@@ -114,7 +115,7 @@ func (r *Runner) applyActions(ctx context.Context, pod *v1.Pod, st *podState, a 
 
 	for _, c := range a.UpdateResources {
 		cur := st.latest(c.Name, sandboxID)
-		u, ok := r.raw.(ResourceUpdater)
+		u, ok := r.raw.(engine.ResourceUpdater)
 		if !ok || cur == nil {
 			continue
 		}
@@ -136,7 +137,7 @@ func (r *Runner) applyActions(ctx context.Context, pod *v1.Pod, st *podState, a 
 	}
 
 	var errMu sync.Mutex
-	start := func(c *v1.Container, typ ContainerType) {
+	start := func(c *v1.Container, typ engine.ContainerType) {
 		if w.holdStart(c.Name) {
 			return
 		}
@@ -150,7 +151,7 @@ func (r *Runner) applyActions(ctx context.Context, pod *v1.Pod, st *podState, a 
 		w.clearStartError(c.Name)
 	}
 	if a.StartInit != nil {
-		start(a.StartInit, ContainerTypeInit)
+		start(a.StartInit, engine.ContainerTypeInit)
 	}
 	// App containers start together: each is one create and one start
 	// against the engine, and nothing orders them (init containers do that).
@@ -159,13 +160,13 @@ func (r *Runner) applyActions(ctx context.Context, pod *v1.Pod, st *podState, a 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			start(c, ContainerTypeApp)
+			start(c, engine.ContainerTypeApp)
 		}()
 	}
 	wg.Wait()
 
 	if a.StopSandbox && sandboxID != "" {
-		if err := r.rt.StopSandbox(ctx, sandboxID, grace); err != nil && !errors.Is(err, ErrNotFound) {
+		if err := r.rt.StopSandbox(ctx, sandboxID, grace); err != nil && !errors.Is(err, engine.ErrNotFound) {
 			errs = append(errs, fmt.Errorf("stop sandbox: %w", err))
 		}
 	}
@@ -205,11 +206,11 @@ func (r *Runner) killContainer(ctx context.Context, pod *v1.Pod, podIP string, k
 	}
 	// A container being stopped is probed no more.
 	r.probes.RemoveContainer(c.ID)
-	if pod != nil && c.State == StateRunning {
+	if pod != nil && c.State == engine.StateRunning {
 		if spec := findContainer(pod, c.Name); spec != nil && spec.Lifecycle != nil && spec.Lifecycle.PreStop != nil {
 			start := r.clock.Now()
 			hctx, cancel := context.WithTimeout(ctx, grace)
-			execer, _ := r.raw.(Execer)
+			execer, _ := r.raw.(engine.Execer)
 			err := health.RunHook(hctx, health.Target{ContainerID: c.ID, PodIP: podIP, Container: spec, Exec: execer},
 				spec.Lifecycle.PreStop)
 			cancel()
@@ -220,7 +221,7 @@ func (r *Runner) killContainer(ctx context.Context, pod *v1.Pod, podIP string, k
 		}
 	}
 	err := r.rt.StopContainer(ctx, c.ID, grace)
-	if err != nil && !errors.Is(err, ErrNotFound) {
+	if err != nil && !errors.Is(err, engine.ErrNotFound) {
 		return fmt.Errorf("stop %s: %w", c.Name, err)
 	}
 	r.log.Info("container stopped", "pod", c.Pod.Namespace+"/"+c.Pod.Name,
@@ -241,11 +242,11 @@ func (r *Runner) killPod(ctx context.Context, pod *v1.Pod, st *podState, grace t
 	}
 	var apps, inits []killTarget
 	for _, c := range st.Containers {
-		if c.State != StateRunning && c.State != StateCreated {
+		if c.State != engine.StateRunning && c.State != engine.StateCreated {
 			continue
 		}
 		k := killTarget{Container: c, Reason: "pod is being replaced or removed"}
-		if c.Type == ContainerTypeInit {
+		if c.Type == engine.ContainerTypeInit {
 			inits = append(inits, k)
 		} else {
 			apps = append(apps, k)
@@ -260,17 +261,17 @@ func (r *Runner) killPod(ctx context.Context, pod *v1.Pod, st *podState, grace t
 		r.stopContainers(ctx, pod, podIP, []killTarget{k}, grace, &errs)
 	}
 	for _, sb := range st.Sandboxes {
-		if sb.State == StateExited {
+		if sb.State == engine.StateExited {
 			continue
 		}
-		if err := r.rt.StopSandbox(ctx, sb.ID, grace); err != nil && !errors.Is(err, ErrNotFound) {
+		if err := r.rt.StopSandbox(ctx, sb.ID, grace); err != nil && !errors.Is(err, engine.ErrNotFound) {
 			errs = append(errs, fmt.Errorf("stop sandbox %s: %w", shortID(sb.ID), err))
 		}
 	}
 	return errors.Join(errs...)
 }
 
-func sidecarIndex(pod *v1.Pod, c *Container) int {
+func sidecarIndex(pod *v1.Pod, c *engine.Container) int {
 	if pod != nil {
 		for i := range pod.Spec.InitContainers {
 			if pod.Spec.InitContainers[i].Name == c.Name {
@@ -354,12 +355,12 @@ func recordedGrace(pod *v1.Pod, st *podState) time.Duration {
 
 // RuntimePods returns the runtime's pods of this node by UID, with the pod
 // reference their objects carry.
-func (r *Runner) RuntimePods(ctx context.Context) (map[string]PodRef, error) {
+func (r *Runner) RuntimePods(ctx context.Context) (map[string]engine.PodRef, error) {
 	pods, err := listPods(ctx, r.rt)
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[string]PodRef, len(pods))
+	out := make(map[string]engine.PodRef, len(pods))
 	for uid, st := range pods {
 		switch {
 		case len(st.Sandboxes) > 0:
@@ -376,7 +377,7 @@ func (r *Runner) RuntimePods(ctx context.Context) (map[string]PodRef, error) {
 // every sandbox here would make a bring-up of N pods cost O(N^2) (N
 // concurrent lists of up to N sandboxes each).
 func (r *Runner) sandboxIP(ctx context.Context, uid, id string) (string, error) {
-	var sbs []*Sandbox
+	var sbs []*engine.Sandbox
 	var err error
 	if l := r.cache.lister; l != nil {
 		sbs, _, err = l.ListPodObjects(ctx, uid)
@@ -394,7 +395,7 @@ func (r *Runner) sandboxIP(ctx context.Context, uid, id string) (string, error) 
 	return "", nil
 }
 
-func (r *Runner) podEnv(pod *v1.Pod, sb *Sandbox) podEnv {
+func (r *Runner) podEnv(pod *v1.Pod, sb *engine.Sandbox) podEnv {
 	pe := podEnv{HostIP: r.cfg.HostIP, NodeMilliCPU: r.cfg.NodeMilliCPU, NodeMemory: r.cfg.NodeMemory}
 	if sb != nil {
 		pe.PodIP = sb.IP
@@ -406,9 +407,9 @@ func (r *Runner) podEnv(pod *v1.Pod, sb *Sandbox) podEnv {
 }
 
 // sandboxConfig describes the pod's sandbox.
-func (r *Runner) sandboxConfig(pod *v1.Pod, attempt int) *SandboxConfig {
-	cfg := &SandboxConfig{
-		Pod:                   PodRef{UID: string(pod.UID), Name: pod.Name, Namespace: pod.Namespace},
+func (r *Runner) sandboxConfig(pod *v1.Pod, attempt int) *engine.SandboxConfig {
+	cfg := &engine.SandboxConfig{
+		Pod:                   engine.PodRef{UID: string(pod.UID), Name: pod.Name, Namespace: pod.Namespace},
 		Attempt:               attempt,
 		Hash:                  SandboxHash(pod),
 		Image:                 r.cfg.InfraImage,
@@ -426,7 +427,7 @@ func (r *Runner) sandboxConfig(pod *v1.Pod, attempt int) *SandboxConfig {
 			if p.HostPort == 0 {
 				continue
 			}
-			cfg.Ports = append(cfg.Ports, PortMapping{
+			cfg.Ports = append(cfg.Ports, engine.PortMapping{
 				Protocol: string(p.Protocol), ContainerPort: p.ContainerPort, HostPort: p.HostPort, HostIP: p.HostIP,
 			})
 		}
@@ -449,12 +450,12 @@ func (r *Runner) sandboxConfig(pod *v1.Pod, attempt int) *SandboxConfig {
 // dnsConfig is the pod's resolv.conf: the host's (as Docker gives it) for
 // every policy but None, with dnsConfig's entries on top. With no cluster DNS
 // ClusterFirst falls back to Default, as the kubelet does.
-func dnsConfig(pod *v1.Pod) *DNSConfig {
+func dnsConfig(pod *v1.Pod) *engine.DNSConfig {
 	dc := pod.Spec.DNSConfig
 	if pod.Spec.DNSPolicy != v1.DNSNone && dc == nil {
 		return nil
 	}
-	out := &DNSConfig{}
+	out := &engine.DNSConfig{}
 	if dc != nil {
 		out.Servers = dc.Nameservers
 		out.Searches = dc.Searches
@@ -496,7 +497,7 @@ func (r *Runner) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container, 
 			opts.used(img.ID, r.clock.Now())
 			return nil
 		}
-		if !errors.Is(err, ErrNotFound) {
+		if !errors.Is(err, engine.ErrNotFound) {
 			return fmt.Errorf("image %s: %w", ref, err)
 		}
 		if policy == v1.PullNever {
@@ -504,7 +505,7 @@ func (r *Runner) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container, 
 				err: fmt.Errorf("image %s is not present and imagePullPolicy is Never", ref)}
 		}
 	}
-	creds := UnionKeyring{keyringFunc(func(image string) []AuthConfig { return r.podPullCredentials(pod, image) }),
+	creds := engine.UnionKeyring{engine.KeyringFunc(func(image string) []engine.AuthConfig { return r.podPullCredentials(pod, image) }),
 		opts.nodeCredentials()}.Lookup(ref)
 	v, err, _ := r.pulls.Do(pullKey(ref, creds), func() (any, error) {
 		return r.pullImage(ctx, ref, creds, opts)
@@ -512,13 +513,13 @@ func (r *Runner) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container, 
 	if err != nil {
 		return &imageError{reason: reasonErrImagePull, err: fmt.Errorf("pull %s: %w", ref, err)}
 	}
-	opts.used(v.(*Image).ID, r.clock.Now())
+	opts.used(v.(*engine.Image).ID, r.clock.Now())
 	return nil
 }
 
 // startContainer makes and starts one container in the sandbox.
-func (r *Runner) startContainer(ctx context.Context, pod *v1.Pod, c *v1.Container, typ ContainerType,
-	sandboxID string, sbCfg *SandboxConfig, st *podState, vols map[string]volumeSource, pe podEnv) error {
+func (r *Runner) startContainer(ctx context.Context, pod *v1.Pod, c *v1.Container, typ engine.ContainerType,
+	sandboxID string, sbCfg *engine.SandboxConfig, st *podState, vols map[string]volumeSource, pe podEnv) error {
 	if sandboxID == "" {
 		return errors.New("no sandbox")
 	}
@@ -559,8 +560,8 @@ func (r *Runner) lastFinished(st *podState, name string) time.Time {
 }
 
 // containerConfig resolves a container for the runtime.
-func (r *Runner) containerConfig(pod *v1.Pod, c *v1.Container, typ ContainerType, attempt int,
-	vols map[string]volumeSource, pe podEnv) (*ContainerConfig, error) {
+func (r *Runner) containerConfig(pod *v1.Pod, c *v1.Container, typ engine.ContainerType, attempt int,
+	vols map[string]volumeSource, pe podEnv) (*engine.ContainerConfig, error) {
 	sec, err := securityConfig(pod, c, filepath.Join(r.cfg.RootDir, "seccomp"))
 	if err != nil {
 		return nil, err
@@ -580,7 +581,7 @@ func (r *Runner) containerConfig(pod *v1.Pod, c *v1.Container, typ ContainerType
 		}
 		return "", false
 	}
-	cfg := &ContainerConfig{
+	cfg := &engine.ContainerConfig{
 		Name:          c.Name,
 		Type:          typ,
 		Attempt:       attempt,
@@ -610,7 +611,7 @@ func (r *Runner) containerConfig(pod *v1.Pod, c *v1.Container, typ ContainerType
 				return nil, fmt.Errorf("volumeMount %s: %w", vm.MountPath, err)
 			}
 		}
-		cfg.Mounts = append(cfg.Mounts, Mount{
+		cfg.Mounts = append(cfg.Mounts, engine.Mount{
 			HostPath:      host,
 			ContainerPath: vm.MountPath,
 			ReadOnly:      vm.ReadOnly || src.ReadOnly,
@@ -622,7 +623,7 @@ func (r *Runner) containerConfig(pod *v1.Pod, c *v1.Container, typ ContainerType
 		if err != nil {
 			return nil, fmt.Errorf("termination message file: %w", err)
 		}
-		cfg.Mounts = append(cfg.Mounts, Mount{HostPath: p, ContainerPath: c.TerminationMessagePath})
+		cfg.Mounts = append(cfg.Mounts, engine.Mount{HostPath: p, ContainerPath: c.TerminationMessagePath})
 	}
 	return cfg, nil
 }
@@ -660,13 +661,13 @@ func (r *Runner) postStart(ctx context.Context, pod *v1.Pod, c *v1.Container, id
 	}
 	hctx, cancel := context.WithTimeout(ctx, postStartTimeout)
 	defer cancel()
-	execer, _ := r.raw.(Execer)
+	execer, _ := r.raw.(engine.Execer)
 	err := health.RunHook(hctx, health.Target{ContainerID: id, PodIP: podIP, Container: c, Exec: execer}, c.Lifecycle.PostStart)
 	if err == nil {
 		return nil
 	}
 	r.log.Warn("postStart hook failed; killing the container", "pod", podKey(pod), "container", c.Name, "err", err)
-	if serr := r.rt.StopContainer(ctx, id, gracePeriod(pod)); serr != nil && !errors.Is(serr, ErrNotFound) {
+	if serr := r.rt.StopContainer(ctx, id, gracePeriod(pod)); serr != nil && !errors.Is(serr, engine.ErrNotFound) {
 		return fmt.Errorf("stop after failed postStart hook: %w", serr)
 	}
 	return &hookError{err: err}

@@ -7,6 +7,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	testclock "k8s.io/utils/clock/testing"
+
+	"github.com/podrun/podrun/engine"
 )
 
 // BenchmarkComputePodActions is the sync core's decision for one pod, in
@@ -20,23 +22,23 @@ func BenchmarkComputePodActions(b *testing.B) {
 	}{
 		{"new pod", testPod(always, nil, "a"), func(p *v1.Pod) *podState { return newState(p).build() }},
 		{"steady 1 container", testPod(always, nil, "a"), func(p *v1.Pod) *podState {
-			return newState(p).sandbox("s", 0, StateRunning).container("s", "a", 0, StateRunning, 0).build()
+			return newState(p).sandbox("s", 0, engine.StateRunning).container("s", "a", 0, engine.StateRunning, 0).build()
 		}},
 		{"steady kubeadm-like 1 init 4 apps", testPod(always, []string{"init"}, "a", "b", "c", "d"), func(p *v1.Pod) *podState {
-			return newState(p).sandbox("s", 0, StateRunning).container("s", "init", 0, StateExited, 0).
-				container("s", "a", 0, StateRunning, 0).container("s", "b", 0, StateRunning, 0).
-				container("s", "c", 0, StateRunning, 0).container("s", "d", 0, StateRunning, 0).build()
+			return newState(p).sandbox("s", 0, engine.StateRunning).container("s", "init", 0, engine.StateExited, 0).
+				container("s", "a", 0, engine.StateRunning, 0).container("s", "b", 0, engine.StateRunning, 0).
+				container("s", "c", 0, engine.StateRunning, 0).container("s", "d", 0, engine.StateRunning, 0).build()
 		}},
 		{"crash loop, 5 dead attempts", testPod(always, nil, "a"), func(p *v1.Pod) *podState {
-			sb := newState(p).sandbox("s", 0, StateRunning)
+			sb := newState(p).sandbox("s", 0, engine.StateRunning)
 			for i := 0; i < 5; i++ {
-				sb.container("s", "a", i, StateExited, 1)
+				sb.container("s", "a", i, engine.StateExited, 1)
 			}
 			return sb.build()
 		}},
 		{"changed spec", testPod(always, nil, "a", "b"), func(p *v1.Pod) *podState {
-			st := newState(p).sandbox("s", 0, StateRunning).container("s", "a", 0, StateRunning, 0).
-				container("s", "b", 0, StateRunning, 0).build()
+			st := newState(p).sandbox("s", 0, engine.StateRunning).container("s", "a", 0, engine.StateRunning, 0).
+				container("s", "b", 0, engine.StateRunning, 0).build()
 			st.Containers[0].Hash = "old"
 			return st
 		}},
@@ -58,12 +60,12 @@ func BenchmarkComputePodActions(b *testing.B) {
 func BenchmarkListPodsGrouping(b *testing.B) {
 	for _, n := range []int{10, 100} {
 		b.Run(fmt.Sprintf("%d pods", n), func(b *testing.B) {
-			var sbs []*Sandbox
-			var cs []*Container
+			var sbs []*engine.Sandbox
+			var cs []*engine.Container
 			for i := 0; i < n; i++ {
-				ref := PodRef{UID: fmt.Sprintf("uid-%d", i), Name: fmt.Sprintf("p%d", i), Namespace: "default"}
-				sbs = append(sbs, &Sandbox{ID: fmt.Sprintf("s%d", i), Pod: ref, State: StateRunning})
-				cs = append(cs, &Container{ID: fmt.Sprintf("c%d", i), Pod: ref, Name: "app", State: StateRunning})
+				ref := engine.PodRef{UID: fmt.Sprintf("uid-%d", i), Name: fmt.Sprintf("p%d", i), Namespace: "default"}
+				sbs = append(sbs, &engine.Sandbox{ID: fmt.Sprintf("s%d", i), Pod: ref, State: engine.StateRunning})
+				cs = append(cs, &engine.Container{ID: fmt.Sprintf("c%d", i), Pod: ref, Name: "app", State: engine.StateRunning})
 			}
 			b.ReportAllocs()
 			for b.Loop() {

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"k8s.io/utils/clock"
+
+	"github.com/podrun/podrun/engine"
 )
 
 // podCache holds the runtime's state of every pod of this node (the
@@ -26,9 +28,9 @@ import (
 // only ever replaced by that of a list begun later than the one it came
 // from: a slow relist never undoes what a refresh begun after it saw.
 type podCache struct {
-	rt Runtime
+	rt engine.Runtime
 	// lister lists in one call; nil when the runtime cannot.
-	lister PodObjectLister
+	lister engine.PodObjectLister
 	log    *slog.Logger
 	clock  clock.WithTicker
 	period time.Duration
@@ -51,7 +53,7 @@ type podCache struct {
 	kick    chan struct{}
 }
 
-func newPodCache(rt Runtime, lister PodObjectLister, log *slog.Logger, clk clock.WithTicker, period time.Duration, notify func([]string)) *podCache {
+func newPodCache(rt engine.Runtime, lister engine.PodObjectLister, log *slog.Logger, clk clock.WithTicker, period time.Duration, notify func([]string)) *podCache {
 	return &podCache{
 		rt: rt, lister: lister, log: log, clock: clk, period: period, notify: notify,
 		pods:    map[string]*podState{},
@@ -64,11 +66,11 @@ func newPodCache(rt Runtime, lister PodObjectLister, log *slog.Logger, clk clock
 // countingLister counts ListPodObjects calls with the runtime's other
 // calls (podrun_runtime_calls_total).
 type countingLister struct {
-	PodObjectLister
+	engine.PodObjectLister
 	m *Metrics
 }
 
-func (c countingLister) ListPodObjects(ctx context.Context, uid string) ([]*Sandbox, []*Container, error) {
+func (c countingLister) ListPodObjects(ctx context.Context, uid string) ([]*engine.Sandbox, []*engine.Container, error) {
 	c.m.runtimeCall("ListPodObjects")
 	return c.PodObjectLister.ListPodObjects(ctx, uid)
 }
@@ -177,8 +179,8 @@ func (c *podCache) relist(ctx context.Context) {
 	var pods map[string]*podState
 	var err error
 	if c.lister != nil {
-		var sbs []*Sandbox
-		var cs []*Container
+		var sbs []*engine.Sandbox
+		var cs []*engine.Container
 		if sbs, cs, err = c.lister.ListPodObjects(ctx, ""); err == nil {
 			pods = groupPods(sbs, cs)
 		}
@@ -234,7 +236,7 @@ func (c *podCache) relist(ctx context.Context) {
 }
 
 // listPods groups the runtime's sandboxes and containers by pod.
-func listPods(ctx context.Context, rt Runtime) (map[string]*podState, error) {
+func listPods(ctx context.Context, rt engine.Runtime) (map[string]*podState, error) {
 	sbs, err := rt.ListSandboxes(ctx)
 	if err != nil {
 		return nil, err
@@ -247,7 +249,7 @@ func listPods(ctx context.Context, rt Runtime) (map[string]*podState, error) {
 }
 
 // groupPods sorts sandboxes and containers into pod states by pod UID.
-func groupPods(sbs []*Sandbox, cs []*Container) map[string]*podState {
+func groupPods(sbs []*engine.Sandbox, cs []*engine.Container) map[string]*podState {
 	pods := map[string]*podState{}
 	get := func(uid string) *podState {
 		st := pods[uid]
@@ -278,8 +280,8 @@ func (s *podState) clone() *podState {
 		return &podState{}
 	}
 	return &podState{
-		Sandboxes:  append([]*Sandbox(nil), s.Sandboxes...),
-		Containers: append([]*Container(nil), s.Containers...),
+		Sandboxes:  append([]*engine.Sandbox(nil), s.Sandboxes...),
+		Containers: append([]*engine.Container(nil), s.Containers...),
 	}
 }
 

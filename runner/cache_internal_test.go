@@ -8,6 +8,8 @@ import (
 	"time"
 
 	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/podrun/podrun/engine"
 )
 
 // gatedLister answers each list with what the test gives, when the test
@@ -18,11 +20,11 @@ type gatedLister struct {
 
 type listCall struct {
 	uid   string
-	reply chan []*Container
+	reply chan []*engine.Container
 }
 
-func (g *gatedLister) ListPodObjects(ctx context.Context, uid string) ([]*Sandbox, []*Container, error) {
-	call := listCall{uid: uid, reply: make(chan []*Container)}
+func (g *gatedLister) ListPodObjects(ctx context.Context, uid string) ([]*engine.Sandbox, []*engine.Container, error) {
+	call := listCall{uid: uid, reply: make(chan []*engine.Container)}
 	g.calls <- call
 	select {
 	case cs := <-call.reply:
@@ -39,9 +41,9 @@ func TestRefreshWinsOverAnOlderRelist(t *testing.T) {
 	c := newPodCache(nil, g, slog.New(slog.NewTextHandler(io.Discard, nil)), testingclock.NewFakeClock(time.Time{}), time.Hour, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	ref := PodRef{UID: "u1"}
-	old := &Container{ID: "c1", Pod: ref, Name: "app", State: StateRunning}
-	newer := &Container{ID: "c1", Pod: ref, Name: "app", State: StateExited, ExitCode: 1}
+	ref := engine.PodRef{UID: "u1"}
+	old := &engine.Container{ID: "c1", Pod: ref, Name: "app", State: engine.StateRunning}
+	newer := &engine.Container{ID: "c1", Pod: ref, Name: "app", State: engine.StateExited, ExitCode: 1}
 
 	relisted := make(chan struct{})
 	go func() { c.relist(ctx); close(relisted) }()
@@ -61,17 +63,17 @@ func TestRefreshWinsOverAnOlderRelist(t *testing.T) {
 	if refresh.uid != "u1" {
 		t.Fatalf("refresh listed %q, want u1", refresh.uid)
 	}
-	refresh.reply <- []*Container{newer} // the refresh ends first
-	if st := <-refreshed; len(st.Containers) != 1 || st.Containers[0].State != StateExited {
+	refresh.reply <- []*engine.Container{newer} // the refresh ends first
+	if st := <-refreshed; len(st.Containers) != 1 || st.Containers[0].State != engine.StateExited {
 		t.Fatalf("refresh returned %+v", st)
 	}
-	relist.reply <- []*Container{old} // then the older relist
+	relist.reply <- []*engine.Container{old} // then the older relist
 	<-relisted
 	st, err := c.get(ctx, "u1", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(st.Containers) != 1 || st.Containers[0].State != StateExited {
+	if len(st.Containers) != 1 || st.Containers[0].State != engine.StateExited {
 		t.Fatalf("after the older relist the cache holds %+v, want the refresh's exited container", st.Containers[0])
 	}
 

@@ -9,19 +9,20 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/podrun/podrun/engine"
+	"github.com/podrun/podrun/engine/enginetest"
 	"github.com/podrun/podrun/runner"
-	"github.com/podrun/podrun/runner/runtimetest"
 )
 
 // listRecorder is the fake, recording the pod each ListPodObjects asked for
 // ("" for every pod).
 type listRecorder struct {
-	*runtimetest.Fake
+	*enginetest.Fake
 	mu    sync.Mutex
 	lists map[string]int
 }
 
-func (l *listRecorder) ListPodObjects(ctx context.Context, uid string) ([]*runner.Sandbox, []*runner.Container, error) {
+func (l *listRecorder) ListPodObjects(ctx context.Context, uid string) ([]*engine.Sandbox, []*engine.Container, error) {
 	l.mu.Lock()
 	l.lists[uid]++
 	l.mu.Unlock()
@@ -76,8 +77,8 @@ func TestEventCostsOnePodNotTheNode(t *testing.T) {
 // container of the node.
 func TestWithoutPodListerStillConverges(t *testing.T) {
 	fake := newFake(t)
-	var rt runner.Runtime = plainRuntime{fake, dieEvents{fake}}
-	if _, ok := rt.(runner.PodObjectLister); ok {
+	var rt engine.Runtime = plainRuntime{fake, dieEvents{fake}}
+	if _, ok := rt.(engine.PodObjectLister); ok {
 		t.Fatal("plainRuntime lists one pod: the test would not test what it says")
 	}
 	h := start(t, fake, func(c *runner.Config) { c.Runtime = rt })
@@ -106,8 +107,8 @@ func TestWithoutPodListerStillConverges(t *testing.T) {
 // plainRuntime hides every optional ability of the fake but events: only
 // the methods of the embedded interfaces are promoted.
 type plainRuntime struct {
-	runner.Runtime
-	runner.EventSource
+	engine.Runtime
+	engine.EventSource
 }
 
 // TestResyncListsTheNodeOnce: the periodic resync of every pod costs one
@@ -147,7 +148,7 @@ func TestResyncListsTheNodeOnce(t *testing.T) {
 // and housekeeping off, and its die events alone (dieEvents), brings up n
 // one-container pods (u0..u<n-1>) and returns once all run, with the
 // recorder of the lists made.
-func runPodsRecordingLists(t *testing.T, fake *runtimetest.Fake, n int, configure func(*runner.Config)) (*harness, *listRecorder) {
+func runPodsRecordingLists(t *testing.T, fake *enginetest.Fake, n int, configure func(*runner.Config)) (*harness, *listRecorder) {
 	t.Helper()
 	rec := &listRecorder{Fake: fake, lists: map[string]int{}}
 	h := start(t, fake, func(c *runner.Config) {

@@ -11,6 +11,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/podrun/podrun/engine"
 	"github.com/podrun/podrun/expansion"
 )
 
@@ -35,8 +36,8 @@ type podEnv struct {
 
 // makeEnv resolves a container's envFrom and env, in the kubelet's order:
 // envFrom first, then env, each value expanded with the variables before it.
-func makeEnv(pod *v1.Pod, c *v1.Container, objs *Objects, pe podEnv) ([]EnvVar, error) {
-	var out []EnvVar
+func makeEnv(pod *v1.Pod, c *v1.Container, objs *Objects, pe podEnv) ([]engine.EnvVar, error) {
+	var out []engine.EnvVar
 	index := map[string]int{}
 	set := func(name, value string) {
 		if i, ok := index[name]; ok {
@@ -44,7 +45,7 @@ func makeEnv(pod *v1.Pod, c *v1.Container, objs *Objects, pe podEnv) ([]EnvVar, 
 			return
 		}
 		index[name] = len(out)
-		out = append(out, EnvVar{Name: name, Value: value})
+		out = append(out, engine.EnvVar{Name: name, Value: value})
 	}
 	lookup := func(name string) (string, bool) {
 		if i, ok := index[name]; ok {
@@ -261,8 +262,8 @@ const (
 // numbers: requests.cpu -> shares (a limit stands in for a missing request,
 // as API defaulting does), limits.cpu -> quota, limits.memory -> memory
 // limit. A memory request alone is not a limit.
-func containerResources(c *v1.Container) Resources {
-	var r Resources
+func containerResources(c *v1.Container) engine.Resources {
+	var r engine.Resources
 	cpuReq, ok := c.Resources.Requests[v1.ResourceCPU]
 	if !ok {
 		cpuReq, ok = c.Resources.Limits[v1.ResourceCPU]
@@ -284,8 +285,8 @@ func containerResources(c *v1.Container) Resources {
 // securityConfig merges the pod's and the container's security contexts, the
 // container's winning. A localhost seccomp profile must be a clean relative
 // path under seccompRoot: the engine reads the file it names.
-func securityConfig(pod *v1.Pod, c *v1.Container, seccompRoot string) (SecurityConfig, error) {
-	var s SecurityConfig
+func securityConfig(pod *v1.Pod, c *v1.Container, seccompRoot string) (engine.SecurityConfig, error) {
+	var s engine.SecurityConfig
 	psc := pod.Spec.SecurityContext
 	var seccomp *v1.SeccompProfile
 	if psc != nil {

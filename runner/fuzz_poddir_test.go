@@ -11,6 +11,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/podrun/podrun/engine"
 )
 
 // FuzzPodDirConfinement builds a pod from the fuzz input (its uid, volume
@@ -166,7 +168,7 @@ func FuzzPodDirConfinement(f *testing.F) {
 			for name, src := range vols {
 				underRoot("volume "+strconv.Quote(name), src.HostPath)
 			}
-			cfg, err := r.containerConfig(pod, &pod.Spec.Containers[0], ContainerTypeApp, int(attempt), vols, podEnv{})
+			cfg, err := r.containerConfig(pod, &pod.Spec.Containers[0], engine.ContainerTypeApp, int(attempt), vols, podEnv{})
 			if err != nil {
 				return
 			}

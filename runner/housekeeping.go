@@ -4,6 +4,8 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+
+	"github.com/podrun/podrun/engine"
 )
 
 // housekeeping removes what no source defines any more, once every source
@@ -84,14 +86,14 @@ func (r *Runner) removeOrphanDirs(known map[string]bool) {
 	}
 }
 
-func podRefOf(st *podState) PodRef {
+func podRefOf(st *podState) engine.PodRef {
 	switch {
 	case len(st.Sandboxes) > 0:
 		return st.Sandboxes[0].Pod
 	case len(st.Containers) > 0:
 		return st.Containers[0].Pod
 	}
-	return PodRef{}
+	return engine.PodRef{}
 }
 
 // forgetApplied drops the in-place resource updates of containers that are

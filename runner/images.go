@@ -10,6 +10,8 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/podrun/podrun/engine"
 )
 
 // ImageOptions configure how the runner gets images; one value is shared by
@@ -18,7 +20,7 @@ import (
 type ImageOptions struct {
 	// Credentials are the node's registry credentials (the Docker config
 	// file), tried after those of a pod's imagePullSecrets.
-	Credentials Keyring
+	Credentials engine.Keyring
 	// SerializePulls makes pulls one at a time, as the kubelet's
 	// --serialize-image-pulls (its default, true). Pulls of one image (with
 	// the same credentials) are shared either way.
@@ -52,29 +54,21 @@ func (o *ImageOptions) used(id string, at time.Time) {
 	}
 }
 
-func (o *ImageOptions) nodeCredentials() Keyring {
+func (o *ImageOptions) nodeCredentials() engine.Keyring {
 	if o == nil {
 		return nil
 	}
 	return o.Credentials
 }
 
-// AdmitError says why a pod may not start now. Its Reason (say,
-// "OutOfDisk") shows as the waiting reason of the pod's containers, with
-// Message, and the pod is tried again with back-off.
-type AdmitError struct {
-	Reason  string
-	Message string
-}
-
-func (e *AdmitError) Error() string { return e.Reason + ": " + e.Message }
-
-// AdmitReason is the waiting reason err carries when it is (or wraps) an
-// AdmitError.
+// AdmitReason is the waiting reason err carries when it is (or wraps) a
+// refusal of Config.Admit: an error with an AdmitReason method (node's
+// disk check says OutOfDisk), shown as the waiting reason of the pod's
+// containers with the error's text. The runner needs no admitter's types.
 func AdmitReason(err error) (string, bool) {
-	var ae *AdmitError
-	if errors.As(err, &ae) {
-		return ae.Reason, true
+	var refusal interface{ AdmitReason() string }
+	if errors.As(err, &refusal) {
+		return refusal.AdmitReason(), true
 	}
 	return "", false
 }
@@ -82,7 +76,7 @@ func AdmitReason(err error) (string, bool) {
 // podPullCredentials are the credentials of the pod's imagePullSecrets for
 // image, from the Secrets of the sources. A secret that is missing or of the
 // wrong kind is logged and skipped, as the kubelet does.
-func (r *Runner) podPullCredentials(pod *v1.Pod, image string) []AuthConfig {
+func (r *Runner) podPullCredentials(pod *v1.Pod, image string) []engine.AuthConfig {
 	if len(pod.Spec.ImagePullSecrets) == 0 {
 		return nil
 	}
@@ -95,7 +89,7 @@ func (r *Runner) podPullCredentials(pod *v1.Pod, image string) []AuthConfig {
 		}
 		secrets = append(secrets, s)
 	}
-	k, err := KeyringFromSecrets(secrets)
+	k, err := engine.KeyringFromSecrets(secrets)
 	if err != nil {
 		r.log.Warn("image pull secret unusable", "pod", podKey(pod), "err", err)
 	}
@@ -105,7 +99,7 @@ func (r *Runner) podPullCredentials(pod *v1.Pod, image string) []AuthConfig {
 // pullImage pulls ref with each of creds in turn until one works (none:
 // anonymously), one pull at a time when opts serializes them, and returns
 // the image. The error of a failed pull names every attempt's error.
-func (r *Runner) pullImage(ctx context.Context, ref string, creds []AuthConfig, opts *ImageOptions) (*Image, error) {
+func (r *Runner) pullImage(ctx context.Context, ref string, creds []engine.AuthConfig, opts *ImageOptions) (*engine.Image, error) {
 	release, err := opts.acquire(ctx)
 	if err != nil {
 		return nil, err
@@ -114,12 +108,12 @@ func (r *Runner) pullImage(ctx context.Context, ref string, creds []AuthConfig, 
 	r.log.Info("pulling image", "image", ref, "credentials", len(creds))
 	start := r.clock.Now()
 	if len(creds) == 0 {
-		creds = []AuthConfig{{}}
+		creds = []engine.AuthConfig{{}}
 	}
 	var errs []error
 	for i := range creds {
-		var auth *AuthConfig
-		if creds[i] != (AuthConfig{}) {
+		var auth *engine.AuthConfig
+		if creds[i] != (engine.AuthConfig{}) {
 			auth = &creds[i]
 		}
 		img, err := r.rt.PullImage(ctx, ref, auth)
@@ -141,7 +135,7 @@ func (r *Runner) pullImage(ctx context.Context, ref string, creds []AuthConfig, 
 // pullKey is the key pulls are shared under: the image and the credentials
 // it is pulled with, so that a pod with wrong credentials never makes another
 // pod's pull fail.
-func pullKey(ref string, creds []AuthConfig) string {
+func pullKey(ref string, creds []engine.AuthConfig) string {
 	if len(creds) == 0 {
 		return ref
 	}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/podrun/podrun/engine"
 )
 
 // removeLeftovers removes the containers of a.Remove, then the sandboxes
@@ -16,7 +18,7 @@ func (r *Runner) removeLeftovers(ctx context.Context, pod *v1.Pod, a *podActions
 	kept := map[string]bool{} // sandboxes with a container left
 	for _, c := range a.Remove {
 		r.probes.RemoveContainer(c.ID)
-		if err := r.rt.RemoveContainer(ctx, c.ID); err != nil && !errors.Is(err, ErrNotFound) {
+		if err := r.rt.RemoveContainer(ctx, c.ID); err != nil && !errors.Is(err, engine.ErrNotFound) {
 			*errs = append(*errs, fmt.Errorf("remove %s: %w", c.Name, err))
 			kept[c.SandboxID] = true
 			continue
@@ -28,7 +30,7 @@ func (r *Runner) removeLeftovers(ctx context.Context, pod *v1.Pod, a *podActions
 		if kept[sb.ID] {
 			continue
 		}
-		if err := r.rt.RemoveSandbox(ctx, sb.ID); err != nil && !errors.Is(err, ErrNotFound) {
+		if err := r.rt.RemoveSandbox(ctx, sb.ID); err != nil && !errors.Is(err, engine.ErrNotFound) {
 			*errs = append(*errs, fmt.Errorf("remove sandbox %s: %w", shortID(sb.ID), err))
 			continue
 		}

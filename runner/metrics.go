@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/podrun/podrun/engine"
 	"github.com/podrun/podrun/health"
 )
 
@@ -91,11 +92,11 @@ func (m *Metrics) runtimeCall(method string) {
 // cost of the sync loop in runtime calls can be measured (benchmarks read
 // podrun_runtime_calls_total).
 type countingRuntime struct {
-	Runtime
+	engine.Runtime
 	m *Metrics
 }
 
-func (c countingRuntime) RunSandbox(ctx context.Context, cfg *SandboxConfig) (string, error) {
+func (c countingRuntime) RunSandbox(ctx context.Context, cfg *engine.SandboxConfig) (string, error) {
 	c.m.runtimeCall("RunSandbox")
 	return c.Runtime.RunSandbox(ctx, cfg)
 }
@@ -110,12 +111,12 @@ func (c countingRuntime) RemoveSandbox(ctx context.Context, id string) error {
 	return c.Runtime.RemoveSandbox(ctx, id)
 }
 
-func (c countingRuntime) ListSandboxes(ctx context.Context) ([]*Sandbox, error) {
+func (c countingRuntime) ListSandboxes(ctx context.Context) ([]*engine.Sandbox, error) {
 	c.m.runtimeCall("ListSandboxes")
 	return c.Runtime.ListSandboxes(ctx)
 }
 
-func (c countingRuntime) CreateContainer(ctx context.Context, sandboxID string, sb *SandboxConfig, cfg *ContainerConfig) (string, error) {
+func (c countingRuntime) CreateContainer(ctx context.Context, sandboxID string, sb *engine.SandboxConfig, cfg *engine.ContainerConfig) (string, error) {
 	c.m.runtimeCall("CreateContainer")
 	return c.Runtime.CreateContainer(ctx, sandboxID, sb, cfg)
 }
@@ -135,17 +136,17 @@ func (c countingRuntime) RemoveContainer(ctx context.Context, id string) error {
 	return c.Runtime.RemoveContainer(ctx, id)
 }
 
-func (c countingRuntime) ListContainers(ctx context.Context) ([]*Container, error) {
+func (c countingRuntime) ListContainers(ctx context.Context) ([]*engine.Container, error) {
 	c.m.runtimeCall("ListContainers")
 	return c.Runtime.ListContainers(ctx)
 }
 
-func (c countingRuntime) ImageStatus(ctx context.Context, ref string) (*Image, error) {
+func (c countingRuntime) ImageStatus(ctx context.Context, ref string) (*engine.Image, error) {
 	c.m.runtimeCall("ImageStatus")
 	return c.Runtime.ImageStatus(ctx, ref)
 }
 
-func (c countingRuntime) PullImage(ctx context.Context, ref string, auth *AuthConfig) (*Image, error) {
+func (c countingRuntime) PullImage(ctx context.Context, ref string, auth *engine.AuthConfig) (*engine.Image, error) {
 	c.m.runtimeCall("PullImage")
 	return c.Runtime.PullImage(ctx, ref, auth)
 }

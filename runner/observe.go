@@ -8,18 +8,20 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
+
+	"github.com/podrun/podrun/engine"
 )
 
 // Observe rebuilds this node's pods from the runtime alone, with no
 // manifest: what `podrun ps` shows while no podrun daemon runs. Containers
 // are known by the names and types their labels carry; restart policies are
 // not, so the phase is the one a pod that restarts its containers would have.
-func Observe(ctx context.Context, rt Runtime, runtimeName string) ([]*v1.Pod, error) {
+func Observe(ctx context.Context, rt engine.Runtime, runtimeName string) ([]*v1.Pod, error) {
 	return ObserveWithClock(ctx, rt, runtimeName, clock.RealClock{})
 }
 
 // ObserveWithClock is Observe with the statuses computed at clk's time.
-func ObserveWithClock(ctx context.Context, rt Runtime, runtimeName string, clk clock.PassiveClock) ([]*v1.Pod, error) {
+func ObserveWithClock(ctx context.Context, rt engine.Runtime, runtimeName string, clk clock.PassiveClock) ([]*v1.Pod, error) {
 	states, err := listPods(ctx, rt)
 	if err != nil {
 		return nil, err
@@ -28,7 +30,7 @@ func ObserveWithClock(ctx context.Context, rt Runtime, runtimeName string, clk c
 	for uid, st := range states {
 		pod := &v1.Pod{}
 		pod.UID = types.UID(uid)
-		ref := PodRef{UID: uid}
+		ref := engine.PodRef{UID: uid}
 		switch {
 		case len(st.Sandboxes) > 0:
 			ref = st.Sandboxes[0].Pod
@@ -46,7 +48,7 @@ func ObserveWithClock(ctx context.Context, rt Runtime, runtimeName string, clk c
 			}
 			seen[c.Name] = true
 			spec := v1.Container{Name: c.Name, Image: c.Image}
-			if c.Type == ContainerTypeInit {
+			if c.Type == engine.ContainerTypeInit {
 				pod.Spec.InitContainers = append(pod.Spec.InitContainers, spec)
 			} else {
 				pod.Spec.Containers = append(pod.Spec.Containers, spec)
@@ -56,7 +58,7 @@ func ObserveWithClock(ctx context.Context, rt Runtime, runtimeName string, clk c
 			pod.CreationTimestamp = metav1.NewTime(st.Sandboxes[len(st.Sandboxes)-1].CreatedAt)
 		}
 		pod.Status = computePodStatus(statusInput{Pod: pod, State: st, Runtime: runtimeName, Now: clk.Now()})
-		if sb := st.latestSandbox(); sb == nil || sb.State != StateRunning {
+		if sb := st.latestSandbox(); sb == nil || sb.State != engine.StateRunning {
 			// Without a sandbox nothing runs: say so, whatever the
 			// containers' records.
 			if pod.Status.Phase == v1.PodRunning {

@@ -15,6 +15,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/podrun/podrun/engine"
 )
 
 // confineEnv is a temporary root dir next to directories podrun must never
@@ -163,7 +165,7 @@ func TestHostileUIDsRefused(t *testing.T) {
 				t.Errorf("prepareVolumes: %v, want a configError", err)
 			}
 			r := &Runner{cfg: Config{RootDir: e.root, Objects: objs}}
-			if _, err := r.containerConfig(pod, &pod.Spec.Containers[0], ContainerTypeApp, 0, nil, podEnv{}); err == nil || !isConfigError(err) {
+			if _, err := r.containerConfig(pod, &pod.Spec.Containers[0], engine.ContainerTypeApp, 0, nil, podEnv{}); err == nil || !isConfigError(err) {
 				t.Errorf("containerConfig (termination message file): %v, want a configError", err)
 			}
 			if err := removePodDir(e.root, uid); err == nil {
@@ -270,10 +272,10 @@ func TestSubPathConfined(t *testing.T) {
 	}
 	before := snapshot(t, e.base, e.root)
 	r := &Runner{cfg: Config{RootDir: e.root, Objects: objs}}
-	config := func(vol, sub string) (*ContainerConfig, error) {
+	config := func(vol, sub string) (*engine.ContainerConfig, error) {
 		c := v1.Container{Name: "c", Image: "img",
 			VolumeMounts: []v1.VolumeMount{{Name: vol, MountPath: "/m", SubPath: sub}}}
-		return r.containerConfig(pod, &c, ContainerTypeApp, 0, vols, podEnv{})
+		return r.containerConfig(pod, &c, engine.ContainerTypeApp, 0, vols, podEnv{})
 	}
 	for _, tc := range []struct{ vol, sub string }{
 		{"scratch", "abs"}, {"scratch", "abs/new"}, {"scratch", "rel"}, {"scratch", "rel/dir"},

@@ -17,8 +17,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	testingclock "k8s.io/utils/clock/testing"
 
+	"github.com/podrun/podrun/engine"
+	"github.com/podrun/podrun/engine/enginetest"
 	"github.com/podrun/podrun/runner"
-	"github.com/podrun/podrun/runner/runtimetest"
 )
 
 const image = "img:1"
@@ -57,7 +58,7 @@ func sortedNames(m map[string][]string) []string {
 // (clockOf): time passes only when the test steps it.
 type harness struct {
 	t       *testing.T
-	fake    *runtimetest.Fake
+	fake    *enginetest.Fake
 	clk     *testingclock.FakeClock
 	r       *runner.Runner
 	updates chan runner.PodUpdate
@@ -80,7 +81,7 @@ const (
 	housekeepingPeriod = 20 * time.Millisecond
 )
 
-func start(t *testing.T, fake *runtimetest.Fake, tune func(*runner.Config)) *harness {
+func start(t *testing.T, fake *enginetest.Fake, tune func(*runner.Config)) *harness {
 	t.Helper()
 	clk := clockOf(t, fake)
 	cfg := runner.Config{
@@ -141,7 +142,7 @@ var clocks sync.Map
 
 // clockOf returns the fake clock of a fake made by newFake: every runner
 // started on the fake keeps its time, and the fake stamps times with it.
-func clockOf(t testing.TB, fake *runtimetest.Fake) *testingclock.FakeClock {
+func clockOf(t testing.TB, fake *enginetest.Fake) *testingclock.FakeClock {
 	t.Helper()
 	clk, ok := clocks.Load(fake)
 	if !ok {
@@ -160,8 +161,8 @@ func (h *harness) stop() {
 }
 
 // newFake returns a fake on a fake clock of its own (clockOf), at epoch.
-func newFake(t *testing.T) *runtimetest.Fake {
-	f := runtimetest.NewFake("node1")
+func newFake(t *testing.T) *enginetest.Fake {
+	f := enginetest.NewFake("node1")
 	clk := testingclock.NewFakeClock(epoch)
 	f.SetClock(clk.Now)
 	clocks.Store(f, clk)
@@ -189,13 +190,13 @@ func (h *harness) waitStatus(uid string, what string, cond func(*v1.Pod) bool) *
 	}
 }
 
-func (h *harness) containers(uid string) []*runner.Container {
+func (h *harness) containers(uid string) []*engine.Container {
 	h.t.Helper()
 	cs, err := h.fake.ListContainers(context.Background())
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	var out []*runner.Container
+	var out []*engine.Container
 	for _, c := range cs {
 		if c.Pod.UID == uid {
 			out = append(out, c)
@@ -267,7 +268,7 @@ func TestCrashedContainerIsRestarted(t *testing.T) {
 	}
 	// The second crash is held back by the crash-loop back-off.
 	for _, c := range h.containers("u1") {
-		if c.State == runner.StateRunning {
+		if c.State == engine.StateRunning {
 			fake.Exit(c.ID, 2)
 		}
 	}
@@ -280,7 +281,7 @@ func TestCrashedContainerIsRestarted(t *testing.T) {
 func TestNeverPodCompletes(t *testing.T) {
 	fake := newFake(t)
 	h := start(t, fake, nil)
-	pod := newPod("u1", "job-node1", v1.RestartPolicyNever, map[string][]string{"job": {runtimetest.FakeScript, "exit", "3"}})
+	pod := newPod("u1", "job-node1", v1.RestartPolicyNever, map[string][]string{"job": {enginetest.FakeScript, "exit", "3"}})
 	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{pod}}
 	p := h.waitStatus("u1", "failed", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodFailed })
 	if t3 := p.Status.ContainerStatuses[0].State.Terminated; t3 == nil || t3.ExitCode != 3 {
@@ -301,8 +302,8 @@ func TestInitContainersRunInOrder(t *testing.T) {
 	h := start(t, fake, nil)
 	pod := newPod("u1", "p-node1", v1.RestartPolicyAlways, map[string][]string{"app": {"run"}})
 	pod.Spec.InitContainers = []v1.Container{
-		{Name: "i1", Image: image, Command: []string{runtimetest.FakeScript, "exit", "0"}},
-		{Name: "i2", Image: image, Command: []string{runtimetest.FakeScript, "exit", "0"}},
+		{Name: "i1", Image: image, Command: []string{enginetest.FakeScript, "exit", "0"}},
+		{Name: "i2", Image: image, Command: []string{enginetest.FakeScript, "exit", "0"}},
 	}
 	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{pod}}
 	p := h.waitStatus("u1", "running", allRunning)
@@ -311,7 +312,7 @@ func TestInitContainersRunInOrder(t *testing.T) {
 			t.Errorf("Initialized is %s", cond.Status)
 		}
 	}
-	byName := map[string]*runner.Container{}
+	byName := map[string]*engine.Container{}
 	for _, c := range h.containers("u1") {
 		byName[c.Name] = c
 	}
@@ -577,7 +578,7 @@ func TestFailedPostStartKillsTheContainer(t *testing.T) {
 		return w != nil && (w.Reason == "PostStartHookError" || w.Reason == "CrashLoopBackOff")
 	})
 	for _, c := range h.containers("u1") {
-		if c.State == runner.StateRunning {
+		if c.State == engine.StateRunning {
 			t.Fatalf("container %s still runs after its postStart hook failed (%+v)", c.ID, p.Status.ContainerStatuses[0])
 		}
 	}
@@ -588,13 +589,13 @@ func TestFailedPostStartKillsTheContainer(t *testing.T) {
 // b) made directly, as a killed podrun's requests would have made them.
 type duplicates struct {
 	t    *testing.T
-	fake *runtimetest.Fake
+	fake *enginetest.Fake
 	pod  *v1.Pod
 }
 
-func (d duplicates) sandboxConfig(attempt int) *runner.SandboxConfig {
-	return &runner.SandboxConfig{
-		Pod:     runner.PodRef{UID: string(d.pod.UID), Name: d.pod.Name, Namespace: d.pod.Namespace},
+func (d duplicates) sandboxConfig(attempt int) *engine.SandboxConfig {
+	return &engine.SandboxConfig{
+		Pod:     engine.PodRef{UID: string(d.pod.UID), Name: d.pod.Name, Namespace: d.pod.Namespace},
 		Attempt: attempt, Hash: runner.SandboxHash(d.pod), Image: "pause:1", GracePeriod: time.Second,
 	}
 }
@@ -624,7 +625,7 @@ func (d duplicates) container(sbID string, sbAttempt int, name string, attempt i
 			spec = &d.pod.Spec.Containers[i]
 		}
 	}
-	cfg := &runner.ContainerConfig{Name: name, Type: runner.ContainerTypeApp, Attempt: attempt,
+	cfg := &engine.ContainerConfig{Name: name, Type: engine.ContainerTypeApp, Attempt: attempt,
 		Hash: runner.ContainerHash(spec), ResourcesHash: runner.ResourcesHash(spec), Image: spec.Image, Command: spec.Command}
 	ctx := context.Background()
 	id, err := d.fake.CreateContainer(ctx, sbID, d.sandboxConfig(sbAttempt), cfg)
@@ -641,13 +642,13 @@ func (d duplicates) container(sbID string, sbAttempt int, name string, attempt i
 
 // objects returns the fake's sandboxes and containers of uid, as
 // "ID state" sets.
-func (h *harness) objects(uid string) (sandboxes, containers map[string]runner.State) {
+func (h *harness) objects(uid string) (sandboxes, containers map[string]engine.State) {
 	h.t.Helper()
 	sbs, cs, err := h.fake.ListPodObjects(context.Background(), uid)
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	sandboxes, containers = map[string]runner.State{}, map[string]runner.State{}
+	sandboxes, containers = map[string]engine.State{}, map[string]engine.State{}
 	for _, sb := range sbs {
 		sandboxes[sb.ID] = sb.State
 	}
@@ -708,10 +709,10 @@ func TestDuplicateSandboxesConverge(t *testing.T) {
 	h.waitConverged("u1")
 
 	sandboxes, containers := h.objects("u1")
-	if len(sandboxes) != 1 || sandboxes[sb2] != runner.StateRunning {
+	if len(sandboxes) != 1 || sandboxes[sb2] != engine.StateRunning {
 		t.Errorf("sandboxes %v, want only the latest, %s, running", sandboxes, sb2[:12])
 	}
-	if len(containers) != 2 || containers[a2] != runner.StateRunning || containers[b2] != runner.StateRunning {
+	if len(containers) != 2 || containers[a2] != engine.StateRunning || containers[b2] != engine.StateRunning {
 		t.Errorf("containers %v, want only a and b of the latest sandbox, running", containers)
 	}
 	for _, m := range []string{"RunSandbox", "CreateContainer", "StartContainer"} {
@@ -742,14 +743,14 @@ func TestCreatedLatestSandboxIsAdopted(t *testing.T) {
 	h.waitConverged("u1")
 
 	sandboxes, containers := h.objects("u1")
-	if len(sandboxes) != 1 || sandboxes[sb1] != runner.StateRunning {
+	if len(sandboxes) != 1 || sandboxes[sb1] != engine.StateRunning {
 		t.Errorf("sandboxes %v, want only the adopted %s, running", sandboxes, sb1[:12])
 	}
 	if len(containers) != 2 {
 		t.Errorf("containers %v, want a and b", containers)
 	}
 	for _, c := range h.containers("u1") {
-		if c.SandboxID != sb1 || c.State != runner.StateRunning || c.Attempt != 1 {
+		if c.SandboxID != sb1 || c.State != engine.StateRunning || c.Attempt != 1 {
 			t.Errorf("container %s: sandbox %.12s, %s, attempt %d; want running in %.12s, attempt 1",
 				c.Name, c.SandboxID, c.State, c.Attempt, sb1)
 		}

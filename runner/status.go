@@ -5,6 +5,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/podrun/podrun/engine"
 )
 
 // statusInput is what a pod's status is computed from.
@@ -54,7 +56,7 @@ func computePodStatus(in statusInput) v1.PodStatus {
 	if in.HostIP != "" {
 		s.HostIPs = []v1.HostIP{{IP: in.HostIP}}
 	}
-	if sb != nil && sb.State == StateRunning {
+	if sb != nil && sb.State == engine.StateRunning {
 		s.PodIP = sb.IP
 		if pod.Spec.HostNetwork {
 			s.PodIP = in.HostIP
@@ -101,7 +103,7 @@ func containerStatus(in statusInput, c *v1.Container, sandboxID string) v1.Conta
 	switch {
 	case cur == nil:
 		cs.State.Waiting = &v1.ContainerStateWaiting{Reason: "ContainerCreating"}
-	case cur.State == StateRunning:
+	case cur.State == engine.StateRunning:
 		cs.State.Running = &v1.ContainerStateRunning{StartedAt: metav1.NewTime(cur.StartedAt)}
 		started, ready := true, c.ReadinessProbe == nil
 		if in.Probes != nil {
@@ -109,12 +111,12 @@ func containerStatus(in statusInput, c *v1.Container, sandboxID string) v1.Conta
 		}
 		cs.Started = &started
 		cs.Ready = cur.SandboxID == sandboxID && ready
-	case cur.State == StateCreated:
+	case cur.State == engine.StateCreated:
 		cs.State.Waiting = &v1.ContainerStateWaiting{Reason: "ContainerCreating"}
 	default:
 		cs.State.Terminated = terminatedState(in.Runtime, cur)
 	}
-	if cur != nil && cur.State != StateExited {
+	if cur != nil && cur.State != engine.StateExited {
 		if prev := previousRun(in.State, c.Name, cur); prev != nil {
 			cs.LastTerminationState.Terminated = terminatedState(in.Runtime, prev)
 		}
@@ -128,7 +130,7 @@ func containerStatus(in statusInput, c *v1.Container, sandboxID string) v1.Conta
 	if !ok && in.Actions != nil {
 		w, ok = in.Actions.Waiting[c.Name]
 	}
-	if ok && (cur == nil || cur.State != StateRunning) {
+	if ok && (cur == nil || cur.State != engine.StateRunning) {
 		if cs.State.Terminated != nil {
 			cs.LastTerminationState.Terminated = cs.State.Terminated
 			cs.State.Terminated = nil
@@ -138,7 +140,7 @@ func containerStatus(in statusInput, c *v1.Container, sandboxID string) v1.Conta
 	return cs
 }
 
-func terminatedState(runtime string, c *Container) *v1.ContainerStateTerminated {
+func terminatedState(runtime string, c *engine.Container) *v1.ContainerStateTerminated {
 	t := &v1.ContainerStateTerminated{
 		ExitCode:    int32(c.ExitCode),
 		StartedAt:   metav1.NewTime(c.StartedAt),
@@ -149,9 +151,9 @@ func terminatedState(runtime string, c *Container) *v1.ContainerStateTerminated 
 	switch {
 	case c.OOMKilled:
 		t.Reason = "OOMKilled"
-	case c.ExitCode == 0 && c.State == StateExited:
+	case c.ExitCode == 0 && c.State == engine.StateExited:
 		t.Reason = "Completed"
-	case c.State == StateUnknown:
+	case c.State == engine.StateUnknown:
 		t.Reason = "Unknown"
 	default:
 		t.Reason = "Error"
@@ -160,7 +162,7 @@ func terminatedState(runtime string, c *Container) *v1.ContainerStateTerminated 
 }
 
 // previousRun is the run of name before cur.
-func previousRun(state *podState, name string, cur *Container) *Container {
+func previousRun(state *podState, name string, cur *engine.Container) *engine.Container {
 	for _, c := range state.Containers {
 		if c.Name == name && c != cur && c.Attempt < cur.Attempt {
 			return c
@@ -239,7 +241,7 @@ func anyAppStarted(s *v1.PodStatus) bool {
 // podConditions computes PodScheduled, PodReadyToStartContainers,
 // Initialized, ContainersReady and Ready, keeping each condition's transition
 // time while its status holds.
-func podConditions(pod *v1.Pod, s *v1.PodStatus, sb *Sandbox, prev *v1.PodStatus, now time.Time) []v1.PodCondition {
+func podConditions(pod *v1.Pod, s *v1.PodStatus, sb *engine.Sandbox, prev *v1.PodStatus, now time.Time) []v1.PodCondition {
 	initialized := true
 	for i := range pod.Spec.InitContainers {
 		c := &pod.Spec.InitContainers[i]
@@ -280,7 +282,7 @@ func podConditions(pod *v1.Pod, s *v1.PodStatus, sb *Sandbox, prev *v1.PodStatus
 		}
 		return c
 	}
-	sandboxReady := sb != nil && sb.State == StateRunning
+	sandboxReady := sb != nil && sb.State == engine.StateRunning
 	return []v1.PodCondition{
 		cond(v1.PodReadyToStartContainers, sandboxReady, ""),
 		cond(v1.PodInitialized, initialized, "ContainersNotInitialized"),

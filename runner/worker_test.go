@@ -11,15 +11,16 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/podrun/podrun/engine"
+	"github.com/podrun/podrun/engine/enginetest"
 	"github.com/podrun/podrun/runner"
-	"github.com/podrun/podrun/runner/runtimetest"
 )
 
 // podLister is a runtime that lists one pod at a time: the fake, or a
 // wrapper of it.
 type podLister interface {
-	runner.Runtime
-	runner.PodObjectLister
+	engine.Runtime
+	engine.PodObjectLister
 }
 
 // quiet is a runtime without events, nor any optional ability but lists
@@ -27,14 +28,14 @@ type podLister interface {
 // own looks, so each wake of a pod worker is one the test makes: an update,
 // or a step of the clock to the end of the worker's wait.
 type quiet struct {
-	runner.Runtime
-	runner.PodObjectLister
+	engine.Runtime
+	engine.PodObjectLister
 }
 
 // startQuiet starts a runner on rt, quiet, with its relist, resync and
 // housekeeping an hour apart: the tests that use it step the clock by
 // seconds.
-func startQuiet(t *testing.T, fake *runtimetest.Fake, rt podLister, tune func(*runner.Config)) *harness {
+func startQuiet(t *testing.T, fake *enginetest.Fake, rt podLister, tune func(*runner.Config)) *harness {
 	t.Helper()
 	return start(t, fake, func(c *runner.Config) {
 		c.Runtime = quiet{rt, rt}
@@ -48,19 +49,19 @@ func startQuiet(t *testing.T, fake *runtimetest.Fake, rt podLister, tune func(*r
 // withEvents is a runtime that lists one pod at a time, with the events
 // of EventSource (dieEvents).
 type withEvents struct {
-	runner.Runtime
-	runner.PodObjectLister
-	runner.EventSource
+	engine.Runtime
+	engine.PodObjectLister
+	engine.EventSource
 }
 
 // dieEvents passes on the die events of src alone. A bring-up's start
 // events still arrive after its pods show running, and wake their workers
 // whenever they do; a die event comes only of a container the test kills.
-type dieEvents struct{ src runner.EventSource }
+type dieEvents struct{ src engine.EventSource }
 
-func (d dieEvents) Events(ctx context.Context) <-chan runner.Event {
+func (d dieEvents) Events(ctx context.Context) <-chan engine.Event {
 	in := d.src.Events(ctx)
-	out := make(chan runner.Event)
+	out := make(chan engine.Event)
 	go func() {
 		defer close(out)
 		for ev := range in {
@@ -105,7 +106,7 @@ func (h *harness) expectWait(d time.Duration) {
 	waitUntil(h.t, fmt.Sprintf("the end of a wait of %s", d), func() bool { return looks() > n })
 }
 
-func calls(fake *runtimetest.Fake, method string) func() int {
+func calls(fake *enginetest.Fake, method string) func() int {
 	return func() int { return fake.Calls(method) }
 }
 
@@ -196,7 +197,7 @@ func TestFailingSandboxBacksOff(t *testing.T) {
 // outage is the fake with an engine that can be made to fail: its calls
 // that change things (down) or all its calls (gone).
 type outage struct {
-	*runtimetest.Fake
+	*enginetest.Fake
 	mu         sync.Mutex
 	down, gone bool
 	// starts counts StartContainer calls, failed or not; failedLists the
@@ -214,12 +215,12 @@ func (o *outage) fail(mutates bool) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.gone || (mutates && o.down) {
-		return fmt.Errorf("engine shutting down: %w", runner.ErrUnavailable)
+		return fmt.Errorf("engine shutting down: %w", engine.ErrUnavailable)
 	}
 	return nil
 }
 
-func (o *outage) RunSandbox(ctx context.Context, cfg *runner.SandboxConfig) (string, error) {
+func (o *outage) RunSandbox(ctx context.Context, cfg *engine.SandboxConfig) (string, error) {
 	if err := o.fail(true); err != nil {
 		return "", err
 	}
@@ -234,7 +235,7 @@ func (o *outage) StartContainer(ctx context.Context, id string) error {
 	return o.Fake.StartContainer(ctx, id)
 }
 
-func (o *outage) ListPodObjects(ctx context.Context, uid string) ([]*runner.Sandbox, []*runner.Container, error) {
+func (o *outage) ListPodObjects(ctx context.Context, uid string) ([]*engine.Sandbox, []*engine.Container, error) {
 	if err := o.fail(false); err != nil {
 		o.failedLists.Add(1)
 		return nil, nil, err

@@ -37,7 +37,7 @@ import (
 // TestImage is the local image hack/setup.sh builds.
 const TestImage = "podrun/busybox:test"
 
-// LabelNode is podrun's node label (runner/docker.LabelNode).
+// LabelNode is podrun's node label (engine/docker.LabelNode).
 const LabelNode = "io.podrun.node"
 
 // InfraRepo is the repository of the infra images benchkit makes. It is not

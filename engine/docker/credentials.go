@@ -11,7 +11,7 @@ import (
 
 	"github.com/docker/cli/cli/config/configfile"
 
-	"github.com/podrun/podrun/runner"
+	"github.com/podrun/podrun/engine"
 )
 
 // ConfigFileCredentials are registry credentials from a Docker config file
@@ -20,7 +20,7 @@ import (
 // "credsStore" for all) return, for the helpers whose
 // docker-credential-<name> program is on PATH (the others are skipped, with
 // a warning). Registries are matched against an image as the kubelet does
-// (runner.MatchRegistries). The file is read at every lookup, so an edit (a
+// (engine.MatchRegistries). The file is read at every lookup, so an edit (a
 // new `docker login`) applies from the next pull on; a missing file has no
 // credentials.
 type ConfigFileCredentials struct {
@@ -28,7 +28,7 @@ type ConfigFileCredentials struct {
 	Log  *slog.Logger
 }
 
-var _ runner.Keyring = (*ConfigFileCredentials)(nil)
+var _ engine.Keyring = (*ConfigFileCredentials)(nil)
 
 // DefaultConfigFile is the Docker CLI's config file: config.json in
 // $DOCKER_CONFIG, else in ~/.docker.
@@ -45,7 +45,7 @@ func DefaultConfigFile() string {
 
 // Lookup returns the file's credentials for image, the most specific
 // registry first.
-func (c *ConfigFileCredentials) Lookup(image string) []runner.AuthConfig {
+func (c *ConfigFileCredentials) Lookup(image string) []engine.AuthConfig {
 	log := c.Log
 	if log == nil {
 		log = slog.Default()
@@ -65,7 +65,7 @@ func (c *ConfigFileCredentials) Lookup(image string) []runner.AuthConfig {
 	}
 	byKey := map[string][]string{} // normalized key -> the file's keys
 	add := func(key string) {
-		n := runner.RegistryKey(key)
+		n := engine.RegistryKey(key)
 		byKey[n] = append(byKey[n], key)
 	}
 	for key := range cf.AuthConfigs {
@@ -83,8 +83,8 @@ func (c *ConfigFileCredentials) Lookup(image string) []runner.AuthConfig {
 	for k := range byKey {
 		keys = append(keys, k)
 	}
-	var out []runner.AuthConfig
-	for _, k := range runner.MatchRegistries(keys, image) {
+	var out []engine.AuthConfig
+	for _, k := range engine.MatchRegistries(keys, image) {
 		files := byKey[k]
 		sort.Strings(files)
 		for _, key := range files {
@@ -100,7 +100,7 @@ func (c *ConfigFileCredentials) Lookup(image string) []runner.AuthConfig {
 			if server == "" {
 				server = key
 			}
-			out = append(out, runner.AuthConfig{
+			out = append(out, engine.AuthConfig{
 				Username: ac.Username, Password: ac.Password, ServerAddress: server,
 				IdentityToken: ac.IdentityToken, RegistryToken: ac.RegistryToken,
 			})

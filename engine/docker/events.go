@@ -8,10 +8,10 @@ import (
 	"github.com/docker/docker/api/types/events"
 	"github.com/docker/docker/api/types/filters"
 
-	"github.com/podrun/podrun/runner"
+	"github.com/podrun/podrun/engine"
 )
 
-var _ runner.EventSource = (*Runtime)(nil)
+var _ engine.EventSource = (*Runtime)(nil)
 
 // eventActions are the container events Events reports.
 var eventActions = []string{"start", "die", "oom", "destroy"}
@@ -26,8 +26,8 @@ var eventActions = []string{"start", "die", "oom", "destroy"}
 // happen before the stream is connected (Docker replays them); after a
 // reconnection, Docker replays those since the last one received that it
 // still holds.
-func (r *Runtime) Events(ctx context.Context) <-chan runner.Event {
-	out := make(chan runner.Event, 64)
+func (r *Runtime) Events(ctx context.Context) <-chan engine.Event {
+	out := make(chan engine.Event, 64)
 	go r.watchEvents(ctx, out, time.Now())
 	return out
 }
@@ -37,7 +37,7 @@ func dockerSince(t time.Time) string {
 	return fmt.Sprintf("%d.%09d", t.Unix(), t.Nanosecond())
 }
 
-func (r *Runtime) watchEvents(ctx context.Context, out chan<- runner.Event, since time.Time) {
+func (r *Runtime) watchEvents(ctx context.Context, out chan<- engine.Event, since time.Time) {
 	defer close(out)
 	f := filters.NewArgs(
 		filters.Arg("type", string(events.ContainerEventType)),
@@ -46,7 +46,7 @@ func (r *Runtime) watchEvents(ctx context.Context, out chan<- runner.Event, sinc
 	for _, a := range eventActions {
 		f.Add("event", a)
 	}
-	send := func(ev runner.Event) bool {
+	send := func(ev engine.Event) bool {
 		select {
 		case out <- ev:
 			return true
@@ -73,7 +73,7 @@ func (r *Runtime) watchEvents(ctx context.Context, out chan<- runner.Event, sinc
 		msgs, errs := r.cli.Events(sctx, events.ListOptions{Filters: f, Since: dockerSince(since)})
 		if !first {
 			r.log.Info("docker events: reconnected")
-			if !send(runner.Event{Resync: true}) {
+			if !send(engine.Event{Resync: true}) {
 				cancel()
 				return
 			}
@@ -99,7 +99,7 @@ func (r *Runtime) watchEvents(ctx context.Context, out chan<- runner.Event, sinc
 				if m.Action == events.ActionDestroy {
 					r.forget(m.Actor.ID)
 				}
-				if !send(runner.Event{PodUID: m.Actor.Attributes[LabelPodUID], ContainerID: m.Actor.ID, Action: string(m.Action)}) {
+				if !send(engine.Event{PodUID: m.Actor.Attributes[LabelPodUID], ContainerID: m.Actor.ID, Action: string(m.Action)}) {
 					cancel()
 					return
 				}

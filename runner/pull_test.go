@@ -2,7 +2,6 @@ package runner
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -15,97 +14,14 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/podrun/podrun/engine"
 )
-
-func TestMatchRegistries(t *testing.T) {
-	keys := []string{
-		"https://index.docker.io/v1/", "quay.io", "quay.io/coreos", "*.example.com", "registry.local:5000",
-		"127.0.0.1:5000/team", "localhost", "http://plain.example.org/v2/",
-	}
-	for _, tc := range []struct {
-		image string
-		want  []string
-	}{
-		// Docker Hub, however it is spelled, gets the key docker login wrote.
-		{"busybox", []string{"index.docker.io"}},
-		{"library/busybox:1.36", []string{"index.docker.io"}},
-		{"docker.io/library/busybox@sha256:" + strings.Repeat("a", 64), []string{"index.docker.io"}},
-		{"index.docker.io/user/app", []string{"index.docker.io"}},
-		{"user/app:v1", []string{"index.docker.io"}},
-		// The most specific key first; a path must be a prefix.
-		{"quay.io/coreos/etcd:v3", []string{"quay.io/coreos", "quay.io"}},
-		{"quay.io/other/app", []string{"quay.io"}},
-		// Globs match one host part each.
-		{"r.example.com/app", []string{"*.example.com"}},
-		{"a.b.example.com/app", nil},
-		{"example.com/app", nil},
-		// Ports must be equal.
-		{"registry.local:5000/app", []string{"registry.local:5000"}},
-		{"registry.local/app", nil},
-		{"registry.local:5001/app", nil},
-		{"127.0.0.1:5000/team/app:1", []string{"127.0.0.1:5000/team"}},
-		{"127.0.0.1:5000/other/app:1", nil},
-		{"localhost/app", []string{"localhost"}},
-		{"localhost:5000/app", nil},
-		// Schemes and /v2/ are dropped from keys.
-		{"plain.example.org/app", []string{"plain.example.org"}},
-		// Not Docker Hub: no fallback.
-		{"ghcr.io/org/app", nil},
-	} {
-		got := MatchRegistries(keys, tc.image)
-		if fmt.Sprint(got) != fmt.Sprint(tc.want) {
-			t.Errorf("MatchRegistries(%s) = %v, want %v", tc.image, got, tc.want)
-		}
-	}
-	// Without a Docker Hub key, Hub images match nothing.
-	if got := MatchRegistries([]string{"quay.io"}, "busybox"); len(got) != 0 {
-		t.Errorf("no hub key: %v", got)
-	}
-	// A key "docker.io" matches the normalized name directly.
-	if got := MatchRegistries([]string{"docker.io"}, "busybox"); fmt.Sprint(got) != "[docker.io]" {
-		t.Errorf("docker.io key: %v", got)
-	}
-}
-
-func secret(name string, typ v1.SecretType, key, data string) *v1.Secret {
-	return &v1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"}, Type: typ,
-		Data: map[string][]byte{key: []byte(data)}}
-}
-
-func TestKeyringFromSecrets(t *testing.T) {
-	auth := base64.StdEncoding.EncodeToString([]byte("alice:s3cret:with:colons"))
-	secrets := []*v1.Secret{
-		secret("json", v1.SecretTypeDockerConfigJson, v1.DockerConfigJsonKey,
-			`{"auths":{"127.0.0.1:5000":{"auth":"`+auth+`"},"https://index.docker.io/v1/":{"username":"bob","password":"pw"}}}`),
-		secret("cfg", v1.SecretTypeDockercfg, v1.DockerConfigKey, `{"127.0.0.1:5000":{"username":"carol","password":"pw2"}}`),
-		secret("opaque", v1.SecretTypeOpaque, "x", "y"),
-		secret("broken", v1.SecretTypeDockerConfigJson, v1.DockerConfigJsonKey, `{"auths":`),
-	}
-	k, err := KeyringFromSecrets(secrets)
-	if err == nil || !strings.Contains(err.Error(), "default/opaque") || !strings.Contains(err.Error(), "default/broken") {
-		t.Errorf("error = %v, want one naming the opaque and the broken secrets", err)
-	}
-	got := k.Lookup("127.0.0.1:5000/app:1")
-	if len(got) != 2 || got[0].Username != "alice" || got[0].Password != "s3cret:with:colons" ||
-		got[0].ServerAddress != "127.0.0.1:5000" || got[1].Username != "carol" {
-		t.Errorf("Lookup(registry) = %+v", got)
-	}
-	if got := k.Lookup("busybox"); len(got) != 1 || got[0].Username != "bob" {
-		t.Errorf("Lookup(busybox) = %+v", got)
-	}
-	if got := k.Lookup("ghcr.io/x/y"); len(got) != 0 {
-		t.Errorf("Lookup(other registry) = %+v", got)
-	}
-	if _, err := KeyringFromSecrets([]*v1.Secret{secret("bad", v1.SecretTypeDockerConfigJson, v1.DockerConfigJsonKey,
-		`{"auths":{"r.io":{"auth":"not base64!"}}}`)}); err == nil {
-		t.Error("bad auth: nil error")
-	}
-}
 
 // pullRuntime is a Runtime that only pulls: images are missing until pulled,
 // and a registry that accepts only user "good".
 type pullRuntime struct {
-	Runtime
+	engine.Runtime
 	mu      sync.Mutex
 	auths   []string
 	present map[string]bool
@@ -114,16 +30,16 @@ type pullRuntime struct {
 	delay   time.Duration
 }
 
-func (p *pullRuntime) ImageStatus(ctx context.Context, ref string) (*Image, error) {
+func (p *pullRuntime) ImageStatus(ctx context.Context, ref string) (*engine.Image, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.present[ref] {
-		return &Image{ID: "id-" + ref}, nil
+		return &engine.Image{ID: "id-" + ref}, nil
 	}
-	return nil, fmt.Errorf("image %s: %w", ref, ErrNotFound)
+	return nil, fmt.Errorf("image %s: %w", ref, engine.ErrNotFound)
 }
 
-func (p *pullRuntime) PullImage(ctx context.Context, ref string, auth *AuthConfig) (*Image, error) {
+func (p *pullRuntime) PullImage(ctx context.Context, ref string, auth *engine.AuthConfig) (*engine.Image, error) {
 	n := p.active.Add(1)
 	defer p.active.Add(-1)
 	for {
@@ -147,10 +63,10 @@ func (p *pullRuntime) PullImage(ctx context.Context, ref string, auth *AuthConfi
 		p.present = map[string]bool{}
 	}
 	p.present[ref] = true
-	return &Image{ID: "id-" + ref, Size: 1}, nil
+	return &engine.Image{ID: "id-" + ref, Size: 1}, nil
 }
 
-func newPullRunner(rt Runtime, secrets ...*v1.Secret) *Runner {
+func newPullRunner(rt engine.Runtime, secrets ...*v1.Secret) *Runner {
 	r := New(Config{Runtime: rt, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	r.SetObjects(nil, secrets)
 	return r
@@ -174,8 +90,8 @@ func TestEnsureImageCredentials(t *testing.T) {
 		secret("wrong", v1.SecretTypeDockerConfigJson, v1.DockerConfigJsonKey, cfg("wrong")),
 		secret("right", v1.SecretTypeDockerConfigJson, v1.DockerConfigJsonKey, cfg("good")))
 	var used []string
-	node := &BasicKeyring{}
-	node.Add("docker.io", AuthConfig{Username: "node"})
+	node := &engine.BasicKeyring{}
+	node.Add("docker.io", engine.AuthConfig{Username: "node"})
 	opts := &ImageOptions{Credentials: node, Used: func(id string, _ time.Time) { used = append(used, id) }}
 
 	// The pod's secrets first, in order, then the node's: the first that
@@ -250,7 +166,7 @@ func TestSerializedPulls(t *testing.T) {
 }
 
 func TestAdmitError(t *testing.T) {
-	err := fmt.Errorf("admit: %w", &AdmitError{Reason: "OutOfDisk", Message: "12 MiB free"})
+	err := fmt.Errorf("admit: %w", refusal("OutOfDisk"))
 	if reason, ok := AdmitReason(err); !ok || reason != "OutOfDisk" {
 		t.Errorf("AdmitReason = %q, %v", reason, ok)
 	}
@@ -258,3 +174,14 @@ func TestAdmitError(t *testing.T) {
 		t.Error("AdmitReason of another error")
 	}
 }
+
+func secret(name string, typ v1.SecretType, key, data string) *v1.Secret {
+	return &v1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"}, Type: typ,
+		Data: map[string][]byte{key: []byte(data)}}
+}
+
+// refusal is an admitter's error, as node's disk check returns.
+type refusal string
+
+func (r refusal) Error() string       { return string(r) + ": refused" }
+func (r refusal) AdmitReason() string { return string(r) }

@@ -9,20 +9,20 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/pkg/stdcopy"
 
-	"github.com/podrun/podrun/runner"
+	"github.com/podrun/podrun/engine"
 )
 
 // ContainerLogs copies a container's output to stdout and stderr (nil
 // discards). With opts.Follow it streams until the container stops or ctx is
 // done, which is not an error. A TTY container has one stream, all of it
 // going to stdout.
-func (r *Runtime) ContainerLogs(ctx context.Context, id string, opts runner.LogOptions, stdout, stderr io.Writer) error {
+func (r *Runtime) ContainerLogs(ctx context.Context, id string, opts engine.LogOptions, stdout, stderr io.Writer) error {
 	ins, err := r.cli.ContainerInspect(ctx, id)
 	if err != nil {
 		return fmt.Errorf("logs %s: %w", shortID(id), wrap(err))
 	}
 	if ins.Config == nil || ins.Config.Labels[LabelNode] != r.node {
-		return fmt.Errorf("logs %s: %w on node %s", shortID(id), runner.ErrNotFound, r.node)
+		return fmt.Errorf("logs %s: %w on node %s", shortID(id), engine.ErrNotFound, r.node)
 	}
 	if stdout == nil {
 		stdout = io.Discard

@@ -1,4 +1,4 @@
-package runtimetest
+package enginetest
 
 import (
 	"bytes"
@@ -15,7 +15,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/podrun/podrun/runner"
+	"github.com/podrun/podrun/engine"
 )
 
 // FakeScript is the first word of a command line the fake acts out (see
@@ -23,9 +23,9 @@ import (
 // exit with Fake.Exit.
 const FakeScript = "fake"
 
-// Fake is an in-memory runner.Runtime (also a ResourceUpdater, a LogReader,
+// Fake is an in-memory engine.Runtime (also a ResourceUpdater, a LogReader,
 // an ImageService and a PodObjectLister) for the sync core's unit tests. It passes the conformance suite,
-// so it behaves as runner/docker does where the sync core can tell: images
+// so it behaves as engine/docker does where the sync core can tell: images
 // must be present to create from, names are unique per (pod UID, container,
 // attempt) across nodes, a started container whose sandbox is not running
 // fails to start, a sandbox whose host port another running sandbox
@@ -62,13 +62,13 @@ type Fake struct {
 }
 
 var (
-	_ runner.Runtime         = (*Fake)(nil)
-	_ runner.ResourceUpdater = (*Fake)(nil)
-	_ runner.LogReader       = (*Fake)(nil)
-	_ runner.Execer          = (*Fake)(nil)
-	_ runner.EventSource     = (*Fake)(nil)
-	_ runner.ImageService    = (*Fake)(nil)
-	_ runner.PodObjectLister = (*Fake)(nil)
+	_ engine.Runtime         = (*Fake)(nil)
+	_ engine.ResourceUpdater = (*Fake)(nil)
+	_ engine.LogReader       = (*Fake)(nil)
+	_ engine.Execer          = (*Fake)(nil)
+	_ engine.EventSource     = (*Fake)(nil)
+	_ engine.ImageService    = (*Fake)(nil)
+	_ engine.PodObjectLister = (*Fake)(nil)
 )
 
 type fakeStore struct {
@@ -79,8 +79,8 @@ type fakeStore struct {
 	sandboxes map[string]*fakeSandbox
 	ctrs      map[string]*fakeContainer
 	names     map[string]string        // identity key -> ID
-	images    map[string]*runner.Image // by reference; refs of one image share it
-	imageFs   runner.FsInfo
+	images    map[string]*engine.Image // by reference; refs of one image share it
+	imageFs   engine.FsInfo
 	pullErrs  map[string]error
 	failNext  map[string][]error
 	calls     map[string]int
@@ -92,15 +92,15 @@ type fakeStore struct {
 type fakeSub struct {
 	node string
 	mu   sync.Mutex
-	q    []runner.Event
+	q    []engine.Event
 	wake chan struct{}
 }
 
 type fakeSandbox struct {
 	node    string
 	key     string
-	cfg     runner.SandboxConfig
-	sb      runner.Sandbox
+	cfg     engine.SandboxConfig
+	sb      engine.Sandbox
 	ip      string
 	imageID string
 }
@@ -109,8 +109,8 @@ type fakeContainer struct {
 	node      string
 	key       string
 	sandboxID string
-	cfg       runner.ContainerConfig
-	c         runner.Container
+	cfg       engine.ContainerConfig
+	c         engine.Container
 	logs      []logLine
 	done      chan struct{} // closed when a run ends; nil when not running
 }
@@ -128,8 +128,8 @@ func NewFake(nodeName string) *Fake {
 		sandboxes: map[string]*fakeSandbox{},
 		ctrs:      map[string]*fakeContainer{},
 		names:     map[string]string{},
-		images:    map[string]*runner.Image{},
-		imageFs:   runner.FsInfo{Path: "/fake/images", CapacityBytes: 100 << 30, AvailableBytes: 60 << 30},
+		images:    map[string]*engine.Image{},
+		imageFs:   engine.FsInfo{Path: "/fake/images", CapacityBytes: 100 << 30, AvailableBytes: 60 << 30},
 		pullErrs:  map[string]error{},
 		failNext:  map[string][]error{},
 		calls:     map[string]int{},
@@ -152,18 +152,18 @@ func (f *Fake) SetClock(now func() time.Time) {
 
 // AddImage makes ref a local image (1 MiB, made now, its ID a hash of ref)
 // and returns it.
-func (f *Fake) AddImage(ref string) *runner.Image {
+func (f *Fake) AddImage(ref string) *engine.Image {
 	f.s.mu.Lock()
 	defer f.s.mu.Unlock()
 	return f.s.addImage(ref)
 }
 
-func (s *fakeStore) addImage(ref string) *runner.Image {
+func (s *fakeStore) addImage(ref string) *engine.Image {
 	if img, ok := s.images[ref]; ok {
 		return img
 	}
 	sum := sha256.Sum256([]byte(ref))
-	img := &runner.Image{ID: "sha256:" + hex.EncodeToString(sum[:]), RepoTags: []string{ref}, Size: 1 << 20, CreatedAt: s.clock()}
+	img := &engine.Image{ID: "sha256:" + hex.EncodeToString(sum[:]), RepoTags: []string{ref}, Size: 1 << 20, CreatedAt: s.clock()}
 	s.putImage(img)
 	return img
 }
@@ -171,7 +171,7 @@ func (s *fakeStore) addImage(ref string) *runner.Image {
 // PutImage makes img a local image, under each of its RepoTags (under its ID
 // alone when it has none), replacing what those references named. Its size
 // is taken from the image filesystem's free space.
-func (f *Fake) PutImage(img runner.Image) {
+func (f *Fake) PutImage(img engine.Image) {
 	f.s.mu.Lock()
 	defer f.s.mu.Unlock()
 	cp := img
@@ -179,7 +179,7 @@ func (f *Fake) PutImage(img runner.Image) {
 	f.s.putImage(&cp)
 }
 
-func (s *fakeStore) putImage(img *runner.Image) {
+func (s *fakeStore) putImage(img *engine.Image) {
 	if s.imageByID(img.ID) == nil {
 		s.imageFs.AvailableBytes -= min(uint64(max(img.Size, 0)), s.imageFs.AvailableBytes)
 	}
@@ -192,7 +192,7 @@ func (s *fakeStore) putImage(img *runner.Image) {
 	}
 }
 
-func (s *fakeStore) imageByID(id string) *runner.Image {
+func (s *fakeStore) imageByID(id string) *engine.Image {
 	for _, img := range s.images {
 		if img.ID == id {
 			return img
@@ -202,7 +202,7 @@ func (s *fakeStore) imageByID(id string) *runner.Image {
 }
 
 // lookupImage finds an image by reference or ID.
-func (s *fakeStore) lookupImage(ref string) *runner.Image {
+func (s *fakeStore) lookupImage(ref string) *engine.Image {
 	if img, ok := s.images[ref]; ok {
 		return img
 	}
@@ -218,14 +218,14 @@ func (f *Fake) SetImageFs(capacity, available uint64) {
 }
 
 // ListImages returns every image of the fake engine, once each.
-func (f *Fake) ListImages(ctx context.Context) ([]*runner.Image, error) {
+func (f *Fake) ListImages(ctx context.Context) ([]*engine.Image, error) {
 	f.s.mu.Lock()
 	defer f.s.mu.Unlock()
 	if err := f.call("ListImages"); err != nil {
 		return nil, err
 	}
 	seen := map[string]bool{}
-	var out []*runner.Image
+	var out []*engine.Image
 	for _, img := range f.s.images {
 		if seen[img.ID] {
 			continue
@@ -257,7 +257,7 @@ func (f *Fake) RemoveImage(ctx context.Context, id string) error {
 		return nil
 	}
 	if f.s.imagesInUse()[img.ID] {
-		return fmt.Errorf("remove image %s: %w", id, runner.ErrImageInUse)
+		return fmt.Errorf("remove image %s: %w", id, engine.ErrImageInUse)
 	}
 	for ref, other := range f.s.images {
 		if other.ID == img.ID {
@@ -292,7 +292,7 @@ func (s *fakeStore) imagesInUse() map[string]bool {
 
 // ImageFsInfo returns the image filesystem SetImageFs set up (100 GiB, 60
 // GiB free, less the images added, by default).
-func (f *Fake) ImageFsInfo(ctx context.Context) (*runner.FsInfo, error) {
+func (f *Fake) ImageFsInfo(ctx context.Context) (*engine.FsInfo, error) {
 	f.s.mu.Lock()
 	defer f.s.mu.Unlock()
 	if err := f.call("ImageFsInfo"); err != nil {
@@ -314,7 +314,7 @@ func (f *Fake) SetPullError(ref string, err error) {
 	}
 }
 
-// FailNext makes the next call of method (a method name of runner.Runtime,
+// FailNext makes the next call of method (a method name of engine.Runtime,
 // ResourceUpdater or LogReader, e.g. "StartContainer") return err without
 // doing anything. Several calls queue up.
 func (f *Fake) FailNext(method string, err error) {
@@ -345,7 +345,7 @@ func (f *Fake) Exit(id string, code int) error {
 	if err != nil {
 		return err
 	}
-	if c.c.State != runner.StateRunning {
+	if c.c.State != engine.StateRunning {
 		return fmt.Errorf("exit %s: container is %s, not running", id, c.c.State)
 	}
 	f.s.exit(c, code, false, f.s.clock())
@@ -360,7 +360,7 @@ func (f *Fake) OOMKill(id string) error {
 	if err != nil {
 		return err
 	}
-	if c.c.State != runner.StateRunning {
+	if c.c.State != engine.StateRunning {
 		return fmt.Errorf("oom-kill %s: container is %s, not running", id, c.c.State)
 	}
 	f.s.exit(c, 137, true, f.s.clock())
@@ -369,7 +369,7 @@ func (f *Fake) OOMKill(id string) error {
 
 // ContainerConfig returns (a copy of) the config a container was created
 // with, or nil when this node has no such container.
-func (f *Fake) ContainerConfig(id string) *runner.ContainerConfig {
+func (f *Fake) ContainerConfig(id string) *engine.ContainerConfig {
 	f.s.mu.Lock()
 	defer f.s.mu.Unlock()
 	c, err := f.ctr(id)
@@ -382,7 +382,7 @@ func (f *Fake) ContainerConfig(id string) *runner.ContainerConfig {
 
 // SandboxConfig returns (a copy of) the config a sandbox was made with, or
 // nil when this node has no such sandbox.
-func (f *Fake) SandboxConfig(id string) *runner.SandboxConfig {
+func (f *Fake) SandboxConfig(id string) *engine.SandboxConfig {
 	f.s.mu.Lock()
 	defer f.s.mu.Unlock()
 	sb, err := f.sandbox(id)
@@ -395,7 +395,7 @@ func (f *Fake) SandboxConfig(id string) *runner.SandboxConfig {
 
 // CreateSandboxOnly makes, without starting it, the sandbox RunSandbox would
 // make for cfg: what a podrun killed between the two steps leaves behind.
-func (f *Fake) CreateSandboxOnly(cfg *runner.SandboxConfig) (string, error) {
+func (f *Fake) CreateSandboxOnly(cfg *engine.SandboxConfig) (string, error) {
 	f.s.mu.Lock()
 	defer f.s.mu.Unlock()
 	sb, err := f.createSandbox(cfg)
@@ -424,7 +424,7 @@ func (s *fakeStore) newID() string {
 func (f *Fake) sandbox(id string) (*fakeSandbox, error) {
 	sb, ok := f.s.sandboxes[id]
 	if !ok || sb.node != f.node {
-		return nil, fmt.Errorf("sandbox %.12s: %w on node %s", id, runner.ErrNotFound, f.node)
+		return nil, fmt.Errorf("sandbox %.12s: %w on node %s", id, engine.ErrNotFound, f.node)
 	}
 	return sb, nil
 }
@@ -432,7 +432,7 @@ func (f *Fake) sandbox(id string) (*fakeSandbox, error) {
 func (f *Fake) ctr(id string) (*fakeContainer, error) {
 	c, ok := f.s.ctrs[id]
 	if !ok || c.node != f.node {
-		return nil, fmt.Errorf("container %.12s: %w on node %s", id, runner.ErrNotFound, f.node)
+		return nil, fmt.Errorf("container %.12s: %w on node %s", id, engine.ErrNotFound, f.node)
 	}
 	return c, nil
 }
@@ -450,11 +450,11 @@ func (f *Fake) claim(key string, node func(id string) string) (string, error) {
 	return id, nil
 }
 
-func sandboxKey(cfg *runner.SandboxConfig) string {
+func sandboxKey(cfg *engine.SandboxConfig) string {
 	return fmt.Sprintf("POD_%s_%s_%s_%d", cfg.Pod.Name, cfg.Pod.Namespace, cfg.Pod.UID, cfg.Attempt)
 }
 
-func (f *Fake) createSandbox(cfg *runner.SandboxConfig) (*fakeSandbox, error) {
+func (f *Fake) createSandbox(cfg *engine.SandboxConfig) (*fakeSandbox, error) {
 	key := sandboxKey(cfg)
 	id, err := f.claim(key, func(id string) string { return f.s.sandboxes[id].node })
 	if err != nil {
@@ -465,15 +465,15 @@ func (f *Fake) createSandbox(cfg *runner.SandboxConfig) (*fakeSandbox, error) {
 	}
 	img := f.s.lookupImage(cfg.Image)
 	if img == nil {
-		return nil, fmt.Errorf("image %s: %w", cfg.Image, runner.ErrNotFound)
+		return nil, fmt.Errorf("image %s: %w", cfg.Image, engine.ErrNotFound)
 	}
 	sb := &fakeSandbox{node: f.node, key: key, cfg: *cfg, imageID: img.ID}
-	sb.sb = runner.Sandbox{
+	sb.sb = engine.Sandbox{
 		ID:          f.s.newID(),
 		Pod:         cfg.Pod,
 		Attempt:     cfg.Attempt,
 		Hash:        cfg.Hash,
-		State:       runner.StateCreated,
+		State:       engine.StateCreated,
 		CreatedAt:   f.s.clock(),
 		Source:      cfg.Source,
 		GracePeriod: cfg.GracePeriod,
@@ -485,7 +485,7 @@ func (f *Fake) createSandbox(cfg *runner.SandboxConfig) (*fakeSandbox, error) {
 
 // RunSandbox creates and starts a sandbox, or adopts (and starts) the one of
 // the same (pod UID, attempt).
-func (f *Fake) RunSandbox(ctx context.Context, cfg *runner.SandboxConfig) (string, error) {
+func (f *Fake) RunSandbox(ctx context.Context, cfg *engine.SandboxConfig) (string, error) {
 	f.s.mu.Lock()
 	defer f.s.mu.Unlock()
 	if err := f.call("RunSandbox"); err != nil {
@@ -495,13 +495,13 @@ func (f *Fake) RunSandbox(ctx context.Context, cfg *runner.SandboxConfig) (strin
 	if err != nil {
 		return "", fmt.Errorf("run sandbox: %w", err)
 	}
-	if sb.sb.State != runner.StateRunning {
+	if sb.sb.State != engine.StateRunning {
 		if taken := f.s.portTaken(sb); taken != "" {
 			// As Docker: the start fails, and the sandbox is dead.
-			sb.sb.State = runner.StateExited
+			sb.sb.State = engine.StateExited
 			return "", fmt.Errorf("run sandbox: start: Bind for %s failed: port is already allocated", taken)
 		}
-		sb.sb.State = runner.StateRunning
+		sb.sb.State = engine.StateRunning
 		if !sb.cfg.HostNetwork {
 			f.s.ips++
 			sb.ip = fmt.Sprintf("10.88.%d.%d", f.s.ips/250, f.s.ips%250+2)
@@ -519,7 +519,7 @@ func (s *fakeStore) portTaken(sb *fakeSandbox) string {
 			continue
 		}
 		for _, o := range s.sandboxes {
-			if o == sb || o.sb.State != runner.StateRunning {
+			if o == sb || o.sb.State != engine.StateRunning {
 				continue
 			}
 			for _, q := range o.cfg.Ports {
@@ -555,8 +555,8 @@ func (f *Fake) StopSandbox(ctx context.Context, id string, grace time.Duration) 
 	if err != nil {
 		return fmt.Errorf("stop sandbox: %w", err)
 	}
-	if sb.sb.State == runner.StateRunning {
-		sb.sb.State = runner.StateExited
+	if sb.sb.State == engine.StateRunning {
+		sb.sb.State = engine.StateExited
 		sb.ip = ""
 		f.s.emit(f.node, sb.cfg.Pod.UID, id, "die")
 	}
@@ -574,7 +574,7 @@ func (f *Fake) RemoveSandbox(ctx context.Context, id string) error {
 	if err != nil {
 		return nil
 	}
-	if sb.sb.State == runner.StateRunning {
+	if sb.sb.State == engine.StateRunning {
 		f.s.emit(f.node, sb.cfg.Pod.UID, id, "die")
 	}
 	delete(f.s.sandboxes, id)
@@ -584,13 +584,13 @@ func (f *Fake) RemoveSandbox(ctx context.Context, id string) error {
 }
 
 // ListSandboxes returns this node's sandboxes.
-func (f *Fake) ListSandboxes(ctx context.Context) ([]*runner.Sandbox, error) {
+func (f *Fake) ListSandboxes(ctx context.Context) ([]*engine.Sandbox, error) {
 	f.s.mu.Lock()
 	defer f.s.mu.Unlock()
 	if err := f.call("ListSandboxes"); err != nil {
 		return nil, err
 	}
-	var out []*runner.Sandbox
+	var out []*engine.Sandbox
 	for _, sb := range f.s.sandboxes {
 		if sb.node != f.node {
 			continue
@@ -604,7 +604,7 @@ func (f *Fake) ListSandboxes(ctx context.Context) ([]*runner.Sandbox, error) {
 
 // CreateContainer creates a container, or returns the one of the same (pod
 // UID, name, attempt).
-func (f *Fake) CreateContainer(ctx context.Context, sandboxID string, sandbox *runner.SandboxConfig, cfg *runner.ContainerConfig) (string, error) {
+func (f *Fake) CreateContainer(ctx context.Context, sandboxID string, sandbox *engine.SandboxConfig, cfg *engine.ContainerConfig) (string, error) {
 	f.s.mu.Lock()
 	defer f.s.mu.Unlock()
 	if err := f.call("CreateContainer"); err != nil {
@@ -623,14 +623,14 @@ func (f *Fake) CreateContainer(ctx context.Context, sandboxID string, sandbox *r
 	}
 	img := f.s.lookupImage(cfg.Image)
 	if img == nil {
-		return "", fmt.Errorf("create %s: image %s: %w", cfg.Name, cfg.Image, runner.ErrNotFound)
+		return "", fmt.Errorf("create %s: image %s: %w", cfg.Name, cfg.Image, engine.ErrNotFound)
 	}
 	typ := cfg.Type
 	if typ == "" {
-		typ = runner.ContainerTypeApp
+		typ = engine.ContainerTypeApp
 	}
 	c := &fakeContainer{node: f.node, key: key, sandboxID: sandboxID, cfg: *cfg}
-	c.c = runner.Container{
+	c.c = engine.Container{
 		ID:            f.s.newID(),
 		SandboxID:     sandboxID,
 		Pod:           sandbox.Pod,
@@ -641,7 +641,7 @@ func (f *Fake) CreateContainer(ctx context.Context, sandboxID string, sandbox *r
 		ResourcesHash: cfg.ResourcesHash,
 		Image:         cfg.Image,
 		ImageID:       img.ID,
-		State:         runner.StateCreated,
+		State:         engine.StateCreated,
 		CreatedAt:     f.s.clock(),
 	}
 	f.s.ctrs[c.c.ID] = c
@@ -682,24 +682,24 @@ func (f *Fake) StartContainer(ctx context.Context, id string) error {
 	if err != nil {
 		return fmt.Errorf("start: %w", err)
 	}
-	if c.c.State == runner.StateRunning {
+	if c.c.State == engine.StateRunning {
 		return nil
 	}
 	now := f.s.clock()
 	fail := func(code int, msg string) error {
-		c.c.State = runner.StateExited
+		c.c.State = engine.StateExited
 		c.c.StartedAt, c.c.FinishedAt = c.c.CreatedAt, c.c.CreatedAt
 		c.c.ExitCode, c.c.OOMKilled, c.c.Message = code, false, msg
 		return fmt.Errorf("start %s: %s", c.cfg.Name, msg)
 	}
-	if sb, ok := f.s.sandboxes[c.sandboxID]; !ok || sb.sb.State != runner.StateRunning {
+	if sb, ok := f.s.sandboxes[c.sandboxID]; !ok || sb.sb.State != engine.StateRunning {
 		return fail(128, "cannot join the namespaces of sandbox "+c.sandboxID[:12]+": it is not running")
 	}
 	script := c.script()
 	if script[0] == "start-fails" {
 		return fail(127, "exec: "+strings.Join(c.argv(), " ")+": not found")
 	}
-	c.c.State = runner.StateRunning
+	c.c.State = engine.StateRunning
 	c.c.StartedAt, c.c.FinishedAt = now, time.Time{}
 	c.c.ExitCode, c.c.OOMKilled, c.c.Message = 0, false, ""
 	c.done = make(chan struct{})
@@ -726,7 +726,7 @@ func (f *Fake) StartContainer(ctx context.Context, id string) error {
 
 // exit ends a running container's run.
 func (s *fakeStore) exit(c *fakeContainer, code int, oom bool, at time.Time) {
-	c.c.State = runner.StateExited
+	c.c.State = engine.StateExited
 	c.c.ExitCode, c.c.OOMKilled, c.c.FinishedAt = code, oom, at
 	if c.done != nil {
 		close(c.done)
@@ -744,11 +744,11 @@ func (s *fakeStore) emit(node, podUID, id, action string) {
 		if sub.node != node {
 			continue
 		}
-		sub.push(runner.Event{PodUID: podUID, ContainerID: id, Action: action})
+		sub.push(engine.Event{PodUID: podUID, ContainerID: id, Action: action})
 	}
 }
 
-func (sub *fakeSub) push(ev runner.Event) {
+func (sub *fakeSub) push(ev engine.Event) {
 	sub.mu.Lock()
 	sub.q = append(sub.q, ev)
 	sub.mu.Unlock()
@@ -760,13 +760,13 @@ func (sub *fakeSub) push(ev runner.Event) {
 
 // Events reports this node's start, die, oom and destroy events from the
 // call on, until ctx ends.
-func (f *Fake) Events(ctx context.Context) <-chan runner.Event {
+func (f *Fake) Events(ctx context.Context) <-chan engine.Event {
 	sub := &fakeSub{node: f.node, wake: make(chan struct{}, 1)}
 	f.s.mu.Lock()
 	f.s.calls["Events"]++
 	f.s.subs[sub] = true
 	f.s.mu.Unlock()
-	out := make(chan runner.Event)
+	out := make(chan engine.Event)
 	go func() {
 		defer close(out)
 		defer func() {
@@ -805,7 +805,7 @@ func (f *Fake) Resync() {
 	defer f.s.mu.Unlock()
 	for sub := range f.s.subs {
 		if sub.node == f.node {
-			sub.push(runner.Event{Resync: true})
+			sub.push(engine.Event{Resync: true})
 		}
 	}
 }
@@ -831,7 +831,7 @@ func (f *Fake) Exec(ctx context.Context, id string, cmd []string) (int, []byte, 
 		f.s.mu.Unlock()
 		return -1, nil, fmt.Errorf("exec: %w", err)
 	}
-	if c.c.State != runner.StateRunning {
+	if c.c.State != engine.StateRunning {
 		f.s.mu.Unlock()
 		return -1, nil, fmt.Errorf("exec in %s: container is not running", c.cfg.Name)
 	}
@@ -880,7 +880,7 @@ func (f *Fake) StopContainer(ctx context.Context, id string, grace time.Duration
 	if err != nil {
 		return fmt.Errorf("stop: %w", err)
 	}
-	if c.c.State != runner.StateRunning {
+	if c.c.State != engine.StateRunning {
 		return nil
 	}
 	now := f.s.clock()
@@ -906,7 +906,7 @@ func (f *Fake) RemoveContainer(ctx context.Context, id string) error {
 	if err != nil {
 		return nil
 	}
-	if c.c.State == runner.StateRunning {
+	if c.c.State == engine.StateRunning {
 		f.s.exit(c, 137, false, f.s.clock())
 	}
 	delete(f.s.ctrs, id)
@@ -916,13 +916,13 @@ func (f *Fake) RemoveContainer(ctx context.Context, id string) error {
 }
 
 // ListContainers returns this node's containers.
-func (f *Fake) ListContainers(ctx context.Context) ([]*runner.Container, error) {
+func (f *Fake) ListContainers(ctx context.Context) ([]*engine.Container, error) {
 	f.s.mu.Lock()
 	defer f.s.mu.Unlock()
 	if err := f.call("ListContainers"); err != nil {
 		return nil, err
 	}
-	var out []*runner.Container
+	var out []*engine.Container
 	for _, c := range f.s.ctrs {
 		if c.node != f.node {
 			continue
@@ -935,13 +935,13 @@ func (f *Fake) ListContainers(ctx context.Context) ([]*runner.Container, error) 
 
 // ListPodObjects returns the sandboxes and containers of the pod uid, or
 // of every pod of this node when uid is "", in one call.
-func (f *Fake) ListPodObjects(ctx context.Context, uid string) ([]*runner.Sandbox, []*runner.Container, error) {
+func (f *Fake) ListPodObjects(ctx context.Context, uid string) ([]*engine.Sandbox, []*engine.Container, error) {
 	f.s.mu.Lock()
 	defer f.s.mu.Unlock()
 	if err := f.call("ListPodObjects"); err != nil {
 		return nil, nil, err
 	}
-	var sbs []*runner.Sandbox
+	var sbs []*engine.Sandbox
 	for _, sb := range f.s.sandboxes {
 		if sb.node != f.node || (uid != "" && sb.sb.Pod.UID != uid) {
 			continue
@@ -950,7 +950,7 @@ func (f *Fake) ListPodObjects(ctx context.Context, uid string) ([]*runner.Sandbo
 		s.IP = sb.ip
 		sbs = append(sbs, &s)
 	}
-	var cs []*runner.Container
+	var cs []*engine.Container
 	for _, c := range f.s.ctrs {
 		if c.node != f.node || (uid != "" && c.c.Pod.UID != uid) {
 			continue
@@ -962,7 +962,7 @@ func (f *Fake) ListPodObjects(ctx context.Context, uid string) ([]*runner.Sandbo
 }
 
 // ImageStatus returns a local image, or ErrNotFound.
-func (f *Fake) ImageStatus(ctx context.Context, ref string) (*runner.Image, error) {
+func (f *Fake) ImageStatus(ctx context.Context, ref string) (*engine.Image, error) {
 	f.s.mu.Lock()
 	defer f.s.mu.Unlock()
 	if err := f.call("ImageStatus"); err != nil {
@@ -970,14 +970,14 @@ func (f *Fake) ImageStatus(ctx context.Context, ref string) (*runner.Image, erro
 	}
 	img := f.s.lookupImage(ref)
 	if img == nil {
-		return nil, fmt.Errorf("image %s: %w", ref, runner.ErrNotFound)
+		return nil, fmt.Errorf("image %s: %w", ref, engine.ErrNotFound)
 	}
 	cp := *img
 	return &cp, nil
 }
 
 // PullImage makes ref local, unless SetPullError set an error for it.
-func (f *Fake) PullImage(ctx context.Context, ref string, auth *runner.AuthConfig) (*runner.Image, error) {
+func (f *Fake) PullImage(ctx context.Context, ref string, auth *engine.AuthConfig) (*engine.Image, error) {
 	f.s.mu.Lock()
 	defer f.s.mu.Unlock()
 	if err := f.call("PullImage"); err != nil {
@@ -992,7 +992,7 @@ func (f *Fake) PullImage(ctx context.Context, ref string, auth *runner.AuthConfi
 
 // UpdateContainerResources changes a container's recorded resources. As on
 // Docker, a memory limit cannot be removed in place.
-func (f *Fake) UpdateContainerResources(ctx context.Context, id string, res *runner.Resources) error {
+func (f *Fake) UpdateContainerResources(ctx context.Context, id string, res *engine.Resources) error {
 	f.s.mu.Lock()
 	defer f.s.mu.Unlock()
 	if err := f.call("UpdateContainerResources"); err != nil {
@@ -1011,7 +1011,7 @@ func (f *Fake) UpdateContainerResources(ctx context.Context, id string, res *run
 
 // ContainerLogs writes what the container wrote; with Follow, it then waits
 // for the run to end (or ctx).
-func (f *Fake) ContainerLogs(ctx context.Context, id string, opts runner.LogOptions, stdout, stderr io.Writer) error {
+func (f *Fake) ContainerLogs(ctx context.Context, id string, opts engine.LogOptions, stdout, stderr io.Writer) error {
 	f.s.mu.Lock()
 	if err := f.call("ContainerLogs"); err != nil {
 		f.s.mu.Unlock()

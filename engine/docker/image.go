@@ -12,16 +12,16 @@ import (
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/registry"
 
-	"github.com/podrun/podrun/runner"
+	"github.com/podrun/podrun/engine"
 )
 
 // ImageStatus returns the local image ref names, or ErrNotFound.
-func (r *Runtime) ImageStatus(ctx context.Context, ref string) (*runner.Image, error) {
+func (r *Runtime) ImageStatus(ctx context.Context, ref string) (*engine.Image, error) {
 	img, err := r.cli.ImageInspect(ctx, ref)
 	if err != nil {
 		return nil, fmt.Errorf("image %s: %w", ref, wrap(err))
 	}
-	out := &runner.Image{ID: img.ID, RepoTags: img.RepoTags, Size: img.Size}
+	out := &engine.Image{ID: img.ID, RepoTags: img.RepoTags, Size: img.Size}
 	if t, err := time.Parse(time.RFC3339Nano, img.Created); err == nil {
 		out.CreatedAt = t
 	}
@@ -34,7 +34,7 @@ func (r *Runtime) ImageStatus(ctx context.Context, ref string) (*runner.Image, e
 // PullImage pulls ref (with auth, when given) and returns the local image.
 // It reads Docker's progress stream to its end: a pull that fails midway
 // reports its error there, not in the HTTP status.
-func (r *Runtime) PullImage(ctx context.Context, ref string, auth *runner.AuthConfig) (*runner.Image, error) {
+func (r *Runtime) PullImage(ctx context.Context, ref string, auth *engine.AuthConfig) (*engine.Image, error) {
 	var opts image.PullOptions
 	if auth != nil {
 		enc, err := registry.EncodeAuthConfig(registry.AuthConfig{
@@ -71,7 +71,7 @@ func (r *Runtime) PullImage(ctx context.Context, ref string, auth *runner.AuthCo
 // repository or tag) is the image's ErrNotFound too.
 func wrapPull(err error) error {
 	if cerrdefs.IsNotFound(err) {
-		return fmt.Errorf("%w: %v", runner.ErrNotFound, err)
+		return fmt.Errorf("%w: %v", engine.ErrNotFound, err)
 	}
 	return wrap(err)
 }

@@ -10,12 +10,12 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 
-	"github.com/podrun/podrun/runner"
+	"github.com/podrun/podrun/engine"
 )
 
 // detail is what only inspect tells of a container.
 type detail struct {
-	state      runner.State
+	state      engine.State
 	startedAt  time.Time
 	finishedAt time.Time
 	exitCode   int
@@ -23,7 +23,7 @@ type detail struct {
 	message    string
 }
 
-var _ runner.PodObjectLister = (*Runtime)(nil)
+var _ engine.PodObjectLister = (*Runtime)(nil)
 
 // list is one ContainerList of this node's objects (sandboxes only, or
 // all; of the pod podUID only, when it is not ""), filtered by the engine.
@@ -43,12 +43,12 @@ func (r *Runtime) list(ctx context.Context, sandboxesOnly bool, podUID string) (
 }
 
 // ListSandboxes returns this node's sandboxes, from one ContainerList call.
-func (r *Runtime) ListSandboxes(ctx context.Context) ([]*runner.Sandbox, error) {
+func (r *Runtime) ListSandboxes(ctx context.Context) ([]*engine.Sandbox, error) {
 	cs, err := r.list(ctx, true, "")
 	if err != nil {
 		return nil, fmt.Errorf("list sandboxes: %w", err)
 	}
-	out := make([]*runner.Sandbox, 0, len(cs))
+	out := make([]*engine.Sandbox, 0, len(cs))
 	seen := make(map[string]bool, len(cs))
 	for _, c := range cs {
 		sb, err := r.sandboxOf(ctx, c)
@@ -70,7 +70,7 @@ func (r *Runtime) ListSandboxes(ctx context.Context) ([]*runner.Sandbox, error) 
 // "created", with an error, and that one is dead, not waiting to be
 // started: it is reported exited, so that a new attempt replaces it rather
 // than one start after another failing on it.
-func (r *Runtime) sandboxOf(ctx context.Context, c container.Summary) (*runner.Sandbox, error) {
+func (r *Runtime) sandboxOf(ctx context.Context, c container.Summary) (*engine.Sandbox, error) {
 	r.remember(c.ID, TypeSandbox)
 	state := sandboxState(c.State)
 	if c.State == container.StateCreated {
@@ -82,8 +82,8 @@ func (r *Runtime) sandboxOf(ctx context.Context, c container.Summary) (*runner.S
 		r.mu.Lock()
 		d, failed := r.details[c.ID]
 		r.mu.Unlock()
-		if failed && d.state == runner.StateExited {
-			state = runner.StateExited
+		if failed && d.state == engine.StateExited {
+			state = engine.StateExited
 		} else {
 			ins, err := r.cli.ContainerInspect(ctx, c.ID)
 			if cerrdefs.IsNotFound(err) {
@@ -93,15 +93,15 @@ func (r *Runtime) sandboxOf(ctx context.Context, c container.Summary) (*runner.S
 				return nil, fmt.Errorf("inspect %s: %w", shortID(c.ID), wrap(err))
 			}
 			if ins.ContainerJSONBase != nil && ins.State != nil && (ins.State.ExitCode != 0 || ins.State.Error != "") {
-				state = runner.StateExited
+				state = engine.StateExited
 				r.mu.Lock()
-				r.details[c.ID] = detail{state: runner.StateExited, exitCode: ins.State.ExitCode, message: ins.State.Error}
+				r.details[c.ID] = detail{state: engine.StateExited, exitCode: ins.State.ExitCode, message: ins.State.Error}
 				r.mu.Unlock()
 			}
 		}
 	}
 	grace, _ := time.ParseDuration(c.Labels[LabelGracePeriod])
-	return &runner.Sandbox{
+	return &engine.Sandbox{
 		ID:          c.ID,
 		Pod:         podRef(c.Labels),
 		Attempt:     attemptOf(c.Labels),
@@ -117,13 +117,13 @@ func (r *Runtime) sandboxOf(ctx context.Context, c container.Summary) (*runner.S
 // ListPodObjects returns the sandboxes and containers of the pod uid, or of
 // every pod of this node when uid is "", from one ContainerList call (plus
 // the inspects ListContainers makes).
-func (r *Runtime) ListPodObjects(ctx context.Context, uid string) ([]*runner.Sandbox, []*runner.Container, error) {
+func (r *Runtime) ListPodObjects(ctx context.Context, uid string) ([]*engine.Sandbox, []*engine.Container, error) {
 	cs, err := r.list(ctx, false, uid)
 	if err != nil {
 		return nil, nil, fmt.Errorf("list pod objects: %w", err)
 	}
-	var sbs []*runner.Sandbox
-	var ctrs []*runner.Container
+	var sbs []*engine.Sandbox
+	var ctrs []*engine.Container
 	seen := make(map[string]bool, len(cs))
 	for _, c := range cs {
 		if c.Labels[LabelContainerType] == TypeSandbox {
@@ -155,16 +155,16 @@ func (r *Runtime) ListPodObjects(ctx context.Context, uid string) ([]*runner.San
 }
 
 // sandboxState maps Docker's state of an infra container.
-func sandboxState(s string) runner.State {
+func sandboxState(s string) engine.State {
 	switch s {
 	case container.StateCreated:
-		return runner.StateCreated
+		return engine.StateCreated
 	case container.StateRunning, container.StatePaused, container.StateRestarting:
-		return runner.StateRunning
+		return engine.StateRunning
 	case container.StateExited, container.StateDead, container.StateRemoving:
-		return runner.StateExited
+		return engine.StateExited
 	}
-	return runner.StateUnknown
+	return engine.StateUnknown
 }
 
 // sandboxIP is the infra container's address on its network; "" with the
@@ -193,12 +193,12 @@ func sandboxIP(c container.Summary) string {
 // call, plus one inspect for each container seen for the first time in its
 // present state (what inspect tells of a running or exited container does
 // not change, and is cached) and for each created one.
-func (r *Runtime) ListContainers(ctx context.Context) ([]*runner.Container, error) {
+func (r *Runtime) ListContainers(ctx context.Context) ([]*engine.Container, error) {
 	cs, err := r.list(ctx, false, "")
 	if err != nil {
 		return nil, fmt.Errorf("list containers: %w", err)
 	}
-	out := make([]*runner.Container, 0, len(cs))
+	out := make([]*engine.Container, 0, len(cs))
 	seen := make(map[string]bool, len(cs))
 	for _, c := range cs {
 		if c.Labels[LabelContainerType] == TypeSandbox {
@@ -219,7 +219,7 @@ func (r *Runtime) ListContainers(ctx context.Context) ([]*runner.Container, erro
 
 // containerOf maps a listed container, with what only inspect tells (see
 // detail); nil when it was removed since the list.
-func (r *Runtime) containerOf(ctx context.Context, c container.Summary) (*runner.Container, error) {
+func (r *Runtime) containerOf(ctx context.Context, c container.Summary) (*engine.Container, error) {
 	typ := c.Labels[LabelContainerType]
 	r.remember(c.ID, typ)
 	d, err := r.detail(ctx, c.ID, c.State)
@@ -233,12 +233,12 @@ func (r *Runtime) containerOf(ctx context.Context, c container.Summary) (*runner
 	if image == "" {
 		image = c.Image
 	}
-	return &runner.Container{
+	return &engine.Container{
 		ID:            c.ID,
 		SandboxID:     c.Labels[LabelSandboxID],
 		Pod:           podRef(c.Labels),
 		Name:          c.Labels[LabelContainerName],
-		Type:          runner.ContainerType(typ),
+		Type:          engine.ContainerType(typ),
 		Attempt:       attemptOf(c.Labels),
 		Hash:          c.Labels[LabelContainerHash],
 		ResourcesHash: c.Labels[LabelResourcesHash],
@@ -258,12 +258,12 @@ func (r *Runtime) containerOf(ctx context.Context, c container.Summary) (*runner
 // Docker state listState: from the cache when it holds the container in that
 // state, else by inspecting it.
 func (r *Runtime) detail(ctx context.Context, id, listState string) (detail, error) {
-	want := runner.StateUnknown
+	want := engine.StateUnknown
 	switch listState {
 	case container.StateRunning, container.StatePaused, container.StateRestarting:
-		want = runner.StateRunning
+		want = engine.StateRunning
 	case container.StateExited, container.StateDead, container.StateRemoving:
-		want = runner.StateExited
+		want = engine.StateExited
 	}
 	r.mu.Lock()
 	d, ok := r.details[id]
@@ -277,7 +277,7 @@ func (r *Runtime) detail(ctx context.Context, id, listState string) (detail, err
 		return detail{}, err
 	}
 	d = detailOf(ins)
-	if d.state == runner.StateRunning || d.state == runner.StateExited {
+	if d.state == engine.StateRunning || d.state == engine.StateExited {
 		r.mu.Lock()
 		if r.starts[id] == starts {
 			r.details[id] = d
@@ -292,7 +292,7 @@ func (r *Runtime) detail(ctx context.Context, id, listState string) (detail, err
 // reported as exited (at its creation), as the kubelet did.
 func detailOf(ins container.InspectResponse) detail {
 	if ins.ContainerJSONBase == nil || ins.State == nil {
-		return detail{state: runner.StateUnknown}
+		return detail{state: engine.StateUnknown}
 	}
 	st := ins.State
 	d := detail{
@@ -309,13 +309,13 @@ func detailOf(ins container.InspectResponse) detail {
 	}
 	switch st.Status {
 	case container.StateRunning, container.StatePaused, container.StateRestarting:
-		d.state = runner.StateRunning
+		d.state = engine.StateRunning
 	case container.StateExited, container.StateDead, container.StateRemoving:
-		d.state = runner.StateExited
+		d.state = engine.StateExited
 	case container.StateCreated:
-		d.state = runner.StateCreated
+		d.state = engine.StateCreated
 		if st.ExitCode != 0 || st.Error != "" {
-			d.state = runner.StateExited
+			d.state = engine.StateExited
 			created := dockerTime(ins.Created)
 			if d.startedAt.IsZero() {
 				d.startedAt = created
@@ -325,7 +325,7 @@ func detailOf(ins container.InspectResponse) detail {
 			}
 		}
 	default:
-		d.state = runner.StateUnknown
+		d.state = engine.StateUnknown
 	}
 	return d
 }

@@ -25,8 +25,8 @@ import (
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/client"
 
-	"github.com/podrun/podrun/runner"
-	"github.com/podrun/podrun/runner/runtimetest"
+	"github.com/podrun/podrun/engine"
+	"github.com/podrun/podrun/engine/enginetest"
 )
 
 // The tests need a running Docker Engine (hack/setup.sh starts one and
@@ -161,23 +161,23 @@ func suiteInfraImage(t *testing.T, r *Runtime) string {
 	return st.infra
 }
 
-func dockerEnv(t *testing.T) runtimetest.Env {
+func dockerEnv(t *testing.T) enginetest.Env {
 	probe := newRuntime(t, "rt-probe-"+randHex(6))
-	return runtimetest.Env{
+	return enginetest.Env{
 		Image:      testImage,
 		InfraImage: suiteInfraImage(t, probe),
-		Argv: func(p runtimetest.Process) []string {
-			return map[runtimetest.Process][]string{
-				runtimetest.ProcessRun:        {"sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait"},
-				runtimetest.ProcessIgnoreTerm: {"sh", "-c", "trap '' TERM; sleep 3600 & wait"},
-				runtimetest.ProcessExitEnv:    {"sh", "-c", "exit $CODE"},
-				runtimetest.ProcessEcho:       {"echo", "hello"},
+		Argv: func(p enginetest.Process) []string {
+			return map[enginetest.Process][]string{
+				enginetest.ProcessRun:        {"sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait"},
+				enginetest.ProcessIgnoreTerm: {"sh", "-c", "trap '' TERM; sleep 3600 & wait"},
+				enginetest.ProcessExitEnv:    {"sh", "-c", "exit $CODE"},
+				enginetest.ProcessEcho:       {"echo", "hello"},
 				// dd allocates its 64 MiB block and fills it.
-				runtimetest.ProcessOOM:        {"dd", "if=/dev/zero", "of=/dev/null", "bs=64M", "count=1"},
-				runtimetest.ProcessStartFails: {"/no/such/executable"},
+				enginetest.ProcessOOM:        {"dd", "if=/dev/zero", "of=/dev/null", "bs=64M", "count=1"},
+				enginetest.ProcessStartFails: {"/no/such/executable"},
 			}[p]
 		},
-		CreateSandboxOnly: func(t *testing.T, rt runner.Runtime, cfg *runner.SandboxConfig) string {
+		CreateSandboxOnly: func(t *testing.T, rt engine.Runtime, cfg *engine.SandboxConfig) string {
 			t.Helper()
 			r := rt.(*Runtime)
 			config, hc := r.sandboxConfig(cfg)
@@ -192,23 +192,23 @@ func dockerEnv(t *testing.T) runtimetest.Env {
 
 func TestConformance(t *testing.T) {
 	env := dockerEnv(t)
-	runtimetest.Run(t, func(t *testing.T, node string) runner.Runtime { return newRuntime(t, node) }, env)
+	enginetest.Run(t, func(t *testing.T, node string) engine.Runtime { return newRuntime(t, node) }, env)
 }
 
 // pod is a test pod on its own node.
 type pod struct {
 	t    *testing.T
 	r    *Runtime
-	sb   *runner.SandboxConfig
+	sb   *engine.SandboxConfig
 	sbID string
 }
 
-func newPod(t *testing.T, mutate func(*runner.SandboxConfig)) *pod {
+func newPod(t *testing.T, mutate func(*engine.SandboxConfig)) *pod {
 	t.Helper()
 	r := newRuntime(t, "rt-"+randHex(8))
 	name := "p" + randHex(6)
-	sb := &runner.SandboxConfig{
-		Pod:      runner.PodRef{UID: randHex(32), Name: name, Namespace: "default"},
+	sb := &engine.SandboxConfig{
+		Pod:      engine.PodRef{UID: randHex(32), Name: name, Namespace: "default"},
 		Hash:     "h",
 		Image:    suiteInfraImage(t, r),
 		Hostname: name,
@@ -225,13 +225,13 @@ func newPod(t *testing.T, mutate func(*runner.SandboxConfig)) *pod {
 }
 
 // run creates and starts a container and returns its ID.
-func (p *pod) run(cfg *runner.ContainerConfig) string {
+func (p *pod) run(cfg *engine.ContainerConfig) string {
 	p.t.Helper()
 	if cfg.Image == "" {
 		cfg.Image = testImage
 	}
 	if cfg.Type == "" {
-		cfg.Type = runner.ContainerTypeApp
+		cfg.Type = engine.ContainerTypeApp
 	}
 	ctx := context.Background()
 	id, err := p.r.CreateContainer(ctx, p.sbID, p.sb, cfg)
@@ -245,7 +245,7 @@ func (p *pod) run(cfg *runner.ContainerConfig) string {
 }
 
 // wait waits for a container to exit and returns it.
-func (p *pod) wait(id string) *runner.Container {
+func (p *pod) wait(id string) *engine.Container {
 	p.t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -254,7 +254,7 @@ func (p *pod) wait(id string) *runner.Container {
 			p.t.Fatal(err)
 		}
 		for _, c := range cs {
-			if c.ID == id && c.State == runner.StateExited {
+			if c.ID == id && c.State == engine.StateExited {
 				return c
 			}
 		}
@@ -266,18 +266,18 @@ func (p *pod) wait(id string) *runner.Container {
 }
 
 // output runs a container to its end and returns its stdout and stderr.
-func (p *pod) output(cfg *runner.ContainerConfig) (string, string, *runner.Container) {
+func (p *pod) output(cfg *engine.ContainerConfig) (string, string, *engine.Container) {
 	p.t.Helper()
 	id := p.run(cfg)
 	c := p.wait(id)
 	var out, errOut bytes.Buffer
-	if err := p.r.ContainerLogs(context.Background(), id, runner.LogOptions{Tail: -1}, &out, &errOut); err != nil {
+	if err := p.r.ContainerLogs(context.Background(), id, engine.LogOptions{Tail: -1}, &out, &errOut); err != nil {
 		p.t.Fatalf("logs: %v", err)
 	}
 	return out.String(), errOut.String(), c
 }
 
-func (p *pod) sandbox() *runner.Sandbox {
+func (p *pod) sandbox() *engine.Sandbox {
 	p.t.Helper()
 	sbs, err := p.r.ListSandboxes(context.Background())
 	if err != nil {
@@ -299,7 +299,7 @@ func TestSandboxNetworkSharing(t *testing.T) {
 	if ip == "" {
 		t.Fatal("sandbox has no IP")
 	}
-	out, _, _ := p.output(&runner.ContainerConfig{Name: "net", Command: []string{"sh", "-c", "hostname; ip -4 -o addr show eth0; echo pid=$$"}})
+	out, _, _ := p.output(&engine.ContainerConfig{Name: "net", Command: []string{"sh", "-c", "hostname; ip -4 -o addr show eth0; echo pid=$$"}})
 	if !strings.HasPrefix(out, p.sb.Hostname+"\n") {
 		t.Errorf("the container's hostname: %q, want the pod's %q", out, p.sb.Hostname)
 	}
@@ -314,8 +314,8 @@ func TestSandboxNetworkSharing(t *testing.T) {
 
 func TestShareProcessNamespace(t *testing.T) {
 	t.Parallel()
-	p := newPod(t, func(sb *runner.SandboxConfig) { sb.ShareProcessNamespace = true })
-	out, _, _ := p.output(&runner.ContainerConfig{Name: "ps", Command: []string{"sh", "-c", "tr '\\0' ' ' </proc/1/cmdline; echo; echo pid=$$"}})
+	p := newPod(t, func(sb *engine.SandboxConfig) { sb.ShareProcessNamespace = true })
+	out, _, _ := p.output(&engine.ContainerConfig{Name: "ps", Command: []string{"sh", "-c", "tr '\\0' ' ' </proc/1/cmdline; echo; echo pid=$$"}})
 	if !strings.Contains(out, "pause") || strings.Contains(out, "pid=1\n") {
 		t.Errorf("with shareProcessNamespace: %q, want the sandbox's pause as PID 1", out)
 	}
@@ -323,7 +323,7 @@ func TestShareProcessNamespace(t *testing.T) {
 
 func TestHostNetwork(t *testing.T) {
 	t.Parallel()
-	p := newPod(t, func(sb *runner.SandboxConfig) { sb.HostNetwork = true })
+	p := newPod(t, func(sb *engine.SandboxConfig) { sb.HostNetwork = true })
 	if ip := p.sandbox().IP; ip != "" {
 		t.Errorf("host-network sandbox IP = %q, want \"\" (the caller uses the host's)", ip)
 	}
@@ -331,7 +331,7 @@ func TestHostNetwork(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, _, _ := p.output(&runner.ContainerConfig{Name: "h", Command: []string{"hostname"}})
+	out, _, _ := p.output(&engine.ContainerConfig{Name: "h", Command: []string{"hostname"}})
 	if strings.TrimSpace(out) != host {
 		t.Errorf("hostname in a host-network pod = %q, want the host's %q", out, host)
 	}
@@ -339,8 +339,8 @@ func TestHostNetwork(t *testing.T) {
 
 func TestHostPIDAndIPC(t *testing.T) {
 	t.Parallel()
-	p := newPod(t, func(sb *runner.SandboxConfig) { sb.HostPID, sb.HostIPC = true, true })
-	out, _, _ := p.output(&runner.ContainerConfig{Name: "h", Command: []string{"sh", "-c", "echo pid=$$; readlink /proc/self/ns/ipc"}})
+	p := newPod(t, func(sb *engine.SandboxConfig) { sb.HostPID, sb.HostIPC = true, true })
+	out, _, _ := p.output(&engine.ContainerConfig{Name: "h", Command: []string{"sh", "-c", "echo pid=$$; readlink /proc/self/ns/ipc"}})
 	hostIPC, err := os.Readlink("/proc/self/ns/ipc")
 	if err != nil {
 		t.Fatal(err)
@@ -363,13 +363,13 @@ func freePort(t *testing.T) int {
 func TestHostPort(t *testing.T) {
 	t.Parallel()
 	port := freePort(t)
-	p := newPod(t, func(sb *runner.SandboxConfig) {
-		sb.Ports = []runner.PortMapping{
+	p := newPod(t, func(sb *engine.SandboxConfig) {
+		sb.Ports = []engine.PortMapping{
 			{Protocol: "TCP", ContainerPort: 8080, HostPort: int32(port), HostIP: "127.0.0.1"},
 			{Protocol: "TCP", ContainerPort: 9090}, // no host port: not published
 		}
 	})
-	p.run(&runner.ContainerConfig{Name: "web", Command: []string{"sh", "-c",
+	p.run(&engine.ContainerConfig{Name: "web", Command: []string{"sh", "-c",
 		"mkdir -p /tmp/www && echo hello-from-pod >/tmp/www/index.html && exec httpd -f -p 8080 -h /tmp/www"}})
 	url := fmt.Sprintf("http://127.0.0.1:%d/", port)
 	deadline := time.Now().Add(20 * time.Second)
@@ -403,20 +403,20 @@ func TestCommandAndArgs(t *testing.T) {
 	p := newPod(t, nil)
 	// The image's CMD is /bin/sh: a command without args must not get it
 	// appended (Kubernetes: command replaces entrypoint and cmd).
-	out, _, _ := p.output(&runner.ContainerConfig{Name: "cmd", Command: []string{"echo", "hi"}})
+	out, _, _ := p.output(&engine.ContainerConfig{Name: "cmd", Command: []string{"echo", "hi"}})
 	if out != "hi\n" {
 		t.Errorf("command only: %q, want \"hi\\n\"", out)
 	}
-	out, _, _ = p.output(&runner.ContainerConfig{Name: "args", Args: []string{"echo", "only", "args"}})
+	out, _, _ = p.output(&engine.ContainerConfig{Name: "args", Args: []string{"echo", "only", "args"}})
 	if out != "only args\n" {
 		t.Errorf("args only: %q", out)
 	}
-	out, errOut, _ := p.output(&runner.ContainerConfig{Name: "both", Command: []string{"sh", "-c"}, Args: []string{"echo out; echo err >&2"}})
+	out, errOut, _ := p.output(&engine.ContainerConfig{Name: "both", Command: []string{"sh", "-c"}, Args: []string{"echo out; echo err >&2"}})
 	if out != "out\n" || errOut != "err\n" {
 		t.Errorf("stdout %q, stderr %q; want out, err", out, errOut)
 	}
 	// A TTY has one stream, not multiplexed: it all comes out on stdout.
-	out, errOut, _ = p.output(&runner.ContainerConfig{Name: "tty", TTY: true, Command: []string{"sh", "-c", "echo out; echo err >&2"}})
+	out, errOut, _ = p.output(&engine.ContainerConfig{Name: "tty", TTY: true, Command: []string{"sh", "-c", "echo out; echo err >&2"}})
 	if out != "out\r\nerr\r\n" || errOut != "" {
 		t.Errorf("tty: stdout %q, stderr %q", out, errOut)
 	}
@@ -424,8 +424,8 @@ func TestCommandAndArgs(t *testing.T) {
 
 func TestContainerSettings(t *testing.T) {
 	t.Parallel()
-	p := newPod(t, func(sb *runner.SandboxConfig) {
-		sb.DNS = &runner.DNSConfig{Servers: []string{"192.0.2.53"}, Searches: []string{"ns.svc.example"}, Options: []string{"ndots:5"}}
+	p := newPod(t, func(sb *engine.SandboxConfig) {
+		sb.DNS = &engine.DNSConfig{Servers: []string{"192.0.2.53"}, Searches: []string{"ns.svc.example"}, Options: []string{"ndots:5"}}
 		sb.ExtraHosts = []string{"db.example:192.0.2.10"}
 		sb.Sysctls = map[string]string{"net.ipv4.ip_unprivileged_port_start": "80"}
 	})
@@ -445,17 +445,17 @@ func TestContainerSettings(t *testing.T) {
 touch /in/y 2>/dev/null || echo ro-in; touch /rootfs 2>/dev/null || echo ro-rootfs;
 grep -E '^(NoNewPrivs|Seccomp):' /proc/self/status | tr -s '\t ' ' ';
 cat /etc/resolv.conf; grep db.example /etc/hosts; cat /proc/sys/net/ipv4/ip_unprivileged_port_start`
-	stdout, stderr, c := p.output(&runner.ContainerConfig{
+	stdout, stderr, c := p.output(&engine.ContainerConfig{
 		Name:       "settings",
 		Command:    []string{"sh", "-c", script},
-		Env:        []runner.EnvVar{{Name: "FOO", Value: "bar baz"}},
+		Env:        []engine.EnvVar{{Name: "FOO", Value: "bar baz"}},
 		WorkingDir: "/tmp",
-		Mounts: []runner.Mount{
+		Mounts: []engine.Mount{
 			{HostPath: in, ContainerPath: "/in", ReadOnly: true},
 			{HostPath: out, ContainerPath: "/out", Propagation: "rprivate"},
 		},
-		Resources: runner.Resources{CPUShares: 256, CPUQuota: 50000, CPUPeriod: 100000, MemoryLimit: 64 << 20},
-		Security: runner.SecurityConfig{
+		Resources: engine.Resources{CPUShares: 256, CPUQuota: 50000, CPUPeriod: 100000, MemoryLimit: 64 << 20},
+		Security: engine.SecurityConfig{
 			RunAsUser: &uid, RunAsGroup: &gid, SupplementalGroups: []int64{2000},
 			ReadOnlyRootfs: true, NoNewPrivileges: true, CapDrop: []string{"ALL"},
 			Seccomp: profile,
@@ -510,13 +510,13 @@ cat /etc/resolv.conf; grep db.example /etc/hosts; cat /proc/sys/net/ipv4/ip_unpr
 func TestSeccompUnconfinedAndBadProfile(t *testing.T) {
 	t.Parallel()
 	p := newPod(t, nil)
-	out, _, _ := p.output(&runner.ContainerConfig{Name: "unconf", Command: []string{"grep", "^Seccomp:", "/proc/self/status"},
-		Security: runner.SecurityConfig{Seccomp: "unconfined"}})
+	out, _, _ := p.output(&engine.ContainerConfig{Name: "unconf", Command: []string{"grep", "^Seccomp:", "/proc/self/status"},
+		Security: engine.SecurityConfig{Seccomp: "unconfined"}})
 	if !strings.Contains(out, "0") {
 		t.Errorf("unconfined: %q, want Seccomp 0", out)
 	}
-	_, err := p.r.CreateContainer(context.Background(), p.sbID, p.sb, &runner.ContainerConfig{Name: "bad", Image: testImage,
-		Security: runner.SecurityConfig{Seccomp: "/no/such/profile.json"}})
+	_, err := p.r.CreateContainer(context.Background(), p.sbID, p.sb, &engine.ContainerConfig{Name: "bad", Image: testImage,
+		Security: engine.SecurityConfig{Seccomp: "/no/such/profile.json"}})
 	if err == nil {
 		t.Errorf("a missing seccomp profile: nil error")
 	}
@@ -525,10 +525,10 @@ func TestSeccompUnconfinedAndBadProfile(t *testing.T) {
 func TestUpdateResourcesApplied(t *testing.T) {
 	t.Parallel()
 	p := newPod(t, nil)
-	id := p.run(&runner.ContainerConfig{Name: "u", Command: []string{"sleep", "3600"},
-		Resources: runner.Resources{CPUShares: 512, CPUQuota: 20000, CPUPeriod: 100000, MemoryLimit: 32 << 20}})
+	id := p.run(&engine.ContainerConfig{Name: "u", Command: []string{"sleep", "3600"},
+		Resources: engine.Resources{CPUShares: 512, CPUQuota: 20000, CPUPeriod: 100000, MemoryLimit: 32 << 20}})
 	ctx := context.Background()
-	if err := p.r.UpdateContainerResources(ctx, id, &runner.Resources{CPUShares: 128, MemoryLimit: 48 << 20}); err != nil {
+	if err := p.r.UpdateContainerResources(ctx, id, &engine.Resources{CPUShares: 128, MemoryLimit: 48 << 20}); err != nil {
 		t.Fatal(err)
 	}
 	ins, err := p.r.cli.ContainerInspect(ctx, id)
@@ -547,7 +547,7 @@ func TestUpdateResourcesApplied(t *testing.T) {
 func TestExecOutputBoundedAndMissingCommand(t *testing.T) {
 	t.Parallel()
 	p := newPod(t, nil)
-	id := p.run(&runner.ContainerConfig{Name: "x", Command: []string{"sleep", "3600"}})
+	id := p.run(&engine.ContainerConfig{Name: "x", Command: []string{"sleep", "3600"}})
 	ctx := context.Background()
 	code, out, err := p.r.Exec(ctx, id, []string{"sh", "-c", "head -c 100000 /dev/zero; echo err >&2; exit 5"})
 	if err != nil || code != 5 || len(out) != MaxExecOutput {
@@ -577,8 +577,8 @@ func TestEventsOOM(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	evs := p.r.Events(ctx)
-	id := p.run(&runner.ContainerConfig{Name: "hog", Command: []string{"dd", "if=/dev/zero", "of=/dev/null", "bs=64M", "count=1"},
-		Resources: runner.Resources{MemoryLimit: 8 << 20}})
+	id := p.run(&engine.ContainerConfig{Name: "hog", Command: []string{"dd", "if=/dev/zero", "of=/dev/null", "bs=64M", "count=1"},
+		Resources: engine.Resources{MemoryLimit: 8 << 20}})
 	deadline := time.After(30 * time.Second)
 	seen := map[string]bool{}
 	for !seen["oom"] || !seen["die"] {
@@ -598,7 +598,7 @@ func TestPullFailure(t *testing.T) {
 	r := newRuntime(t, "rt-"+randHex(8))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	for _, auth := range []*runner.AuthConfig{nil, {Username: "u", Password: "p"}} {
+	for _, auth := range []*engine.AuthConfig{nil, {Username: "u", Password: "p"}} {
 		start := time.Now()
 		_, err := r.PullImage(ctx, "podrun.invalid/no-such-image:1", auth)
 		if err == nil {
@@ -622,10 +622,10 @@ func TestPing(t *testing.T) {
 	}
 	defer r.Close()
 	ctx := context.Background()
-	if err := r.Ping(ctx); !errors.Is(err, runner.ErrUnavailable) {
+	if err := r.Ping(ctx); !errors.Is(err, engine.ErrUnavailable) {
 		t.Errorf("Ping of a missing engine = %v, want ErrUnavailable", err)
 	}
-	if _, err := r.ListContainers(ctx); !errors.Is(err, runner.ErrUnavailable) {
+	if _, err := r.ListContainers(ctx); !errors.Is(err, engine.ErrUnavailable) {
 		t.Errorf("ListContainers of a missing engine = %v, want ErrUnavailable", err)
 	}
 }
@@ -669,8 +669,8 @@ func TestListIsCheap(t *testing.T) {
 	}
 	sock := strings.TrimPrefix(envOr("DOCKER_HOST", "unix:///var/run/docker.sock"), "unix://")
 	p := newPod(t, nil)
-	running := p.run(&runner.ContainerConfig{Name: "run", Command: []string{"sleep", "3600"}})
-	done := p.run(&runner.ContainerConfig{Name: "done", Command: []string{"sh", "-c", "exit 4"}})
+	running := p.run(&engine.ContainerConfig{Name: "run", Command: []string{"sleep", "3600"}})
+	done := p.run(&engine.ContainerConfig{Name: "done", Command: []string{"sh", "-c", "exit 4"}})
 	p.wait(done)
 
 	ct := &countingTransport{n: map[string]int{}, base: &http.Transport{
@@ -691,12 +691,12 @@ func TestListIsCheap(t *testing.T) {
 	r.cli = cli
 	ctx := context.Background()
 
-	list := func() map[string]*runner.Container {
+	list := func() map[string]*engine.Container {
 		cs, err := r.ListContainers(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		m := map[string]*runner.Container{}
+		m := map[string]*engine.Container{}
 		for _, c := range cs {
 			m[c.ID] = c
 		}
@@ -713,7 +713,7 @@ func TestListIsCheap(t *testing.T) {
 	if c := second[done]; c == nil || c.ExitCode != 4 || c.FinishedAt.IsZero() || *c != *first[done] {
 		t.Errorf("cached exited container: %+v, want %+v", c, first[done])
 	}
-	if c := second[running]; c == nil || c.StartedAt.IsZero() || c.State != runner.StateRunning {
+	if c := second[running]; c == nil || c.StartedAt.IsZero() || c.State != engine.StateRunning {
 		t.Errorf("cached running container: %+v", c)
 	}
 	// A container that stops is inspected again, once.
@@ -721,7 +721,7 @@ func TestListIsCheap(t *testing.T) {
 		t.Fatal(err)
 	}
 	third := list()
-	if c := third[running]; c == nil || c.State != runner.StateExited || c.ExitCode != 137 {
+	if c := third[running]; c == nil || c.State != engine.StateExited || c.ExitCode != 137 {
 		t.Errorf("after stop: %+v, want exited 137", c)
 	}
 	if n := ct.take(); n["inspect"] != 1 {
@@ -733,7 +733,7 @@ func TestNameConflictWithForeignContainer(t *testing.T) {
 	t.Parallel()
 	r := newRuntime(t, "rt-"+randHex(8))
 	ctx := context.Background()
-	sb := &runner.SandboxConfig{Pod: runner.PodRef{UID: randHex(32), Name: "taken", Namespace: "default"}, Image: suiteInfraImage(t, r)}
+	sb := &engine.SandboxConfig{Pod: engine.PodRef{UID: randHex(32), Name: "taken", Namespace: "default"}, Image: suiteInfraImage(t, r)}
 	// A container of the same node that is not this pod's holds the name.
 	name := objectName(sb.Pod, SandboxContainerName, 0)
 	resp, err := r.cli.ContainerCreate(ctx, &container.Config{Image: testImage, Labels: map[string]string{LabelNode: r.node}}, nil, nil, nil, name)

@@ -11,19 +11,19 @@ import (
 	"github.com/docker/docker/api/types/image"
 	"golang.org/x/sys/unix"
 
-	"github.com/podrun/podrun/runner"
+	"github.com/podrun/podrun/engine"
 )
 
-var _ runner.ImageService = (*Runtime)(nil)
+var _ engine.ImageService = (*Runtime)(nil)
 
 // ListImages returns every image of the engine (whoever pulled or built it),
 // from one ImageList call.
-func (r *Runtime) ListImages(ctx context.Context) ([]*runner.Image, error) {
+func (r *Runtime) ListImages(ctx context.Context) ([]*engine.Image, error) {
 	list, err := r.cli.ImageList(ctx, image.ListOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("list images: %w", wrap(err))
 	}
-	out := make([]*runner.Image, 0, len(list))
+	out := make([]*engine.Image, 0, len(list))
 	for _, s := range list {
 		var tags []string
 		for _, t := range s.RepoTags {
@@ -31,7 +31,7 @@ func (r *Runtime) ListImages(ctx context.Context) ([]*runner.Image, error) {
 				tags = append(tags, t)
 			}
 		}
-		out = append(out, &runner.Image{
+		out = append(out, &engine.Image{
 			ID:        s.ID,
 			RepoTags:  tags,
 			Size:      s.Size,
@@ -60,7 +60,7 @@ func (r *Runtime) RemoveImage(ctx context.Context, id string) error {
 		return fmt.Errorf("remove image %s: %w", id, err)
 	}
 	if inUse[ins.ID] {
-		return fmt.Errorf("remove image %s: %w", id, runner.ErrImageInUse)
+		return fmt.Errorf("remove image %s: %w", id, engine.ErrImageInUse)
 	}
 	refs := append(append([]string(nil), ins.RepoTags...), ins.RepoDigests...)
 	for _, ref := range append(refs, ins.ID) {
@@ -69,7 +69,7 @@ func (r *Runtime) RemoveImage(ctx context.Context, id string) error {
 		case err == nil, cerrdefs.IsNotFound(err):
 		case cerrdefs.IsConflict(err) && strings.Contains(err.Error(), "container"):
 			// A container was made from it since the check.
-			return fmt.Errorf("remove image %s: %w: %v", id, runner.ErrImageInUse, err)
+			return fmt.Errorf("remove image %s: %w: %v", id, engine.ErrImageInUse, err)
 		default:
 			return fmt.Errorf("remove image %s: %w", id, wrap(err))
 		}
@@ -97,7 +97,7 @@ func (r *Runtime) ImagesInUse(ctx context.Context) (map[string]bool, error) {
 // ImageFsInfo measures the filesystem of Docker's data root (DockerRootDir)
 // with statfs. That path is the engine's: the measure is right only when
 // podrun runs on the engine's host (not for a remote --docker-host).
-func (r *Runtime) ImageFsInfo(ctx context.Context) (*runner.FsInfo, error) {
+func (r *Runtime) ImageFsInfo(ctx context.Context) (*engine.FsInfo, error) {
 	root, err := r.DataRoot(ctx)
 	if err != nil {
 		return nil, err
@@ -123,13 +123,13 @@ func (r *Runtime) DataRoot(ctx context.Context) (string, error) {
 }
 
 // Statfs measures the filesystem holding path.
-func Statfs(path string) (*runner.FsInfo, error) {
+func Statfs(path string) (*engine.FsInfo, error) {
 	var st unix.Statfs_t
 	if err := unix.Statfs(path, &st); err != nil {
 		return nil, fmt.Errorf("statfs %s: %w", path, err)
 	}
 	bs := uint64(st.Bsize)
-	return &runner.FsInfo{Path: path, CapacityBytes: st.Blocks * bs, AvailableBytes: st.Bavail * bs}, nil
+	return &engine.FsInfo{Path: path, CapacityBytes: st.Blocks * bs, AvailableBytes: st.Bavail * bs}, nil
 }
 
 func shortImageID(id string) string {

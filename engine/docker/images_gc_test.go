@@ -10,8 +10,8 @@ import (
 
 	"github.com/docker/docker/api/types/image"
 
-	"github.com/podrun/podrun/runner"
-	"github.com/podrun/podrun/runner/runtimetest"
+	"github.com/podrun/podrun/engine"
+	"github.com/podrun/podrun/engine/enginetest"
 )
 
 // TestImageService runs the ImageService conformance tests, which need
@@ -24,7 +24,7 @@ func TestImageService(t *testing.T) {
 		t.Helper()
 		return importImage(t, probe, refs...)
 	}
-	runtimetest.RunImageService(t, func(t *testing.T, node string) runner.Runtime { return newRuntime(t, node) }, env)
+	enginetest.RunImageService(t, func(t *testing.T, node string) engine.Runtime { return newRuntime(t, node) }, env)
 }
 
 // importImage imports a tiny image of its own under refs and removes it at

@@ -1,10 +1,10 @@
-// Package runtimetest holds the conformance suite that states the
-// runner.Runtime contract, run against every implementation (runner/docker
+// Package enginetest holds the conformance suite that states the
+// engine.Runtime contract, run against every implementation (engine/docker
 // against a real engine, and Fake), and Fake itself: the in-memory runtime
 // the sync core's unit tests use. Because the fake passes the same suite as
 // Docker, it cannot drift from what Docker really does where the sync core
 // can tell.
-package runtimetest
+package enginetest
 
 import (
 	"bytes"
@@ -20,7 +20,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/podrun/podrun/runner"
+	"github.com/podrun/podrun/engine"
 )
 
 // Process names a behaviour the suite needs of a container's process.
@@ -53,7 +53,7 @@ type Env struct {
 	// CreateSandboxOnly makes, without starting it, the sandbox RunSandbox
 	// would make for cfg, as a podrun killed between the two steps leaves
 	// it. nil skips the test of adopting one.
-	CreateSandboxOnly func(t *testing.T, rt runner.Runtime, cfg *runner.SandboxConfig) string
+	CreateSandboxOnly func(t *testing.T, rt engine.Runtime, cfg *engine.SandboxConfig) string
 	// NoOOM skips the test that a container killed for memory reports
 	// OOMKilled.
 	NoOOM bool
@@ -80,7 +80,7 @@ func FakeEnv() Env {
 				ProcessStartFails: {FakeScript, "start-fails"},
 			}[p]
 		},
-		CreateSandboxOnly: func(t *testing.T, rt runner.Runtime, cfg *runner.SandboxConfig) string {
+		CreateSandboxOnly: func(t *testing.T, rt engine.Runtime, cfg *engine.SandboxConfig) string {
 			t.Helper()
 			id, err := rt.(*Fake).CreateSandboxOnly(cfg)
 			if err != nil {
@@ -93,37 +93,37 @@ func FakeEnv() Env {
 
 // fakeMakeImage is FakeEnv's MakeImage for the fake engine of
 // NewFakeForSuite.
-func fakeMakeImage(engine *Fake) func(t *testing.T, refs ...string) string {
+func fakeMakeImage(fake *Fake) func(t *testing.T, refs ...string) string {
 	return func(t *testing.T, refs ...string) string {
 		id := "sha256:" + randHex(64)
-		engine.PutImage(runner.Image{ID: id, RepoTags: refs, Size: 3 << 20, CreatedAt: time.Now()})
+		fake.PutImage(engine.Image{ID: id, RepoTags: refs, Size: 3 << 20, CreatedAt: time.Now()})
 		return id
 	}
 }
 
 // NewFakeForSuite returns the newRuntime function of Run for Fake: one fake
 // engine (with FakeEnv's images) viewed per node.
-func NewFakeForSuite() func(t *testing.T, nodeName string) runner.Runtime {
+func NewFakeForSuite() func(t *testing.T, nodeName string) engine.Runtime {
 	rt, _ := NewFakeSuite()
 	return rt
 }
 
 // NewFakeSuite returns the newRuntime function of Run for Fake, and the
 // Env for it, with MakeImage set: one fake engine, viewed per node.
-func NewFakeSuite() (func(t *testing.T, nodeName string) runner.Runtime, Env) {
-	engine := NewFake("")
+func NewFakeSuite() (func(t *testing.T, nodeName string) engine.Runtime, Env) {
+	fake := NewFake("")
 	env := FakeEnv()
-	env.MakeImage = fakeMakeImage(engine)
-	engine.AddImage(env.Image)
-	engine.AddImage(env.InfraImage)
-	return func(t *testing.T, nodeName string) runner.Runtime { return engine.ForNode(nodeName) }, env
+	env.MakeImage = fakeMakeImage(fake)
+	fake.AddImage(env.Image)
+	fake.AddImage(env.InfraImage)
+	return func(t *testing.T, nodeName string) engine.Runtime { return fake.ForNode(nodeName) }, env
 }
 
 // Run runs the conformance suite. newRuntime returns a runtime for a node;
 // called twice with one name, it returns two runtimes over the same engine
 // (as a restarted podrun). Each test uses node names of its own and removes
 // what it made.
-func Run(t *testing.T, newRuntime func(t *testing.T, nodeName string) runner.Runtime, env Env) {
+func Run(t *testing.T, newRuntime func(t *testing.T, nodeName string) engine.Runtime, env Env) {
 	if env.Timeout == 0 {
 		env.Timeout = 30 * time.Second
 	}
@@ -171,7 +171,7 @@ func Run(t *testing.T, newRuntime func(t *testing.T, nodeName string) runner.Run
 
 type suite struct {
 	env        Env
-	newRuntime func(t *testing.T, nodeName string) runner.Runtime
+	newRuntime func(t *testing.T, nodeName string) engine.Runtime
 }
 
 func randHex(n int) string {
@@ -183,7 +183,7 @@ func randHex(n int) string {
 }
 
 // runtime returns a runtime for a new node, cleaned at the end of the test.
-func (s *suite) runtime(t *testing.T) (runner.Runtime, string) {
+func (s *suite) runtime(t *testing.T) (engine.Runtime, string) {
 	t.Helper()
 	node := "rt-" + randHex(8)
 	rt := s.newRuntime(t, node)
@@ -192,7 +192,7 @@ func (s *suite) runtime(t *testing.T) (runner.Runtime, string) {
 }
 
 // cleanup removes, at the end of the test, everything rt's node has.
-func (s *suite) cleanup(t *testing.T, rt runner.Runtime) {
+func (s *suite) cleanup(t *testing.T, rt engine.Runtime) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
@@ -224,9 +224,9 @@ func ctxFor(t *testing.T) context.Context {
 }
 
 // sandboxConfig is a sandbox of a new pod.
-func (s *suite) sandboxConfig(name string) *runner.SandboxConfig {
-	return &runner.SandboxConfig{
-		Pod:      runner.PodRef{UID: randHex(8) + "-" + randHex(4) + "-" + randHex(4) + "-" + randHex(4) + "-" + randHex(12), Name: name, Namespace: "default"},
+func (s *suite) sandboxConfig(name string) *engine.SandboxConfig {
+	return &engine.SandboxConfig{
+		Pod:      engine.PodRef{UID: randHex(8) + "-" + randHex(4) + "-" + randHex(4) + "-" + randHex(4) + "-" + randHex(12), Name: name, Namespace: "default"},
 		Attempt:  0,
 		Hash:     "sb-" + randHex(6),
 		Image:    s.env.InfraImage,
@@ -239,11 +239,11 @@ func (s *suite) sandboxConfig(name string) *runner.SandboxConfig {
 }
 
 // containerConfig is a container running p.
-func (s *suite) containerConfig(name string, p Process) *runner.ContainerConfig {
+func (s *suite) containerConfig(name string, p Process) *engine.ContainerConfig {
 	argv := s.env.Argv(p)
-	return &runner.ContainerConfig{
+	return &engine.ContainerConfig{
 		Name:          name,
-		Type:          runner.ContainerTypeApp,
+		Type:          engine.ContainerTypeApp,
 		Hash:          "c-" + randHex(6),
 		ResourcesHash: "r-" + randHex(6),
 		Image:         s.env.Image,
@@ -252,7 +252,7 @@ func (s *suite) containerConfig(name string, p Process) *runner.ContainerConfig 
 	}
 }
 
-func (s *suite) runSandbox(t *testing.T, rt runner.Runtime, cfg *runner.SandboxConfig) string {
+func (s *suite) runSandbox(t *testing.T, rt engine.Runtime, cfg *engine.SandboxConfig) string {
 	t.Helper()
 	id, err := rt.RunSandbox(ctxFor(t), cfg)
 	if err != nil {
@@ -261,7 +261,7 @@ func (s *suite) runSandbox(t *testing.T, rt runner.Runtime, cfg *runner.SandboxC
 	return id
 }
 
-func (s *suite) create(t *testing.T, rt runner.Runtime, sbID string, sb *runner.SandboxConfig, cfg *runner.ContainerConfig) string {
+func (s *suite) create(t *testing.T, rt engine.Runtime, sbID string, sb *engine.SandboxConfig, cfg *engine.ContainerConfig) string {
 	t.Helper()
 	id, err := rt.CreateContainer(ctxFor(t), sbID, sb, cfg)
 	if err != nil {
@@ -270,14 +270,14 @@ func (s *suite) create(t *testing.T, rt runner.Runtime, sbID string, sb *runner.
 	return id
 }
 
-func (s *suite) start(t *testing.T, rt runner.Runtime, id string) {
+func (s *suite) start(t *testing.T, rt engine.Runtime, id string) {
 	t.Helper()
 	if err := rt.StartContainer(ctxFor(t), id); err != nil {
 		t.Fatalf("StartContainer: %v", err)
 	}
 }
 
-func findSandbox(t *testing.T, rt runner.Runtime, id string) *runner.Sandbox {
+func findSandbox(t *testing.T, rt engine.Runtime, id string) *engine.Sandbox {
 	t.Helper()
 	sbs, err := rt.ListSandboxes(ctxFor(t))
 	if err != nil {
@@ -291,7 +291,7 @@ func findSandbox(t *testing.T, rt runner.Runtime, id string) *runner.Sandbox {
 	return nil
 }
 
-func findContainer(t *testing.T, rt runner.Runtime, id string) *runner.Container {
+func findContainer(t *testing.T, rt engine.Runtime, id string) *engine.Container {
 	t.Helper()
 	cs, err := rt.ListContainers(ctxFor(t))
 	if err != nil {
@@ -306,7 +306,7 @@ func findContainer(t *testing.T, rt runner.Runtime, id string) *runner.Container
 }
 
 // waitContainer polls the list until id satisfies ok, and returns it.
-func (s *suite) waitContainer(t *testing.T, rt runner.Runtime, id, what string, ok func(*runner.Container) bool) *runner.Container {
+func (s *suite) waitContainer(t *testing.T, rt engine.Runtime, id, what string, ok func(*engine.Container) bool) *engine.Container {
 	t.Helper()
 	deadline := time.Now().Add(s.env.Timeout)
 	for {
@@ -321,7 +321,7 @@ func (s *suite) waitContainer(t *testing.T, rt runner.Runtime, id, what string, 
 	}
 }
 
-func exited(c *runner.Container) bool { return c.State == runner.StateExited }
+func exited(c *engine.Container) bool { return c.State == engine.StateExited }
 
 func testSandboxLifecycle(t *testing.T, s *suite) {
 	rt, _ := s.runtime(t)
@@ -340,7 +340,7 @@ func testSandboxLifecycle(t *testing.T, s *suite) {
 	if sb.Source != cfg.Source || sb.GracePeriod != cfg.GracePeriod {
 		t.Errorf("listed source %q, grace period %s; want %q, %s", sb.Source, sb.GracePeriod, cfg.Source, cfg.GracePeriod)
 	}
-	if sb.State != runner.StateRunning {
+	if sb.State != engine.StateRunning {
 		t.Errorf("state = %s, want running", sb.State)
 	}
 	if sb.IP == "" {
@@ -353,7 +353,7 @@ func testSandboxLifecycle(t *testing.T, s *suite) {
 	if err := rt.StopSandbox(ctx, id, 10*time.Second); err != nil {
 		t.Fatalf("StopSandbox: %v", err)
 	}
-	if sb := findSandbox(t, rt, id); sb == nil || sb.State != runner.StateExited {
+	if sb := findSandbox(t, rt, id); sb == nil || sb.State != engine.StateExited {
 		t.Fatalf("after stop: %+v, want exited", sb)
 	}
 	if err := rt.StopSandbox(ctx, id, 10*time.Second); err != nil {
@@ -365,7 +365,7 @@ func testSandboxLifecycle(t *testing.T, s *suite) {
 	if again != id {
 		t.Errorf("RunSandbox after stop = %s, want the same sandbox %s", again, id)
 	}
-	if sb := findSandbox(t, rt, id); sb == nil || sb.State != runner.StateRunning {
+	if sb := findSandbox(t, rt, id); sb == nil || sb.State != engine.StateRunning {
 		t.Errorf("after RunSandbox of a stopped sandbox: %+v, want running", sb)
 	}
 
@@ -378,7 +378,7 @@ func testSandboxLifecycle(t *testing.T, s *suite) {
 	if err := rt.RemoveSandbox(ctx, id); err != nil {
 		t.Errorf("removing a removed sandbox: %v, want nil", err)
 	}
-	if err := rt.StopSandbox(ctx, id, time.Second); !errors.Is(err, runner.ErrNotFound) {
+	if err := rt.StopSandbox(ctx, id, time.Second); !errors.Is(err, engine.ErrNotFound) {
 		t.Errorf("stopping a removed sandbox: %v, want ErrNotFound", err)
 	}
 }
@@ -427,7 +427,7 @@ func testSandboxConcurrentRun(t *testing.T, s *suite) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(sbs) != 1 || sbs[0].State != runner.StateRunning {
+	if len(sbs) != 1 || sbs[0].State != engine.StateRunning {
 		t.Errorf("after concurrent RunSandbox: %d sandboxes (%+v), want 1 running", len(sbs), sbs)
 	}
 }
@@ -439,7 +439,7 @@ func testSandboxAdoptCreated(t *testing.T, s *suite) {
 	rt, _ := s.runtime(t)
 	cfg := s.sandboxConfig("adopt")
 	created := s.env.CreateSandboxOnly(t, rt, cfg)
-	if sb := findSandbox(t, rt, created); sb == nil || sb.State != runner.StateCreated {
+	if sb := findSandbox(t, rt, created); sb == nil || sb.State != engine.StateCreated {
 		t.Fatalf("created-only sandbox: %+v, want state created", sb)
 	}
 	id := s.runSandbox(t, rt, cfg)
@@ -450,7 +450,7 @@ func testSandboxAdoptCreated(t *testing.T, s *suite) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(sbs) != 1 || sbs[0].State != runner.StateRunning {
+	if len(sbs) != 1 || sbs[0].State != engine.StateRunning {
 		t.Errorf("after adoption: %+v, want one running sandbox", sbs)
 	}
 }
@@ -481,7 +481,7 @@ func testContainerLifecycle(t *testing.T, s *suite) {
 	id := s.create(t, rt, sbID, sb, s.containerConfig("app", ProcessRun))
 
 	c := findContainer(t, rt, id)
-	if c == nil || c.State != runner.StateCreated {
+	if c == nil || c.State != engine.StateCreated {
 		t.Fatalf("after create: %+v, want created", c)
 	}
 	if !c.StartedAt.IsZero() || !c.FinishedAt.IsZero() {
@@ -497,7 +497,7 @@ func testContainerLifecycle(t *testing.T, s *suite) {
 	before := time.Now().Add(-time.Second)
 	s.start(t, rt, id)
 	c = findContainer(t, rt, id)
-	if c == nil || c.State != runner.StateRunning {
+	if c == nil || c.State != engine.StateRunning {
 		t.Fatalf("after start: %+v, want running", c)
 	}
 	if c.StartedAt.Before(before) {
@@ -511,7 +511,7 @@ func testContainerLifecycle(t *testing.T, s *suite) {
 		t.Fatalf("StopContainer: %v", err)
 	}
 	c = findContainer(t, rt, id)
-	if c == nil || c.State != runner.StateExited {
+	if c == nil || c.State != engine.StateExited {
 		t.Fatalf("after stop: %+v, want exited", c)
 	}
 	if c.FinishedAt.IsZero() || c.FinishedAt.Before(c.StartedAt) {
@@ -530,7 +530,7 @@ func testContainerLifecycle(t *testing.T, s *suite) {
 	if err := rt.RemoveContainer(ctx, id); err != nil {
 		t.Errorf("removing a removed container: %v, want nil", err)
 	}
-	if err := rt.StartContainer(ctx, id); !errors.Is(err, runner.ErrNotFound) {
+	if err := rt.StartContainer(ctx, id); !errors.Is(err, engine.ErrNotFound) {
 		t.Errorf("starting a removed container: %v, want ErrNotFound", err)
 	}
 
@@ -604,22 +604,22 @@ func testContainerIdentity(t *testing.T, s *suite) {
 	sb := s.sandboxConfig("ident")
 	sbID := s.runSandbox(t, rt, sb)
 	initCfg := s.containerConfig("setup", ProcessRun)
-	initCfg.Type = runner.ContainerTypeInit
+	initCfg.Type = engine.ContainerTypeInit
 	initCfg.Attempt = 2
 	appCfg := s.containerConfig("web", ProcessRun)
 	appCfg.Attempt = 5
 	appCfg.Labels = map[string]string{"example.com/extra": "yes"}
-	for _, cfg := range []*runner.ContainerConfig{initCfg, appCfg} {
+	for _, cfg := range []*engine.ContainerConfig{initCfg, appCfg} {
 		id := s.create(t, rt, sbID, sb, cfg)
 		c := findContainer(t, rt, id)
 		if c == nil {
 			t.Fatalf("container %s not listed", id)
 		}
-		want := runner.Container{
+		want := engine.Container{
 			ID: id, SandboxID: sbID, Pod: sb.Pod, Name: cfg.Name, Type: cfg.Type,
 			Attempt: cfg.Attempt, Hash: cfg.Hash, ResourcesHash: cfg.ResourcesHash, Image: cfg.Image,
 		}
-		got := runner.Container{
+		got := engine.Container{
 			ID: c.ID, SandboxID: c.SandboxID, Pod: c.Pod, Name: c.Name, Type: c.Type,
 			Attempt: c.Attempt, Hash: c.Hash, ResourcesHash: c.ResourcesHash, Image: c.Image,
 		}
@@ -653,7 +653,7 @@ func testExitCode(t *testing.T, s *suite) {
 		for _, code := range []int{0, 3} {
 			cfg := s.containerConfig(fmt.Sprintf("exit%d-%d", i, code), ProcessExitEnv)
 			cfg.Command, cfg.Args = sp.command, sp.args
-			cfg.Env = []runner.EnvVar{{Name: "OTHER", Value: "1"}, {Name: "CODE", Value: fmt.Sprint(code)}}
+			cfg.Env = []engine.EnvVar{{Name: "OTHER", Value: "1"}, {Name: "CODE", Value: fmt.Sprint(code)}}
 			id := s.create(t, rt, sbID, sb, cfg)
 			s.start(t, rt, id)
 			c := s.waitContainer(t, rt, id, "exited", exited)
@@ -713,7 +713,7 @@ func testStartFails(t *testing.T, s *suite) {
 		t.Fatalf("StartContainer of a container that cannot start: nil error")
 	}
 	c := findContainer(t, rt, id)
-	if c == nil || c.State != runner.StateExited || c.ExitCode == 0 || c.Message == "" {
+	if c == nil || c.State != engine.StateExited || c.ExitCode == 0 || c.Message == "" {
 		t.Fatalf("after a failed start: %+v, want exited with a non-zero code and a message", c)
 	}
 	if c.FinishedAt.IsZero() {
@@ -732,7 +732,7 @@ func testStartInStoppedSandbox(t *testing.T, s *suite) {
 	if err := rt.StartContainer(ctxFor(t), id); err == nil {
 		t.Fatalf("a container started in a stopped sandbox")
 	}
-	if c := findContainer(t, rt, id); c == nil || c.State == runner.StateRunning {
+	if c := findContainer(t, rt, id); c == nil || c.State == engine.StateRunning {
 		t.Errorf("after starting in a stopped sandbox: %+v, want not running", c)
 	}
 	// In a removed sandbox: an error, but not ErrNotFound, which would say
@@ -741,10 +741,10 @@ func testStartInStoppedSandbox(t *testing.T, s *suite) {
 	if err := rt.RemoveSandbox(ctxFor(t), sbID); err != nil {
 		t.Fatal(err)
 	}
-	if err := rt.StartContainer(ctxFor(t), id2); err == nil || errors.Is(err, runner.ErrNotFound) {
+	if err := rt.StartContainer(ctxFor(t), id2); err == nil || errors.Is(err, engine.ErrNotFound) {
 		t.Errorf("starting a container whose sandbox is removed = %v, want an error other than ErrNotFound", err)
 	}
-	if c := findContainer(t, rt, id2); c == nil || c.State == runner.StateRunning {
+	if c := findContainer(t, rt, id2); c == nil || c.State == engine.StateRunning {
 		t.Errorf("after starting in a removed sandbox: %+v, want listed, not running", c)
 	}
 }
@@ -775,13 +775,13 @@ func testNotFound(t *testing.T, s *suite) {
 	missing := randHex(64)
 	sb := s.sandboxConfig("nf")
 
-	if err := rt.StartContainer(ctx, missing); !errors.Is(err, runner.ErrNotFound) {
+	if err := rt.StartContainer(ctx, missing); !errors.Is(err, engine.ErrNotFound) {
 		t.Errorf("StartContainer(missing) = %v, want ErrNotFound", err)
 	}
-	if err := rt.StopContainer(ctx, missing, time.Second); !errors.Is(err, runner.ErrNotFound) {
+	if err := rt.StopContainer(ctx, missing, time.Second); !errors.Is(err, engine.ErrNotFound) {
 		t.Errorf("StopContainer(missing) = %v, want ErrNotFound", err)
 	}
-	if err := rt.StopSandbox(ctx, missing, time.Second); !errors.Is(err, runner.ErrNotFound) {
+	if err := rt.StopSandbox(ctx, missing, time.Second); !errors.Is(err, engine.ErrNotFound) {
 		t.Errorf("StopSandbox(missing) = %v, want ErrNotFound", err)
 	}
 	if err := rt.RemoveContainer(ctx, missing); err != nil {
@@ -790,16 +790,16 @@ func testNotFound(t *testing.T, s *suite) {
 	if err := rt.RemoveSandbox(ctx, missing); err != nil {
 		t.Errorf("RemoveSandbox(missing) = %v, want nil", err)
 	}
-	if _, err := rt.CreateContainer(ctx, missing, sb, s.containerConfig("x", ProcessRun)); !errors.Is(err, runner.ErrNotFound) {
+	if _, err := rt.CreateContainer(ctx, missing, sb, s.containerConfig("x", ProcessRun)); !errors.Is(err, engine.ErrNotFound) {
 		t.Errorf("CreateContainer(missing sandbox) = %v, want ErrNotFound", err)
 	}
-	if u, ok := rt.(runner.ResourceUpdater); ok {
-		if err := u.UpdateContainerResources(ctx, missing, &runner.Resources{}); !errors.Is(err, runner.ErrNotFound) {
+	if u, ok := rt.(engine.ResourceUpdater); ok {
+		if err := u.UpdateContainerResources(ctx, missing, &engine.Resources{}); !errors.Is(err, engine.ErrNotFound) {
 			t.Errorf("UpdateContainerResources(missing) = %v, want ErrNotFound", err)
 		}
 	}
-	if l, ok := rt.(runner.LogReader); ok {
-		if err := l.ContainerLogs(ctx, missing, runner.LogOptions{Tail: -1}, nil, nil); !errors.Is(err, runner.ErrNotFound) {
+	if l, ok := rt.(engine.LogReader); ok {
+		if err := l.ContainerLogs(ctx, missing, engine.LogOptions{Tail: -1}, nil, nil); !errors.Is(err, engine.ErrNotFound) {
 			t.Errorf("ContainerLogs(missing) = %v, want ErrNotFound", err)
 		}
 	}
@@ -807,25 +807,25 @@ func testNotFound(t *testing.T, s *suite) {
 	// A missing image.
 	noImage := *sb
 	noImage.Image = "podrun.invalid/no-such-image:" + randHex(6)
-	if _, err := rt.RunSandbox(ctx, &noImage); !errors.Is(err, runner.ErrNotFound) {
+	if _, err := rt.RunSandbox(ctx, &noImage); !errors.Is(err, engine.ErrNotFound) {
 		t.Errorf("RunSandbox(missing image) = %v, want ErrNotFound", err)
 	}
 	sbID := s.runSandbox(t, rt, sb)
 	cfg := s.containerConfig("noimage", ProcessRun)
 	cfg.Image = noImage.Image
-	if _, err := rt.CreateContainer(ctx, sbID, sb, cfg); !errors.Is(err, runner.ErrNotFound) {
+	if _, err := rt.CreateContainer(ctx, sbID, sb, cfg); !errors.Is(err, engine.ErrNotFound) {
 		t.Errorf("CreateContainer(missing image) = %v, want ErrNotFound", err)
 	}
 
 	// A sandbox ID is no container ID, and the reverse.
 	id := s.create(t, rt, sbID, sb, s.containerConfig("app", ProcessRun))
-	if err := rt.StartContainer(ctx, sbID); !errors.Is(err, runner.ErrNotFound) {
+	if err := rt.StartContainer(ctx, sbID); !errors.Is(err, engine.ErrNotFound) {
 		t.Errorf("StartContainer(a sandbox) = %v, want ErrNotFound", err)
 	}
-	if err := rt.StopSandbox(ctx, id, time.Second); !errors.Is(err, runner.ErrNotFound) {
+	if err := rt.StopSandbox(ctx, id, time.Second); !errors.Is(err, engine.ErrNotFound) {
 		t.Errorf("StopSandbox(a container) = %v, want ErrNotFound", err)
 	}
-	if _, err := rt.CreateContainer(ctx, id, sb, s.containerConfig("x", ProcessRun)); !errors.Is(err, runner.ErrNotFound) {
+	if _, err := rt.CreateContainer(ctx, id, sb, s.containerConfig("x", ProcessRun)); !errors.Is(err, engine.ErrNotFound) {
 		t.Errorf("CreateContainer(in a container) = %v, want ErrNotFound", err)
 	}
 }
@@ -845,16 +845,16 @@ func testNodeIsolation(t *testing.T, s *suite) {
 	if cs, err := rtB.ListContainers(ctx); err != nil || len(cs) != 0 {
 		t.Errorf("node B lists containers %+v (%v), want none", cs, err)
 	}
-	if err := rtB.StopSandbox(ctx, sbID, time.Second); !errors.Is(err, runner.ErrNotFound) {
+	if err := rtB.StopSandbox(ctx, sbID, time.Second); !errors.Is(err, engine.ErrNotFound) {
 		t.Errorf("node B stops node A's sandbox: %v, want ErrNotFound", err)
 	}
-	if err := rtB.StopContainer(ctx, id, time.Second); !errors.Is(err, runner.ErrNotFound) {
+	if err := rtB.StopContainer(ctx, id, time.Second); !errors.Is(err, engine.ErrNotFound) {
 		t.Errorf("node B stops node A's container: %v, want ErrNotFound", err)
 	}
-	if err := rtB.StartContainer(ctx, id); !errors.Is(err, runner.ErrNotFound) {
+	if err := rtB.StartContainer(ctx, id); !errors.Is(err, engine.ErrNotFound) {
 		t.Errorf("node B starts node A's container: %v, want ErrNotFound", err)
 	}
-	if _, err := rtB.CreateContainer(ctx, sbID, sb, s.containerConfig("intruder", ProcessRun)); !errors.Is(err, runner.ErrNotFound) {
+	if _, err := rtB.CreateContainer(ctx, sbID, sb, s.containerConfig("intruder", ProcessRun)); !errors.Is(err, engine.ErrNotFound) {
 		t.Errorf("node B creates in node A's sandbox: %v, want ErrNotFound", err)
 	}
 	// Removing what B cannot see is "already gone" for B, and leaves A's.
@@ -864,10 +864,10 @@ func testNodeIsolation(t *testing.T, s *suite) {
 	if err := rtB.RemoveSandbox(ctx, sbID); err != nil {
 		t.Errorf("node B removes node A's sandbox: %v, want nil (not found)", err)
 	}
-	if c := findContainer(t, rtA, id); c == nil || c.State != runner.StateRunning {
+	if c := findContainer(t, rtA, id); c == nil || c.State != engine.StateRunning {
 		t.Errorf("node A's container after node B's calls: %+v, want running", c)
 	}
-	if sb := findSandbox(t, rtA, sbID); sb == nil || sb.State != runner.StateRunning {
+	if sb := findSandbox(t, rtA, sbID); sb == nil || sb.State != engine.StateRunning {
 		t.Errorf("node A's sandbox after node B's calls: %+v, want running", sb)
 	}
 	// An identity held by another node is an error, neither adopted nor
@@ -893,7 +893,7 @@ func testAdoption(t *testing.T, s *suite) {
 	// engine, with nothing but what it lists.
 	rt2 := s.newRuntime(t, node)
 	c := findContainer(t, rt2, id)
-	if c == nil || c.State != runner.StateRunning || c.Name != cfg.Name || c.Hash != cfg.Hash || c.SandboxID != sbID {
+	if c == nil || c.State != engine.StateRunning || c.Name != cfg.Name || c.Hash != cfg.Hash || c.SandboxID != sbID {
 		t.Fatalf("new runtime lists %+v, want the running container", c)
 	}
 	if got := s.runSandbox(t, rt2, sb); got != sbID {
@@ -902,7 +902,7 @@ func testAdoption(t *testing.T, s *suite) {
 	if got := s.create(t, rt2, sbID, sb, cfg); got != id {
 		t.Errorf("new runtime's CreateContainer = %s, want the existing %s", got, id)
 	}
-	if c := findContainer(t, rt2, id); c == nil || c.State != runner.StateRunning {
+	if c := findContainer(t, rt2, id); c == nil || c.State != engine.StateRunning {
 		t.Errorf("adopted container: %+v, want still running", c)
 	}
 	if err := rt2.StopContainer(ctx, id, 10*time.Second); err != nil {
@@ -919,11 +919,11 @@ func testSandboxStartFails(t *testing.T, s *suite) {
 	ctx := ctxFor(t)
 	port := freePort(t)
 	holder := s.sandboxConfig("port-holder")
-	holder.Ports = []runner.PortMapping{{Protocol: "TCP", ContainerPort: 80, HostPort: port, HostIP: "127.0.0.1"}}
+	holder.Ports = []engine.PortMapping{{Protocol: "TCP", ContainerPort: 80, HostPort: port, HostIP: "127.0.0.1"}}
 	s.runSandbox(t, rt, holder)
 
 	sb := s.sandboxConfig("port-taker")
-	sb.Ports = []runner.PortMapping{{Protocol: "TCP", ContainerPort: 80, HostPort: port, HostIP: "127.0.0.1"}}
+	sb.Ports = []engine.PortMapping{{Protocol: "TCP", ContainerPort: 80, HostPort: port, HostIP: "127.0.0.1"}}
 	if id, err := rt.RunSandbox(ctx, sb); err == nil {
 		t.Fatalf("RunSandbox with a taken host port = %s, want an error", id)
 	}
@@ -934,7 +934,7 @@ func testSandboxStartFails(t *testing.T, s *suite) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var mine []*runner.Sandbox
+	var mine []*engine.Sandbox
 	for _, x := range sbs {
 		if x.Pod.UID == sb.Pod.UID {
 			mine = append(mine, x)
@@ -943,12 +943,12 @@ func testSandboxStartFails(t *testing.T, s *suite) {
 	if len(mine) != 1 {
 		t.Fatalf("%d sandboxes of the pod, want 1: %+v", len(mine), mine)
 	}
-	if mine[0].State != runner.StateExited {
-		t.Errorf("a sandbox whose start failed is listed %s, want %s", mine[0].State, runner.StateExited)
+	if mine[0].State != engine.StateExited {
+		t.Errorf("a sandbox whose start failed is listed %s, want %s", mine[0].State, engine.StateExited)
 	}
-	if pl, ok := rt.(runner.PodObjectLister); ok {
+	if pl, ok := rt.(engine.PodObjectLister); ok {
 		sbs, _, err := pl.ListPodObjects(ctx, sb.Pod.UID)
-		if err != nil || len(sbs) != 1 || sbs[0].State != runner.StateExited {
+		if err != nil || len(sbs) != 1 || sbs[0].State != engine.StateExited {
 			t.Errorf("ListPodObjects: %+v, %v; want the one sandbox, exited", sbs, err)
 		}
 	}
@@ -969,7 +969,7 @@ func freePort(t *testing.T) int32 {
 // as ListSandboxes and ListContainers report them; never another node's.
 func testListPodObjects(t *testing.T, s *suite) {
 	rt, _ := s.runtime(t)
-	pl, ok := rt.(runner.PodObjectLister)
+	pl, ok := rt.(engine.PodObjectLister)
 	if !ok {
 		t.Skip("not a PodObjectLister")
 	}
@@ -988,7 +988,7 @@ func testListPodObjects(t *testing.T, s *suite) {
 	osb := s.sandboxConfig("list-other")
 	oID := s.runSandbox(t, other, osb)
 
-	ids := func(sbs []*runner.Sandbox, cs []*runner.Container) map[string]bool {
+	ids := func(sbs []*engine.Sandbox, cs []*engine.Container) map[string]bool {
 		out := map[string]bool{}
 		for _, sb := range sbs {
 			out["sb:"+sb.ID] = true
@@ -1037,7 +1037,7 @@ func testListPodObjects(t *testing.T, s *suite) {
 	if err != nil || len(sbs) != 0 || len(cs) != 0 {
 		t.Errorf("ListPodObjects(unknown) = %v, %v, %v; want nothing and no error", sbs, cs, err)
 	}
-	if opl, ok := other.(runner.PodObjectLister); ok {
+	if opl, ok := other.(engine.PodObjectLister); ok {
 		sbs, cs, err := opl.ListPodObjects(ctx, sbB.Pod.UID)
 		if err != nil || len(sbs) != 0 || len(cs) != 0 {
 			t.Errorf("another node lists %v, %v (%v) of this node's pod, want nothing", sbs, cs, err)
@@ -1055,14 +1055,14 @@ func testImages(t *testing.T, s *suite) {
 	if img.ID == "" {
 		t.Errorf("ImageStatus(%s): empty ID", s.env.Image)
 	}
-	if _, err := rt.ImageStatus(ctx, "podrun.invalid/no-such-image:"+randHex(6)); !errors.Is(err, runner.ErrNotFound) {
+	if _, err := rt.ImageStatus(ctx, "podrun.invalid/no-such-image:"+randHex(6)); !errors.Is(err, engine.ErrNotFound) {
 		t.Errorf("ImageStatus(missing) = %v, want ErrNotFound", err)
 	}
 }
 
 func testLogs(t *testing.T, s *suite) {
 	rt, _ := s.runtime(t)
-	l, ok := rt.(runner.LogReader)
+	l, ok := rt.(engine.LogReader)
 	if !ok {
 		t.Skip("not a LogReader")
 	}
@@ -1074,21 +1074,21 @@ func testLogs(t *testing.T, s *suite) {
 	s.waitContainer(t, rt, id, "exited", exited)
 
 	var out, errOut bytes.Buffer
-	if err := l.ContainerLogs(ctx, id, runner.LogOptions{Tail: -1}, &out, &errOut); err != nil {
+	if err := l.ContainerLogs(ctx, id, engine.LogOptions{Tail: -1}, &out, &errOut); err != nil {
 		t.Fatalf("ContainerLogs: %v", err)
 	}
 	if out.String() != "hello\n" || errOut.Len() != 0 {
 		t.Errorf("logs: stdout %q, stderr %q; want \"hello\\n\", nothing", out.String(), errOut.String())
 	}
 	out.Reset()
-	if err := l.ContainerLogs(ctx, id, runner.LogOptions{Tail: -1, Timestamps: true}, &out, nil); err != nil {
+	if err := l.ContainerLogs(ctx, id, engine.LogOptions{Tail: -1, Timestamps: true}, &out, nil); err != nil {
 		t.Fatalf("ContainerLogs: %v", err)
 	}
 	if ts, rest, _ := strings.Cut(out.String(), " "); rest != "hello\n" || !strings.HasPrefix(ts, "20") {
 		t.Errorf("logs with timestamps: %q", out.String())
 	}
 	out.Reset()
-	if err := l.ContainerLogs(ctx, id, runner.LogOptions{Tail: 0}, &out, nil); err != nil {
+	if err := l.ContainerLogs(ctx, id, engine.LogOptions{Tail: 0}, &out, nil); err != nil {
 		t.Fatalf("ContainerLogs: %v", err)
 	}
 	if out.Len() != 0 {
@@ -1096,7 +1096,7 @@ func testLogs(t *testing.T, s *suite) {
 	}
 	// Following a container that has exited returns.
 	out.Reset()
-	if err := l.ContainerLogs(ctx, id, runner.LogOptions{Tail: -1, Follow: true}, &out, nil); err != nil {
+	if err := l.ContainerLogs(ctx, id, engine.LogOptions{Tail: -1, Follow: true}, &out, nil); err != nil {
 		t.Fatalf("ContainerLogs follow: %v", err)
 	}
 	if out.String() != "hello\n" {
@@ -1106,7 +1106,7 @@ func testLogs(t *testing.T, s *suite) {
 
 func testUpdateResources(t *testing.T, s *suite) {
 	rt, _ := s.runtime(t)
-	u, ok := rt.(runner.ResourceUpdater)
+	u, ok := rt.(engine.ResourceUpdater)
 	if !ok {
 		t.Skip("not a ResourceUpdater")
 	}
@@ -1114,25 +1114,25 @@ func testUpdateResources(t *testing.T, s *suite) {
 	sb := s.sandboxConfig("update")
 	sbID := s.runSandbox(t, rt, sb)
 	cfg := s.containerConfig("app", ProcessRun)
-	cfg.Resources = runner.Resources{CPUShares: 512, MemoryLimit: 64 << 20}
+	cfg.Resources = engine.Resources{CPUShares: 512, MemoryLimit: 64 << 20}
 	id := s.create(t, rt, sbID, sb, cfg)
 	s.start(t, rt, id)
-	if err := u.UpdateContainerResources(ctx, id, &runner.Resources{CPUShares: 256, CPUQuota: 50000, CPUPeriod: 100000, MemoryLimit: 96 << 20}); err != nil {
+	if err := u.UpdateContainerResources(ctx, id, &engine.Resources{CPUShares: 256, CPUQuota: 50000, CPUPeriod: 100000, MemoryLimit: 96 << 20}); err != nil {
 		t.Fatalf("UpdateContainerResources: %v", err)
 	}
-	if c := findContainer(t, rt, id); c == nil || c.State != runner.StateRunning {
+	if c := findContainer(t, rt, id); c == nil || c.State != engine.StateRunning {
 		t.Errorf("after an update: %+v, want still running (in place)", c)
 	}
 	// What cannot change in place is an error, so that the caller replaces
 	// the container: removing a memory limit.
-	if err := u.UpdateContainerResources(ctx, id, &runner.Resources{CPUShares: 256}); err == nil {
+	if err := u.UpdateContainerResources(ctx, id, &engine.Resources{CPUShares: 256}); err == nil {
 		t.Errorf("removing a memory limit in place: nil error")
 	}
 }
 
 func testExec(t *testing.T, s *suite) {
 	rt, _ := s.runtime(t)
-	ex, ok := rt.(runner.Execer)
+	ex, ok := rt.(engine.Execer)
 	if !ok {
 		t.Skip("not an Execer")
 	}
@@ -1140,7 +1140,7 @@ func testExec(t *testing.T, s *suite) {
 	sb := s.sandboxConfig("exec")
 	sbID := s.runSandbox(t, rt, sb)
 	cfg := s.containerConfig("app", ProcessRun)
-	cfg.Env = []runner.EnvVar{{Name: "CODE", Value: "3"}}
+	cfg.Env = []engine.EnvVar{{Name: "CODE", Value: "3"}}
 	id := s.create(t, rt, sbID, sb, cfg)
 	s.start(t, rt, id)
 
@@ -1153,10 +1153,10 @@ func testExec(t *testing.T, s *suite) {
 	if err != nil || code != 3 {
 		t.Errorf("Exec(exit $CODE) = %d, %v; want 3, nil", code, err)
 	}
-	if c := findContainer(t, rt, id); c == nil || c.State != runner.StateRunning {
+	if c := findContainer(t, rt, id); c == nil || c.State != engine.StateRunning {
 		t.Errorf("after exec: %+v, want the container still running", c)
 	}
-	if _, _, err := ex.Exec(ctx, randHex(64), s.env.Argv(ProcessEcho)); !errors.Is(err, runner.ErrNotFound) {
+	if _, _, err := ex.Exec(ctx, randHex(64), s.env.Argv(ProcessEcho)); !errors.Is(err, engine.ErrNotFound) {
 		t.Errorf("Exec(missing) = %v, want ErrNotFound", err)
 	}
 	if err := rt.StopContainer(ctx, id, 10*time.Second); err != nil {
@@ -1170,11 +1170,11 @@ func testExec(t *testing.T, s *suite) {
 // eventLog collects events from a channel.
 type eventLog struct {
 	mu     sync.Mutex
-	evs    []runner.Event
+	evs    []engine.Event
 	closed chan struct{}
 }
 
-func collect(ch <-chan runner.Event) *eventLog {
+func collect(ch <-chan engine.Event) *eventLog {
 	l := &eventLog{closed: make(chan struct{})}
 	go func() {
 		defer close(l.closed)
@@ -1202,7 +1202,7 @@ func (l *eventLog) wait(t *testing.T, timeout time.Duration, podUID, id, action 
 				return
 			}
 		}
-		evs := append([]runner.Event(nil), l.evs...)
+		evs := append([]engine.Event(nil), l.evs...)
 		l.mu.Unlock()
 		if time.Now().After(deadline) {
 			t.Fatalf("no %s event for %.12s within %s; got %+v", action, id, timeout, evs)
@@ -1213,7 +1213,7 @@ func (l *eventLog) wait(t *testing.T, timeout time.Duration, podUID, id, action 
 
 func testEvents(t *testing.T, s *suite) {
 	rt, _ := s.runtime(t)
-	es, ok := rt.(runner.EventSource)
+	es, ok := rt.(engine.EventSource)
 	if !ok {
 		t.Skip("not an EventSource")
 	}
@@ -1228,7 +1228,7 @@ func testEvents(t *testing.T, s *suite) {
 	log.wait(t, s.env.Timeout, uid, sbID, "start")
 
 	cfg := s.containerConfig("app", ProcessExitEnv)
-	cfg.Env = []runner.EnvVar{{Name: "CODE", Value: "0"}}
+	cfg.Env = []engine.EnvVar{{Name: "CODE", Value: "0"}}
 	id := s.create(t, rt, sbID, sb, cfg)
 	s.start(t, rt, id)
 	log.wait(t, s.env.Timeout, uid, id, "start")
@@ -1263,7 +1263,7 @@ func testEvents(t *testing.T, s *suite) {
 
 // RunImageService runs the ImageService part of the suite alone (Run runs it
 // too), for an implementation tested with an Env whose MakeImage is set.
-func RunImageService(t *testing.T, newRuntime func(t *testing.T, nodeName string) runner.Runtime, env Env) {
+func RunImageService(t *testing.T, newRuntime func(t *testing.T, nodeName string) engine.Runtime, env Env) {
 	if env.Timeout == 0 {
 		env.Timeout = 30 * time.Second
 	}
@@ -1272,18 +1272,18 @@ func RunImageService(t *testing.T, newRuntime func(t *testing.T, nodeName string
 
 func testImageService(t *testing.T, s *suite) {
 	rt, _ := s.runtime(t)
-	is, ok := rt.(runner.ImageService)
+	is, ok := rt.(engine.ImageService)
 	if !ok {
 		t.Skip("not an ImageService")
 	}
 	ctx := ctxFor(t)
-	listed := func(id string) *runner.Image {
+	listed := func(id string) *engine.Image {
 		t.Helper()
 		imgs, err := is.ListImages(ctx)
 		if err != nil {
 			t.Fatalf("ListImages: %v", err)
 		}
-		var found *runner.Image
+		var found *engine.Image
 		for _, img := range imgs {
 			if img.ID == id {
 				if found != nil {
@@ -1368,7 +1368,7 @@ func testImageService(t *testing.T, s *suite) {
 	if !inUse[made] {
 		t.Errorf("ImagesInUse: %s, used by another node's container, is missing", made)
 	}
-	if err := is.RemoveImage(ctx, made); !errors.Is(err, runner.ErrImageInUse) {
+	if err := is.RemoveImage(ctx, made); !errors.Is(err, engine.ErrImageInUse) {
 		t.Errorf("RemoveImage(in use) = %v, want ErrImageInUse", err)
 	}
 	if _, err := rt.ImageStatus(ctx, tag+":a"); err != nil {
@@ -1383,7 +1383,7 @@ func testImageService(t *testing.T, s *suite) {
 		t.Fatalf("RemoveImage(%s): %v", made, err)
 	}
 	for _, ref := range []string{tag + ":a", tag + ":b", made} {
-		if _, err := rt.ImageStatus(ctx, ref); !errors.Is(err, runner.ErrNotFound) {
+		if _, err := rt.ImageStatus(ctx, ref); !errors.Is(err, engine.ErrNotFound) {
 			t.Errorf("after RemoveImage: ImageStatus(%s) = %v, want ErrNotFound", ref, err)
 		}
 	}

@@ -1,4 +1,4 @@
-package runner
+package engine
 
 import (
 	"encoding/base64"
@@ -272,7 +272,7 @@ func KeyringFromSecrets(secrets []*v1.Secret) (*BasicKeyring, error) {
 	return k, errors.Join(errs...)
 }
 
-// keyringFunc is a function as a Keyring.
-type keyringFunc func(image string) []AuthConfig
+// KeyringFunc is a function as a Keyring.
+type KeyringFunc func(image string) []AuthConfig
 
-func (f keyringFunc) Lookup(image string) []AuthConfig { return f(image) }
+func (f KeyringFunc) Lookup(image string) []AuthConfig { return f(image) }

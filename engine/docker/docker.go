@@ -1,4 +1,4 @@
-// Package docker implements runner.Runtime on the Docker Engine API.
+// Package docker implements engine.Runtime on the Docker Engine API.
 //
 // A pod is one infra ("sandbox") container holding the network, IPC and UTS
 // namespaces, and the pod's containers join it (container:<id> modes), as
@@ -25,7 +25,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/client"
 
-	"github.com/podrun/podrun/runner"
+	"github.com/podrun/podrun/engine"
 )
 
 // Labels podrun puts on every object it makes.
@@ -53,7 +53,7 @@ const (
 	LabelPodLabelPrefix = "io.podrun.pod.label."
 
 	// TypeSandbox is the LabelContainerType of infra containers; containers
-	// carry runner.ContainerTypeInit or runner.ContainerTypeApp.
+	// carry engine.ContainerTypeInit or engine.ContainerTypeApp.
 	TypeSandbox = "sandbox"
 	// SandboxContainerName is the container name part of a sandbox's name.
 	SandboxContainerName = "POD"
@@ -89,7 +89,7 @@ type PullProgress struct {
 	Total   int64  // bytes in all, when known
 }
 
-// Runtime is runner.Runtime on Docker, bound to one node name.
+// Runtime is engine.Runtime on Docker, bound to one node name.
 type Runtime struct {
 	cli              *client.Client
 	node             string
@@ -111,9 +111,9 @@ type Runtime struct {
 }
 
 var (
-	_ runner.Runtime         = (*Runtime)(nil)
-	_ runner.ResourceUpdater = (*Runtime)(nil)
-	_ runner.LogReader       = (*Runtime)(nil)
+	_ engine.Runtime         = (*Runtime)(nil)
+	_ engine.ResourceUpdater = (*Runtime)(nil)
+	_ engine.LogReader       = (*Runtime)(nil)
 )
 
 // New makes a Runtime. It does not contact the engine: use Ping for that.
@@ -154,11 +154,11 @@ func (r *Runtime) NodeName() string { return r.node }
 // Close releases the client's connections.
 func (r *Runtime) Close() error { return r.cli.Close() }
 
-// Ping checks that the engine answers. Its error wraps runner.ErrUnavailable
+// Ping checks that the engine answers. Its error wraps engine.ErrUnavailable
 // when the engine cannot be reached.
 func (r *Runtime) Ping(ctx context.Context) error {
 	if _, err := r.cli.Ping(ctx); err != nil {
-		return fmt.Errorf("docker at %s: %w: %v", r.cli.DaemonHost(), runner.ErrUnavailable, err)
+		return fmt.Errorf("docker at %s: %w: %v", r.cli.DaemonHost(), engine.ErrUnavailable, err)
 	}
 	return nil
 }
@@ -169,16 +169,16 @@ func wrap(err error) error {
 	case err == nil:
 		return nil
 	case client.IsErrConnectionFailed(err):
-		return fmt.Errorf("%w: %v", runner.ErrUnavailable, err)
+		return fmt.Errorf("%w: %v", engine.ErrUnavailable, err)
 	case cerrdefs.IsNotFound(err):
-		return fmt.Errorf("%w: %v", runner.ErrNotFound, err)
+		return fmt.Errorf("%w: %v", engine.ErrNotFound, err)
 	}
 	return err
 }
 
 // objectName is the deterministic Docker name of a pod's container (or
 // sandbox, with container "POD") at an attempt.
-func objectName(pod runner.PodRef, container string, attempt int) string {
+func objectName(pod engine.PodRef, container string, attempt int) string {
 	uid := pod.UID
 	if len(uid) > 8 {
 		uid = uid[:8]
@@ -194,7 +194,7 @@ var invalidNameChars = regexp.MustCompile(`[^a-zA-Z0-9_.-]`)
 func sanitize(s string) string { return invalidNameChars.ReplaceAllString(s, "-") }
 
 // identityLabels are the labels every object of a pod carries.
-func (r *Runtime) identityLabels(pod runner.PodRef, name, typ string, attempt int) map[string]string {
+func (r *Runtime) identityLabels(pod engine.PodRef, name, typ string, attempt int) map[string]string {
 	return map[string]string{
 		LabelNode:          r.node,
 		LabelPodUID:        pod.UID,
@@ -206,8 +206,8 @@ func (r *Runtime) identityLabels(pod runner.PodRef, name, typ string, attempt in
 	}
 }
 
-func podRef(labels map[string]string) runner.PodRef {
-	return runner.PodRef{
+func podRef(labels map[string]string) engine.PodRef {
+	return engine.PodRef{
 		UID:       labels[LabelPodUID],
 		Name:      labels[LabelPodName],
 		Namespace: labels[LabelPodNamespace],
@@ -248,7 +248,7 @@ func (r *Runtime) own(ctx context.Context, id string, sandbox bool) (string, err
 			return "", wrap(err)
 		}
 		if ins.Config == nil || ins.Config.Labels[LabelNode] != r.node {
-			return "", fmt.Errorf("container %s: %w on node %s", id, runner.ErrNotFound, r.node)
+			return "", fmt.Errorf("container %s: %w on node %s", id, engine.ErrNotFound, r.node)
 		}
 		typ = ins.Config.Labels[LabelContainerType]
 		if ins.ID != id {
@@ -263,7 +263,7 @@ func (r *Runtime) own(ctx context.Context, id string, sandbox bool) (string, err
 		if sandbox {
 			what = "sandbox"
 		}
-		return "", fmt.Errorf("%s %s: %w on node %s", what, id, runner.ErrNotFound, r.node)
+		return "", fmt.Errorf("%s %s: %w on node %s", what, id, engine.ErrNotFound, r.node)
 	}
 	return id, nil
 }
@@ -272,7 +272,7 @@ func (r *Runtime) own(ctx context.Context, id string, sandbox bool) (string, err
 // its ID when it is the one the caller wanted to make (same node, pod and
 // container name; the name carries the attempt). ok is false when the name
 // became free meanwhile.
-func (r *Runtime) adopt(ctx context.Context, name string, pod runner.PodRef, cname string) (ins container.InspectResponse, ok bool, err error) {
+func (r *Runtime) adopt(ctx context.Context, name string, pod engine.PodRef, cname string) (ins container.InspectResponse, ok bool, err error) {
 	ins, err = r.cli.ContainerInspect(ctx, name)
 	if cerrdefs.IsNotFound(err) {
 		return ins, false, nil
@@ -336,7 +336,7 @@ func (r *Runtime) stop(ctx context.Context, id string, grace time.Duration, sand
 // gone is no error.
 func (r *Runtime) remove(ctx context.Context, id string, sandbox bool) error {
 	full, err := r.own(ctx, id, sandbox)
-	if errors.Is(err, runner.ErrNotFound) {
+	if errors.Is(err, engine.ErrNotFound) {
 		return nil
 	}
 	if err != nil {

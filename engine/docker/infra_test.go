@@ -10,7 +10,7 @@ import (
 
 	"github.com/docker/docker/api/types/image"
 
-	"github.com/podrun/podrun/runner"
+	"github.com/podrun/podrun/engine"
 )
 
 func TestInfraImageFromBinary(t *testing.T) {
@@ -96,7 +96,7 @@ func testInfraImage(t *testing.T, cgo bool) {
 
 	// A sandbox runs it, and stops at once on SIGTERM (exit 0: the process
 	// handled it; SIGKILL would be 137).
-	sb := &runner.SandboxConfig{Pod: runner.PodRef{UID: randHex(32), Name: "infra", Namespace: "default"}, Image: tag, Hostname: "infra"}
+	sb := &engine.SandboxConfig{Pod: engine.PodRef{UID: randHex(32), Name: "infra", Namespace: "default"}, Image: tag, Hostname: "infra"}
 	id, err := r.RunSandbox(ctx, sb)
 	if err != nil {
 		t.Fatalf("RunSandbox: %v", err)

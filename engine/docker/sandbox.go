@@ -12,13 +12,13 @@ import (
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/go-connections/nat"
 
-	"github.com/podrun/podrun/runner"
+	"github.com/podrun/podrun/engine"
 )
 
 // RunSandbox creates and starts the pod's infra container, or adopts the one
 // a previous call (or a previous podrun) made for the same (pod UID,
 // attempt), starting it if it is not running.
-func (r *Runtime) RunSandbox(ctx context.Context, cfg *runner.SandboxConfig) (string, error) {
+func (r *Runtime) RunSandbox(ctx context.Context, cfg *engine.SandboxConfig) (string, error) {
 	name := objectName(cfg.Pod, SandboxContainerName, cfg.Attempt)
 	config, hc := r.sandboxConfig(cfg)
 	id, state, err := r.createOrAdopt(ctx, name, cfg.Pod, SandboxContainerName, config, hc)
@@ -35,7 +35,7 @@ func (r *Runtime) RunSandbox(ctx context.Context, cfg *runner.SandboxConfig) (st
 }
 
 // sandboxConfig is the infra container for cfg.
-func (r *Runtime) sandboxConfig(cfg *runner.SandboxConfig) (*container.Config, *container.HostConfig) {
+func (r *Runtime) sandboxConfig(cfg *engine.SandboxConfig) (*container.Config, *container.HostConfig) {
 	labels := r.identityLabels(cfg.Pod, SandboxContainerName, TypeSandbox, cfg.Attempt)
 	labels[LabelSandboxHash] = cfg.Hash
 	if cfg.Source != "" {
@@ -85,7 +85,7 @@ func (r *Runtime) sandboxConfig(cfg *runner.SandboxConfig) (*container.Config, *
 
 // portBindings publishes the ports that have a host port (a container port
 // alone publishes nothing, as in Kubernetes).
-func portBindings(ports []runner.PortMapping) (nat.PortSet, nat.PortMap) {
+func portBindings(ports []engine.PortMapping) (nat.PortSet, nat.PortMap) {
 	if len(ports) == 0 {
 		return nil, nil
 	}
@@ -131,7 +131,7 @@ func (r *Runtime) RemoveSandbox(ctx context.Context, id string) error {
 // adopts the container holding it if it is the one wanted (see adopt). It
 // returns the ID and the Docker state of what it returns ("created" for a
 // new one).
-func (r *Runtime) createOrAdopt(ctx context.Context, name string, pod runner.PodRef, cname string, config *container.Config, hc *container.HostConfig) (string, string, error) {
+func (r *Runtime) createOrAdopt(ctx context.Context, name string, pod engine.PodRef, cname string, config *container.Config, hc *container.HostConfig) (string, string, error) {
 	// After a name conflict, the holder may not be inspectable yet (Docker
 	// reserves the name before it registers the container) or any more (it
 	// was removed): try again, for a while at most. Docker's names are
@@ -149,7 +149,7 @@ func (r *Runtime) createOrAdopt(ctx context.Context, name string, pod runner.Pod
 		if !cerrdefs.IsConflict(err) || try == tries {
 			if cerrdefs.IsNotFound(err) {
 				// The only thing create does not find is the image.
-				return "", "", fmt.Errorf("image %s: %w: %v", config.Image, runner.ErrNotFound, err)
+				return "", "", fmt.Errorf("image %s: %w: %v", config.Image, engine.ErrNotFound, err)
 			}
 			return "", "", wrap(err)
 		}

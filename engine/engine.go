@@ -1,4 +1,16 @@
-package runner
+// Package engine is the container-engine contract podrun's sync core, its
+// garbage collection and its commands program against, and nothing else:
+// it imports nothing of podrun. Its shape follows the CRI: a pod is one
+// sandbox (holding the network, IPC and UTS namespaces) and containers
+// that join it; images are a service of their own. engine/docker implements
+// it on the Docker Engine API; engine/enginetest holds the conformance
+// suite every implementation must pass, and the in-memory fake the unit
+// tests use, held to the same suite.
+//
+// An implementation is bound to one node name: it lists, and touches, only
+// the objects it labelled with that node name, so several podruns may share
+// an engine without seeing each other's pods.
+package engine
 
 import (
 	"context"
@@ -7,16 +19,18 @@ import (
 	"time"
 )
 
-// Runtime is everything the sync core needs from a container engine. Its shape
-// follows the CRI: a pod is one sandbox (holding the network, IPC and UTS
-// namespaces) and containers that join it. runner/docker implements it on
-// Docker; runner/runtimetest holds the conformance suite every implementation
-// must pass, and the in-memory fake the sync core's unit tests use.
-//
-// An implementation is bound to one node name: it lists, and touches, only the
-// objects it labelled with that node name, so several podruns may share an
-// engine without seeing each other's pods.
+// Runtime is everything the sync core needs from a container engine: its
+// sandboxes, its containers and the images they run. Optional abilities
+// (ResourceUpdater, LogReader, Execer, EventSource, PodObjectLister,
+// ImageService) are separate interfaces, found by type assertion.
 type Runtime interface {
+	SandboxManager
+	ContainerManager
+	ImageManager
+}
+
+// SandboxManager makes and removes pod sandboxes (CRI's PodSandbox calls).
+type SandboxManager interface {
 	// RunSandbox creates and starts the sandbox described by cfg and returns
 	// its ID. It is idempotent by (PodUID, Attempt): if that sandbox already
 	// exists (say, a podrun killed mid-call left it), it is adopted: started
@@ -30,7 +44,11 @@ type Runtime interface {
 	RemoveSandbox(ctx context.Context, id string) error
 	// ListSandboxes returns this node's sandboxes, running or not.
 	ListSandboxes(ctx context.Context) ([]*Sandbox, error)
+}
 
+// ContainerManager makes, starts, stops and removes containers in sandboxes
+// (CRI's container calls).
+type ContainerManager interface {
 	// CreateContainer creates (but does not start) a container in the sandbox
 	// sandboxID. It is idempotent by (PodUID, Name, Attempt): an existing
 	// container of that identity is returned, not duplicated. ErrNotFound if
@@ -49,7 +67,12 @@ type Runtime interface {
 	// ListContainers returns this node's containers (not sandboxes), in any
 	// state.
 	ListContainers(ctx context.Context) ([]*Container, error)
+}
 
+// ImageManager is what starting containers needs of images: is one here,
+// and pull it (CRI's ImageStatus and PullImage). Image garbage collection's
+// calls are ImageService.
+type ImageManager interface {
 	// ImageStatus returns the local image ref resolves to, or ErrNotFound.
 	ImageStatus(ctx context.Context, ref string) (*Image, error)
 	// PullImage pulls ref and returns the local image; auth nil pulls

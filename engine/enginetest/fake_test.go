@@ -1,4 +1,4 @@
-package runtimetest
+package enginetest
 
 import (
 	"context"
@@ -6,19 +6,19 @@ import (
 	"testing"
 	"time"
 
-	"github.com/podrun/podrun/runner"
+	"github.com/podrun/podrun/engine"
 )
 
 func TestFakeConformance(t *testing.T) {
 	Run(t, NewFakeForSuite(), FakeEnv())
 }
 
-func newFakePod(t *testing.T) (*Fake, string, *runner.SandboxConfig) {
+func newFakePod(t *testing.T) (*Fake, string, *engine.SandboxConfig) {
 	t.Helper()
 	f := NewFake("n1")
 	f.AddImage("app:1")
 	f.AddImage("pause:1")
-	sb := &runner.SandboxConfig{Pod: runner.PodRef{UID: "u1", Name: "p", Namespace: "default"}, Image: "pause:1"}
+	sb := &engine.SandboxConfig{Pod: engine.PodRef{UID: "u1", Name: "p", Namespace: "default"}, Image: "pause:1"}
 	id, err := f.RunSandbox(context.Background(), sb)
 	if err != nil {
 		t.Fatal(err)
@@ -32,7 +32,7 @@ func TestFakeHooks(t *testing.T) {
 	now := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 	f.SetClock(func() time.Time { return now })
 
-	id, err := f.CreateContainer(ctx, sbID, sb, &runner.ContainerConfig{Name: "c", Image: "app:1", Command: []string{"server"}})
+	id, err := f.CreateContainer(ctx, sbID, sb, &engine.ContainerConfig{Name: "c", Image: "app:1", Command: []string{"server"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +54,7 @@ func TestFakeHooks(t *testing.T) {
 		t.Fatal(err)
 	}
 	cs, _ := f.ListContainers(ctx)
-	if len(cs) != 1 || cs[0].State != runner.StateExited || cs[0].ExitCode != 2 || !cs[0].FinishedAt.Equal(now) || !cs[0].StartedAt.Equal(now.Add(-time.Minute)) {
+	if len(cs) != 1 || cs[0].State != engine.StateExited || cs[0].ExitCode != 2 || !cs[0].FinishedAt.Equal(now) || !cs[0].StartedAt.Equal(now.Add(-time.Minute)) {
 		t.Errorf("after Exit: %+v", cs[0])
 	}
 	// Restart, then OOM.
@@ -80,7 +80,7 @@ func TestFakeHooks(t *testing.T) {
 func TestFakePull(t *testing.T) {
 	ctx := context.Background()
 	f := NewFake("n1")
-	if _, err := f.ImageStatus(ctx, "x:1"); !errors.Is(err, runner.ErrNotFound) {
+	if _, err := f.ImageStatus(ctx, "x:1"); !errors.Is(err, engine.ErrNotFound) {
 		t.Fatalf("ImageStatus = %v", err)
 	}
 	boom := errors.New("unauthorized")
@@ -100,12 +100,12 @@ func TestFakePull(t *testing.T) {
 func TestFakeFollowLogsWaitsForExit(t *testing.T) {
 	ctx := context.Background()
 	f, sbID, sb := newFakePod(t)
-	id, _ := f.CreateContainer(ctx, sbID, sb, &runner.ContainerConfig{Name: "c", Image: "app:1"})
+	id, _ := f.CreateContainer(ctx, sbID, sb, &engine.ContainerConfig{Name: "c", Image: "app:1"})
 	if err := f.StartContainer(ctx, id); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
-	go func() { done <- f.ContainerLogs(ctx, id, runner.LogOptions{Follow: true, Tail: -1}, nil, nil) }()
+	go func() { done <- f.ContainerLogs(ctx, id, engine.LogOptions{Follow: true, Tail: -1}, nil, nil) }()
 	select {
 	case err := <-done:
 		t.Fatalf("follow returned while the container runs: %v", err)
@@ -129,7 +129,7 @@ func TestFakeExecHandlerAndResync(t *testing.T) {
 	defer cancel()
 	f, sbID, sb := newFakePod(t)
 	evs := f.Events(ctx)
-	id, _ := f.CreateContainer(ctx, sbID, sb, &runner.ContainerConfig{Name: "c", Image: "app:1"})
+	id, _ := f.CreateContainer(ctx, sbID, sb, &engine.ContainerConfig{Name: "c", Image: "app:1"})
 	if err := f.StartContainer(ctx, id); err != nil {
 		t.Fatal(err)
 	}

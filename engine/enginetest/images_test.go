@@ -1,9 +1,9 @@
-package runtimetest
+package enginetest
 
 import (
 	"testing"
 
-	"github.com/podrun/podrun/runner"
+	"github.com/podrun/podrun/engine"
 )
 
 // TestFakeImageService runs the ImageService conformance tests against the
@@ -17,7 +17,7 @@ func TestFakeImageFsAccounting(t *testing.T) {
 	ctx := ctxFor(t)
 	f := NewFake("n")
 	f.SetImageFs(100, 50)
-	f.PutImage(runner.Image{ID: "sha256:a", Size: 10, RepoTags: []string{"a:1", "a:2"}})
+	f.PutImage(engine.Image{ID: "sha256:a", Size: 10, RepoTags: []string{"a:1", "a:2"}})
 	if fs, _ := f.ImageFsInfo(ctx); fs.AvailableBytes != 40 {
 		t.Fatalf("after adding 10 bytes: %+v", fs)
 	}

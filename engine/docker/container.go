@@ -16,12 +16,12 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/mount"
 
-	"github.com/podrun/podrun/runner"
+	"github.com/podrun/podrun/engine"
 )
 
 // CreateContainer creates cfg in the sandbox sandboxID, or returns the
 // container a previous call made for the same (pod UID, name, attempt).
-func (r *Runtime) CreateContainer(ctx context.Context, sandboxID string, sandbox *runner.SandboxConfig, cfg *runner.ContainerConfig) (string, error) {
+func (r *Runtime) CreateContainer(ctx context.Context, sandboxID string, sandbox *engine.SandboxConfig, cfg *engine.ContainerConfig) (string, error) {
 	name := objectName(sandbox.Pod, cfg.Name, cfg.Attempt)
 	sbID, err := r.own(ctx, sandboxID, true)
 	if err != nil {
@@ -41,10 +41,10 @@ func (r *Runtime) CreateContainer(ctx context.Context, sandboxID string, sandbox
 
 // containerConfig is the Docker container for cfg, joined to the sandbox
 // sbID's namespaces.
-func (r *Runtime) containerConfig(ctx context.Context, sbID string, sb *runner.SandboxConfig, cfg *runner.ContainerConfig) (*container.Config, *container.HostConfig, error) {
+func (r *Runtime) containerConfig(ctx context.Context, sbID string, sb *engine.SandboxConfig, cfg *engine.ContainerConfig) (*container.Config, *container.HostConfig, error) {
 	typ := cfg.Type
 	if typ == "" {
-		typ = runner.ContainerTypeApp
+		typ = engine.ContainerTypeApp
 	}
 	labels := map[string]string{}
 	for k, v := range cfg.Labels {
@@ -147,7 +147,7 @@ func (r *Runtime) containerConfig(ctx context.Context, sbID string, sb *runner.S
 // user is Docker's "uid[:gid]" for the security context; "" keeps the
 // image's user. Docker has no "group only": then the image's user is kept
 // by name with the group given.
-func (r *Runtime) user(ctx context.Context, cfg *runner.ContainerConfig) (string, error) {
+func (r *Runtime) user(ctx context.Context, cfg *engine.ContainerConfig) (string, error) {
 	s := cfg.Security
 	switch {
 	case s.RunAsUser != nil && s.RunAsGroup != nil:
@@ -171,7 +171,7 @@ func (r *Runtime) user(ctx context.Context, cfg *runner.ContainerConfig) (string
 // addMount binds m into the container: as a "Binds" entry (which creates a
 // missing host directory, as the kubelet's Docker did), or through the
 // mounts API when a path holds a colon.
-func addMount(hc *container.HostConfig, m runner.Mount) error {
+func addMount(hc *container.HostConfig, m engine.Mount) error {
 	switch m.Propagation {
 	case "", "rprivate", "rslave", "rshared":
 	default:
@@ -224,7 +224,7 @@ func deviceMapping(s string) (container.DeviceMapping, error) {
 }
 
 // securityOpts is Docker's SecurityOpt for sc.
-func securityOpts(sc runner.SecurityConfig) ([]string, error) {
+func securityOpts(sc engine.SecurityConfig) ([]string, error) {
 	var opts []string
 	if sc.NoNewPrivileges {
 		opts = append(opts, "no-new-privileges")
@@ -321,7 +321,7 @@ var errCannotUpdate = errors.New("cannot be changed in place")
 // place. A zero field removes the limit where Docker can (CPU quota; CPU
 // shares go back to Docker's default); a memory limit cannot be removed in
 // place, which is an error.
-func (r *Runtime) UpdateContainerResources(ctx context.Context, id string, res *runner.Resources) error {
+func (r *Runtime) UpdateContainerResources(ctx context.Context, id string, res *engine.Resources) error {
 	full, err := r.own(ctx, id, false)
 	if err != nil {
 		return fmt.Errorf("update %s: %w", shortID(id), err)

@@ -8,10 +8,10 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/pkg/stdcopy"
 
-	"github.com/podrun/podrun/runner"
+	"github.com/podrun/podrun/engine"
 )
 
-var _ runner.Execer = (*Runtime)(nil)
+var _ engine.Execer = (*Runtime)(nil)
 
 // MaxExecOutput bounds what Exec returns of a command's output; the rest is
 // read and dropped.

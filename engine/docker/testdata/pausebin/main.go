@@ -1,4 +1,4 @@
-// Command pausebin stands in for the podrun binary in runner/docker's tests
+// Command pausebin stands in for the podrun binary in engine/docker's tests
 // of the infra image: `pausebin pause` runs pause.Run, as `podrun pause` does.
 // Importing net makes a cgo build link libc dynamically (CGO_ENABLED=0 gives
 // a static binary).

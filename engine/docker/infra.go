@@ -19,7 +19,7 @@ import (
 
 	"github.com/docker/docker/api/types/image"
 
-	"github.com/podrun/podrun/runner"
+	"github.com/podrun/podrun/engine"
 )
 
 // InfraImageRepo is the repository of the infra images podrun builds from
@@ -43,7 +43,7 @@ func (r *Runtime) EnsureInfraImage(ctx context.Context, ref, exe string) (string
 			r.log.Info("infra image present", "image", ref)
 			return ref, nil
 		}
-		if !errors.Is(err, runner.ErrNotFound) {
+		if !errors.Is(err, engine.ErrNotFound) {
 			return "", fmt.Errorf("infra image: %w", err)
 		}
 		pctx, cancel := context.WithTimeout(ctx, r.infraPullTimeout)
@@ -56,7 +56,7 @@ func (r *Runtime) EnsureInfraImage(ctx context.Context, ref, exe string) (string
 		if ctx.Err() != nil {
 			return "", fmt.Errorf("infra image: %w", ctx.Err())
 		}
-		if errors.Is(err, runner.ErrUnavailable) {
+		if errors.Is(err, engine.ErrUnavailable) {
 			return "", fmt.Errorf("infra image: %w", err)
 		}
 		r.log.Warn("infra image cannot be pulled; using one built from the podrun binary", "image", ref, "err", err)
@@ -72,7 +72,7 @@ func (r *Runtime) EnsureInfraImage(ctx context.Context, ref, exe string) (string
 	if _, err := r.ImageStatus(ctx, tag); err == nil {
 		r.log.Info("infra image built before", "image", tag)
 		return tag, nil
-	} else if !errors.Is(err, runner.ErrNotFound) {
+	} else if !errors.Is(err, engine.ErrNotFound) {
 		return "", fmt.Errorf("infra image: %w", err)
 	}
 	if err := r.buildInfraImage(ctx, tag, exe); err != nil {

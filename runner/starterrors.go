@@ -1,0 +1,113 @@
+package runner
+
+import (
+	"errors"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+)
+
+// startError is why a container could not start (shown as its waiting
+// reason), and until when its next start is held back.
+type startError struct {
+	waiting
+	at, until time.Time
+}
+
+// admitRetry is how soon a pod refused admission (low disk) is asked again:
+// not an exponential back-off, so that it starts soon after space is freed.
+const admitRetry = 10 * time.Second
+
+// errImagePullShown is how long a failed pull shows as ErrImagePull before
+// its back-off shows as ImagePullBackOff, as the kubelet's next sync would.
+const errImagePullShown = 2 * time.Second
+
+// errorReason classifies why a container could not be started.
+func errorReason(err error) string {
+	var ce *configError
+	var ie *imageError
+	if reason, ok := AdmitReason(err); ok {
+		return reason
+	}
+	switch {
+	case errors.As(err, &ie):
+		return ie.reason
+	case errors.As(err, &ce):
+		return "CreateContainerConfigError"
+	case errors.As(err, new(*hookError)):
+		return "PostStartHookError"
+	}
+	return "RunContainerError"
+}
+
+// recordStartError remembers why name did not start, with image-pull style
+// back-off before the next try.
+func (w *podWorker) recordStartError(pod *v1.Pod, c *v1.Container, err error) {
+	r := w.r
+	now := r.clock.Now()
+	retry := admitRetry
+	if _, refused := AdmitReason(err); !refused {
+		key := backoffKey(pod, c) + "/start"
+		r.backoff.Next(key, now)
+		retry = r.backoff.Get(key)
+	}
+	w.mu.Lock()
+	w.errs[c.Name] = startError{waiting: waiting{Reason: errorReason(err), Message: err.Error()}, at: now, until: now.Add(retry)}
+	w.mu.Unlock()
+}
+
+// shownErrors are the start errors as the pod status shows them: a failed
+// pull is ErrImagePull at first, then ImagePullBackOff while it waits.
+func (w *podWorker) shownErrors() map[string]waiting {
+	now := w.r.clock.Now()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make(map[string]waiting, len(w.errs))
+	for name, e := range w.errs {
+		shown := e.waiting
+		if shown.Reason == reasonErrImagePull && now.Sub(e.at) >= errImagePullShown && now.Before(e.until) {
+			shown.Reason = reasonImagePullBackOff
+		}
+		out[name] = shown
+	}
+	return out
+}
+
+// nextRetry is how long until a start error's back-off ends, or until a
+// failed pull should show as ImagePullBackOff; 0 if nothing waits.
+func (w *podWorker) nextRetry() time.Duration {
+	now := w.r.clock.Now()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var next time.Duration
+	soonest := func(d time.Duration) {
+		if d > 0 && (next == 0 || d < next) {
+			next = d
+		}
+	}
+	for _, e := range w.errs {
+		soonest(e.until.Sub(now))
+		if e.Reason == reasonErrImagePull {
+			soonest(e.at.Add(errImagePullShown).Sub(now))
+		}
+	}
+	return next
+}
+
+func (w *podWorker) clearStartError(name string) {
+	w.mu.Lock()
+	delete(w.errs, name)
+	w.mu.Unlock()
+}
+
+// holdStart reports whether name must not be started yet, after a failure.
+// A held image pull shows as ImagePullBackOff, as in the kubelet.
+func (w *podWorker) holdStart(name string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	e, ok := w.errs[name]
+	if !ok || !w.r.clock.Now().Before(e.until) {
+		return false
+	}
+	return true
+}
