@@ -99,6 +99,9 @@ func (r *Runner) applyActions(ctx context.Context, pod *v1.Pod, st *podState, a 
 			return fmt.Errorf("run sandbox: %w", err)
 		}
 		sandboxID = id
+		// A start that failed in the old sandbox (its namespaces were
+		// gone, say) says nothing of the new one: try at once.
+		w.clearStartErrors(reasonRunContainerError)
 		r.metrics.podStarted()
 		r.log.Info("sandbox started", "pod", podKey(pod), "id", shortID(id), "attempt", sbCfg.Attempt)
 		ip, err := r.sandboxIP(ctx, string(pod.UID), id)

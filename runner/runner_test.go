@@ -787,3 +787,36 @@ func TestFailingRemovalBacksOff(t *testing.T) {
 		t.Errorf("the older sandbox was removed (%d calls) while its container could not be", n)
 	}
 }
+
+// TestNewSandboxEndsStartBackOff: a start the engine refused in a sandbox
+// that then died is tried at once in the pod's new sandbox, not at the end
+// of the 10 s back-off the refusal began (a podrun killed mid bring-up left
+// such pods waiting 10 s).
+func TestNewSandboxEndsStartBackOff(t *testing.T) {
+	fake := newFake(t)
+	h := start(t, fake, nil)
+	fake.FailNext("StartContainer", errors.New("cannot join the namespaces of the sandbox"))
+	pod := newPod("u1", "p-node1", v1.RestartPolicyAlways, map[string][]string{"app": {"run"}})
+	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{pod}}
+	h.waitStatus("u1", "RunContainerError", func(p *v1.Pod) bool {
+		cs := p.Status.ContainerStatuses
+		return len(cs) == 1 && cs[0].State.Waiting != nil && cs[0].State.Waiting.Reason == "RunContainerError"
+	})
+	sbs, err := fake.ListSandboxes(context.Background())
+	if err != nil || len(sbs) != 1 {
+		t.Fatalf("sandboxes %v, %v", sbs, err)
+	}
+	failedAt := h.clk.Now()
+	if err := fake.StopSandbox(context.Background(), sbs[0].ID, 0); err != nil {
+		t.Fatal(err)
+	}
+	// The pod's sync failed, so its worker backs off a second; the start's
+	// own back-off (10 s) must not hold the start in the new sandbox.
+	h.stepUntilStatus("u1", "running in a new sandbox", 100*time.Millisecond, allRunning)
+	if took := h.clk.Since(failedAt); took >= 10*time.Second {
+		t.Errorf("started %s (on the fake clock) after the failure: held by the old sandbox's back-off", took)
+	}
+	if n := fake.Calls("RunSandbox"); n != 2 {
+		t.Errorf("%d RunSandbox calls, want 2", n)
+	}
+}

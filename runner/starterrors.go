@@ -37,8 +37,12 @@ func errorReason(err error) string {
 	case errors.As(err, new(*hookError)):
 		return "PostStartHookError"
 	}
-	return "RunContainerError"
+	return reasonRunContainerError
 }
+
+// reasonRunContainerError is a start the engine refused for a reason of
+// its own (not the image, the pod's config or admission).
+const reasonRunContainerError = "RunContainerError"
 
 // recordStartError remembers why name did not start, with image-pull style
 // back-off before the next try.
@@ -92,6 +96,18 @@ func (w *podWorker) nextRetry() time.Duration {
 		}
 	}
 	return next
+}
+
+// clearStartErrors forgets the start errors of reason, so that their
+// containers are tried at the next chance.
+func (w *podWorker) clearStartErrors(reason string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for name, e := range w.errs {
+		if e.Reason == reason {
+			delete(w.errs, name)
+		}
+	}
 }
 
 func (w *podWorker) clearStartError(name string) {
