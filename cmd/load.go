@@ -160,12 +160,11 @@ func (l *conflictLog) update(log *slog.Logger, conflicts []source.Conflict) {
 	l.reported = now
 }
 
-// admitPod is the cmd side of the privileged-container policy: a pod with
-// a privileged container (init or app) runs only with --allow-privileged.
-// The runner enforces the same policy per container (runner.Config
-// AllowPrivileged); asking here, before a pod is handed to the runner,
-// lets `once` refuse it as bad input before anything starts, and `watch`
-// keep the pod's last accepted spec.
+// admitPod applies the privileged-container policy (runner.CheckPrivileged)
+// to every container of the pod before it is handed to the runner, which
+// applies it again to each container it makes: asking here lets `once`
+// refuse the pod as bad input before anything starts, and `watch` keep the
+// pod's last accepted spec.
 func admitPod(pod *v1.Pod, allowPrivileged bool) error {
 	if allowPrivileged {
 		return nil
@@ -176,8 +175,8 @@ func admitPod(pod *v1.Pod, allowPrivileged bool) error {
 	}
 	var errs []error
 	for _, c := range append(append([]v1.Container(nil), pod.Spec.InitContainers...), pod.Spec.Containers...) {
-		if sc := c.SecurityContext; sc != nil && sc.Privileged != nil && *sc.Privileged {
-			errs = append(errs, fmt.Errorf("%s: container %s is privileged; pass --allow-privileged to run it", where, c.Name))
+		if err := runner.CheckPrivileged(&c, allowPrivileged); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", where, err))
 		}
 	}
 	return errors.Join(errs...)

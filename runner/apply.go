@@ -569,8 +569,8 @@ func (r *Runner) containerConfig(pod *v1.Pod, c *v1.Container, typ engine.Contai
 	if err != nil {
 		return nil, err
 	}
-	if sec.Privileged && !r.cfg.AllowPrivileged {
-		return nil, configErrorf("container %s is privileged; start podrun with --allow-privileged to allow it", c.Name)
+	if err := CheckPrivileged(c, r.cfg.AllowPrivileged); err != nil {
+		return nil, err
 	}
 	env, err := makeEnv(pod, c, r.cfg.Objects, pe)
 	if err != nil {

@@ -345,6 +345,18 @@ func securityConfig(pod *v1.Pod, c *v1.Container, seccompRoot string) (engine.Se
 	return s, nil
 }
 
+// CheckPrivileged is podrun's privileged-container policy, the one place it
+// is written: a privileged container runs only when allow (the
+// --allow-privileged flag). The sync core applies it to each container it
+// makes; commands apply it to a pod before handing it over, to refuse it
+// as bad input.
+func CheckPrivileged(c *v1.Container, allow bool) error {
+	if allow || c.SecurityContext == nil || c.SecurityContext.Privileged == nil || !*c.SecurityContext.Privileged {
+		return nil
+	}
+	return configErrorf("container %s is privileged; pass --allow-privileged to run it", c.Name)
+}
+
 func findContainer(pod *v1.Pod, name string) *v1.Container {
 	for _, c := range allContainers(pod) {
 		if c.Name == name {
