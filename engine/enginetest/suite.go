@@ -753,20 +753,29 @@ func testOOMKilled(t *testing.T, s *suite) {
 	if s.env.NoOOM {
 		t.Skip("the implementation cannot report OOM kills here")
 	}
+	// Docker 20.10 on cgroup v2 sometimes misses an OOM kill under load
+	// (exit 137, OOMKilled false): then the engine had nothing to report,
+	// and the kill is tried again. An implementation that never reports
+	// OOMKilled fails every try.
+	const tries = 3
 	rt, _ := s.runtime(t)
-	sb := s.sandboxConfig("oom")
-	sbID := s.runSandbox(t, rt, sb)
-	cfg := s.containerConfig("hog", ProcessOOM)
-	cfg.Resources.MemoryLimit = 8 << 20
-	id := s.create(t, rt, sbID, sb, cfg)
-	s.start(t, rt, id)
-	c := s.waitContainer(t, rt, id, "exited", exited)
-	if !c.OOMKilled {
-		t.Errorf("a container over its memory limit: %+v, want OOMKilled", c)
+	for try := 1; try <= tries; try++ {
+		sb := s.sandboxConfig(fmt.Sprintf("oom%d", try))
+		sbID := s.runSandbox(t, rt, sb)
+		cfg := s.containerConfig("hog", ProcessOOM)
+		cfg.Resources.MemoryLimit = 8 << 20
+		id := s.create(t, rt, sbID, sb, cfg)
+		s.start(t, rt, id)
+		c := s.waitContainer(t, rt, id, "exited", exited)
+		if c.ExitCode != 137 {
+			t.Fatalf("a container over its memory limit: exit code %d, want 137", c.ExitCode)
+		}
+		if c.OOMKilled {
+			return
+		}
+		t.Logf("try %d: killed (137) but not reported OOMKilled; again", try)
 	}
-	if c.ExitCode != 137 {
-		t.Errorf("OOM-killed: exit code %d, want 137", c.ExitCode)
-	}
+	t.Errorf("a container over its memory limit: never reported OOMKilled in %d tries", tries)
 }
 
 func testNotFound(t *testing.T, s *suite) {
