@@ -4,8 +4,10 @@ package chaos
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -16,6 +18,7 @@ import (
 	"time"
 
 	"github.com/podrun/podrun/bench/benchkit"
+	v1 "k8s.io/api/core/v1"
 )
 
 // The multi-kill scenarios' pods: 10 pods of 2 containers, 30 objects with
@@ -150,7 +153,15 @@ func multiKillTrial(t *testing.T, mode string) ([]int, time.Duration, error) {
 			return at, took, fmt.Errorf("after the last once: %w\n%s", err, tailLines(res.Stderr, 40))
 		}
 	} else {
-		pr, err := n.p.Start("watch", args()...)
+		// The last watch serves /pods: converged means it has synced every
+		// pod itself (adopted or made), not only that the engine shows the
+		// state an earlier watch left. Only then is it stopped.
+		port, err := benchkit.FreePort()
+		if err != nil {
+			return at, 0, err
+		}
+		base := fmt.Sprintf("http://127.0.0.1:%d", port)
+		pr, err := n.p.Start("watch", "--path", n.dir, "--healthz-port", strconv.Itoa(port))
 		if err != nil {
 			return at, 0, err
 		}
@@ -164,7 +175,10 @@ func multiKillTrial(t *testing.T, mode string) ([]int, time.Duration, error) {
 			if pr.Exited() {
 				return false, fmt.Errorf("podrun watch exited:\n%s", pr.Stderr(4000))
 			}
-			last = n.checkPods(ctx, "m", mkPods, mkContainers)
+			if last = n.checkPods(ctx, "m", mkPods, mkContainers); last != nil {
+				return false, nil
+			}
+			last = watchSynced(ctx, base, mkPods)
 			return last == nil, nil
 		})
 		if err != nil {
@@ -356,4 +370,36 @@ func tailLines(s string, n int) string {
 		lines = append([]string{fmt.Sprintf("... (%d lines before)", len(lines)-n)}, lines[len(lines)-n:]...)
 	}
 	return strings.Join(lines, "\n")
+}
+
+// watchSynced reports (as an error, nil when so) whether the watch serving
+// base shows pods pods in /pods, each with every container running.
+func watchSynced(ctx context.Context, base string, pods int) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/pods", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("the watch's /pods: %w", err)
+	}
+	defer resp.Body.Close()
+	var list v1.PodList
+	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
+		return fmt.Errorf("the watch's /pods: %w", err)
+	}
+	if len(list.Items) != pods {
+		return fmt.Errorf("the watch's /pods lists %d pods, want %d", len(list.Items), pods)
+	}
+	for _, p := range list.Items {
+		if len(p.Status.ContainerStatuses) == 0 {
+			return fmt.Errorf("the watch has not synced %s yet", p.Name)
+		}
+		for _, cs := range p.Status.ContainerStatuses {
+			if cs.State.Running == nil {
+				return fmt.Errorf("the watch shows %s/%s not running", p.Name, cs.Name)
+			}
+		}
+	}
+	return nil
 }
