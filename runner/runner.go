@@ -72,9 +72,11 @@ type Config struct {
 // Op is the kind of a PodUpdate.
 type Op int
 
+// The zero Op is none of them, as in package source, so that a PodUpdate
+// whose Op was never set is refused rather than taken for an add.
 const (
 	// OpAdd and OpUpdate set the desired spec of the pods.
-	OpAdd Op = iota
+	OpAdd Op = iota + 1
 	OpUpdate
 	// OpRemove stops and removes the pods.
 	OpRemove
@@ -275,6 +277,10 @@ func (r *Runner) wakeAll(gen uint64) {
 func (r *Runner) apply(ctx context.Context, u PodUpdate) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if u.Op != OpAdd && u.Op != OpUpdate && u.Op != OpRemove {
+		r.log.Error("pod update without a valid op ignored", "op", int(u.Op), "pods", len(u.Pods))
+		return
+	}
 	for _, pod := range u.Pods {
 		uid := string(pod.UID)
 		w := r.workers[uid]

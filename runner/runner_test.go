@@ -820,3 +820,16 @@ func TestNewSandboxEndsStartBackOff(t *testing.T) {
 		t.Errorf("%d RunSandbox calls, want 2", n)
 	}
 }
+
+// An update whose Op was never set is not taken for an add: the pod of a
+// later, real add is the only one that runs.
+func TestUpdateWithoutOpIsIgnored(t *testing.T) {
+	fake := newFake(t)
+	h := start(t, fake, nil)
+	h.updates <- runner.PodUpdate{Pods: []*v1.Pod{newPod("u0", "zero-node1", v1.RestartPolicyAlways, map[string][]string{"app": {"run"}})}}
+	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{newPod("u1", "p-node1", v1.RestartPolicyAlways, map[string][]string{"app": {"run"}})}}
+	h.waitStatus("u1", "running", allRunning)
+	if cs := h.containers("u0"); len(cs) != 0 {
+		t.Fatalf("a pod of an update without an op got %d containers", len(cs))
+	}
+}
