@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -446,28 +447,48 @@ func (r *Runner) sandboxConfig(pod *v1.Pod, attempt int) *engine.SandboxConfig {
 			cfg.ExtraHosts = append(cfg.ExtraHosts, h+":"+ha.IP)
 		}
 	}
-	cfg.DNS = dnsConfig(pod)
+	cfg.DNS = dnsConfig(pod, r.cfg.ClusterDNS, r.cfg.ClusterDomain)
 	return cfg
 }
 
-// dnsConfig is the pod's resolv.conf: the host's (as Docker gives it) for
-// every policy but None, with dnsConfig's entries on top. With no cluster DNS
-// ClusterFirst falls back to Default, as the kubelet does.
-func dnsConfig(pod *v1.Pod) *engine.DNSConfig {
+// dnsConfig is the pod's resolv.conf, as the kubelet makes it: for
+// ClusterFirst (ClusterFirstWithHostNet on the host's network) the cluster
+// DNS servers, the search path <namespace>.svc.<domain>, svc.<domain>,
+// <domain> and ndots:5; for Default (and ClusterFirst without cluster DNS,
+// or on the host's network) the host's, as Docker gives it; for None
+// nothing but dnsConfig. dnsConfig's entries go on top of each.
+func dnsConfig(pod *v1.Pod, clusterDNS []string, clusterDomain string) *engine.DNSConfig {
 	dc := pod.Spec.DNSConfig
-	if pod.Spec.DNSPolicy != v1.DNSNone && dc == nil {
+	out := &engine.DNSConfig{}
+	policy := pod.Spec.DNSPolicy
+	if policy == "" {
+		policy = v1.DNSClusterFirst
+	}
+	cluster := len(clusterDNS) > 0 && (policy == v1.DNSClusterFirstWithHostNet ||
+		policy == v1.DNSClusterFirst && !pod.Spec.HostNetwork)
+	if cluster {
+		out.Servers = append(out.Servers, clusterDNS...)
+		if clusterDomain != "" {
+			out.Searches = append(out.Searches, pod.Namespace+".svc."+clusterDomain, "svc."+clusterDomain, clusterDomain)
+		}
+		out.Options = append(out.Options, "ndots:5")
+	} else if policy != v1.DNSNone && dc == nil {
 		return nil
 	}
-	out := &engine.DNSConfig{}
 	if dc != nil {
-		out.Servers = dc.Nameservers
-		out.Searches = dc.Searches
+		out.Servers = append(out.Servers, dc.Nameservers...)
+		out.Searches = append(out.Searches, dc.Searches...)
 		for _, o := range dc.Options {
+			name := o.Name
 			if o.Value != nil {
-				out.Options = append(out.Options, o.Name+":"+*o.Value)
-			} else {
-				out.Options = append(out.Options, o.Name)
+				name += ":" + *o.Value
 			}
+			// A pod's option replaces the default of the same name.
+			out.Options = slices.DeleteFunc(out.Options, func(have string) bool {
+				n, _, _ := strings.Cut(have, ":")
+				return n == o.Name
+			})
+			out.Options = append(out.Options, name)
 		}
 	}
 	return out

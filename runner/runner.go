@@ -28,7 +28,12 @@ type Config struct {
 	InfraImage      string
 	HostIP          string
 	AllowPrivileged bool
-	Objects         *Objects
+	// ClusterDNS and ClusterDomain make the resolv.conf of ClusterFirst
+	// pods (KubeletConfiguration clusterDNS, clusterDomain); without
+	// ClusterDNS they get the host's.
+	ClusterDNS    []string
+	ClusterDomain string
+	Objects       *Objects
 	// Clock is the time of everything the runner does: its tickers
 	// (relist, resync, housekeeping), each pod's back-off and retry
 	// timers, the prober's schedule, and the times it records. nil is the
@@ -188,6 +193,18 @@ func (r *Runner) Healthy() error {
 	return nil
 }
 
+// RuntimeErr is why the container engine's state could not be read at the
+// last relist (nil when it could): a node is not Ready while its runtime
+// is down, as the kubelet's runtime health check says.
+func (r *Runner) RuntimeErr() error {
+	r.cache.mu.Lock()
+	defer r.cache.mu.Unlock()
+	if r.cache.err != nil {
+		return fmt.Errorf("container runtime is down: %w", r.cache.err)
+	}
+	return nil
+}
+
 // Run applies updates until ctx ends, then waits for the pod workers to
 // stop. Pods keep running when Run returns.
 func (r *Runner) Run(ctx context.Context, updates <-chan PodUpdate) {
@@ -290,14 +307,24 @@ func (r *Runner) apply(ctx context.Context, u PodUpdate) {
 			}
 			continue
 		}
+		// A pod the apiserver is deleting (deletionTimestamp set) is
+		// stopped and removed within its deletion grace period, as the
+		// kubelet handles a graceful delete; its source drops it once
+		// the API object is gone.
+		deleting := pod.DeletionTimestamp != nil
 		if w == nil {
 			w = newPodWorker(r, pod)
+			w.removed = deleting
 			r.workers[uid] = w
 			r.wg.Add(1)
 			go func() {
 				defer r.wg.Done()
 				w.run(ctx)
 			}()
+			continue
+		}
+		if deleting {
+			w.terminate(pod)
 			continue
 		}
 		w.update(pod)
@@ -386,7 +413,13 @@ func podKey(pod *v1.Pod) string {
 	return pod.Namespace + "/" + pod.Name
 }
 
+// gracePeriod is how long the pod's containers get to stop: the API's
+// deletionGracePeriodSeconds while it is being deleted, else its spec's
+// terminationGracePeriodSeconds, else 30 s.
 func gracePeriod(pod *v1.Pod) time.Duration {
+	if pod != nil && pod.DeletionGracePeriodSeconds != nil {
+		return time.Duration(max(*pod.DeletionGracePeriodSeconds, 0)) * time.Second
+	}
 	if pod != nil && pod.Spec.TerminationGracePeriodSeconds != nil {
 		return time.Duration(*pod.Spec.TerminationGracePeriodSeconds) * time.Second
 	}
