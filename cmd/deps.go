@@ -41,10 +41,13 @@ type podEngine interface {
 }
 
 // watchEngine is the engine of `watch`, which also collects garbage
-// images.
+// images and, joined to a cluster, names the engine in the node's status.
 type watchEngine interface {
 	podEngine
 	engine.ImageService
+	// RuntimeVersion is "<engine>://<version>", as nodeInfo's
+	// containerRuntimeVersion.
+	RuntimeVersion(ctx context.Context) (string, error)
 }
 
 // logEngine is the engine of `logs`.

@@ -48,6 +48,8 @@ func (e *fakeEngine) EnsureInfraImage(_ context.Context, ref, _ string) (string,
 
 func (e *fakeEngine) DataRoot(context.Context) (string, error) { return "/fake/docker", nil }
 
+func (e *fakeEngine) RuntimeVersion(context.Context) (string, error) { return "fake://1.0", nil }
+
 // testHost is the machine the tests' pods are told of.
 var testHost = node.Host{IP: "10.0.0.9", MilliCPU: 2000, MemoryBytes: 1 << 30}
 

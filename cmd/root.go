@@ -4,6 +4,7 @@
 package cmd
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -98,13 +99,21 @@ func newRootCmd(g *globalOptions) *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
-			if err := loadConfig(v, cmd, g.ConfigFile); err != nil {
+			ignored, err := loadConfig(v, cmd, g.ConfigFile)
+			if err != nil {
 				return badInput(err)
 			}
 			if err := g.Images.validate(); err != nil {
 				return err
 			}
-			return setupLogging(g)
+			if err := setupLogging(g); err != nil {
+				return err
+			}
+			if len(ignored) > 0 {
+				g.Log.Warn("KubeletConfiguration fields podrun does not implement are ignored",
+					"file", g.ConfigFile, "fields", strings.Join(ignored, ", "))
+			}
+			return nil
 		},
 	}
 	hostname, _ := os.Hostname()
@@ -136,22 +145,47 @@ func newRootCmd(g *globalOptions) *cobra.Command {
 }
 
 // loadConfig fills every flag not set on the command line from PODRUN_<FLAG>
-// or the config file, in that order.
-func loadConfig(v *viper.Viper, cmd *cobra.Command, file string) error {
+// or the config file, in that order. The file is podrun's own (flag names
+// as keys) or a KubeletConfiguration (the file kubeadm writes for the
+// kubelet), whose fields podrun does not implement are returned.
+func loadConfig(v *viper.Viper, cmd *cobra.Command, file string) ([]string, error) {
 	v.SetEnvPrefix("PODRUN")
 	v.SetEnvKeyReplacer(strings.NewReplacer("-", "_"))
 	v.AutomaticEnv()
+	var kubelet map[string][]string
+	var ignored []string
 	if file != "" {
-		v.SetConfigFile(file)
-		v.SetConfigType("yaml")
+		data, err := os.ReadFile(file)
+		switch {
 		// The default file is optional; a file that was named must exist.
-		if err := v.ReadInConfig(); err != nil && !(file == defaultConfigFile && errors.Is(err, fs.ErrNotExist)) {
-			return fmt.Errorf("config file %s: %w", file, err)
+		case errors.Is(err, fs.ErrNotExist) && file == defaultConfigFile:
+		case err != nil:
+			return nil, fmt.Errorf("config file %s: %w", file, err)
+		case isKubeletConfig(data):
+			if kubelet, ignored, err = kubeletConfigFlags(data); err != nil {
+				return nil, fmt.Errorf("config file %s: %w", file, err)
+			}
+		default:
+			v.SetConfigType("yaml")
+			if err := v.ReadConfig(bytes.NewReader(data)); err != nil {
+				return nil, fmt.Errorf("config file %s: %w", file, err)
+			}
 		}
 	}
 	var errs []error
 	cmd.Flags().VisitAll(func(f *pflag.Flag) {
-		if f.Changed || f.Name == "config" || !v.IsSet(f.Name) {
+		if f.Changed || f.Name == "config" {
+			return
+		}
+		if vals, ok := kubelet[f.Name]; ok && !v.IsSet(f.Name) {
+			for _, val := range vals {
+				if err := f.Value.Set(val); err != nil {
+					errs = append(errs, fmt.Errorf("%s (from the KubeletConfiguration): %w", f.Name, err))
+				}
+			}
+			return
+		}
+		if !v.IsSet(f.Name) {
 			return
 		}
 		var val string
@@ -169,7 +203,7 @@ func loadConfig(v *viper.Viper, cmd *cobra.Command, file string) error {
 			errs = append(errs, fmt.Errorf("%s: %w", f.Name, err))
 		}
 	})
-	return errors.Join(errs...)
+	return ignored, errors.Join(errs...)
 }
 
 func setupLogging(g *globalOptions) error {

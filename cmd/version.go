@@ -3,6 +3,7 @@ package cmd
 import (
 	"fmt"
 	"runtime/debug"
+	"strings"
 
 	"github.com/spf13/cobra"
 )
@@ -35,4 +36,14 @@ func versionString() string {
 		}
 	}
 	return fmt.Sprintf("podrun %s%s %s", v, rev, goVersion)
+}
+
+// kubeletVersion is podrun's version as a node's kubeletVersion reports
+// it: a semantic version, which tools parse ("v0.0.0-devel" for a build
+// without one).
+func kubeletVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && strings.HasPrefix(bi.Main.Version, "v") {
+		return bi.Main.Version
+	}
+	return "v0.0.0-devel"
 }

@@ -34,6 +34,7 @@ type watchOptions struct {
 	StopPodsOnExit     bool
 	AllowPrivileged    bool
 	GC                 gcOptions
+	Cluster            clusterOptions
 	// Engine connects to the container engine (connect by default).
 	Engine func(context.Context) (watchEngine, error)
 }
@@ -69,6 +70,9 @@ running (an upgrade of podrun is not an outage) unless --stop-pods-on-exit.`,
 			if err := opts.GC.validate(); err != nil {
 				return err
 			}
+			if err := opts.Cluster.validate(); err != nil {
+				return err
+			}
 			if opts.Engine == nil {
 				opts.Engine = connectAs[watchEngine](g)
 			}
@@ -89,6 +93,7 @@ running (an upgrade of podrun is not an outage) unless --stop-pods-on-exit.`,
 	f.StringVar(&opts.HealthzAddress, "healthz-bind-address", "127.0.0.1", "address of the HTTP server (/healthz, /readyz, /pods, /metrics)")
 	f.IntVar(&opts.HealthzPort, "healthz-port", 10248, "port of the HTTP server; 0 disables it")
 	addGCFlags(f, &opts.GC)
+	addClusterFlags(f, &opts.Cluster)
 	return cmd
 }
 
@@ -124,6 +129,7 @@ func watchRun(ctx context.Context, opts *watchOptions) error {
 		c.SourcesReady = mux.Ready
 		c.KeepSource = mux.Keep
 		c.Metrics = runner.NewMetrics(reg)
+		c.ClusterDNS, c.ClusterDomain = opts.Cluster.ClusterDNS, opts.Cluster.ClusterDomain
 	})
 	if err != nil {
 		return err
@@ -173,6 +179,19 @@ func watchRun(ctx context.Context, opts *watchOptions) error {
 			}
 		}()
 		opts.Log.Info("serving /healthz, /readyz, /pods, /metrics", "address", server.Addr())
+	}
+	if opts.Cluster.Kubeconfig != "" {
+		agent, err := newNodeAgent(ctx, opts, rt, r)
+		if err != nil {
+			stop()
+			wg.Wait()
+			return err
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			agent.Run(runCtx)
+		}()
 	}
 	opts.Log.Info("podrun watching", "sources", mux.Names(), "node", opts.NodeName)
 

@@ -163,6 +163,16 @@ func (r *Runtime) Ping(ctx context.Context) error {
 	return nil
 }
 
+// RuntimeVersion is the engine as a node's status names it:
+// "docker://<Engine version>".
+func (r *Runtime) RuntimeVersion(ctx context.Context) (string, error) {
+	v, err := r.cli.ServerVersion(ctx)
+	if err != nil {
+		return "", fmt.Errorf("docker version: %w", wrap(err))
+	}
+	return "docker://" + v.Version, nil
+}
+
 // wrap gives err the runner sentinel it stands for, if any, keeping its text.
 func wrap(err error) error {
 	switch {

@@ -1,0 +1,202 @@
+package cmd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/pflag"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/podrun/podrun/node"
+	"github.com/podrun/podrun/runner"
+)
+
+// clusterOptions join podrun to a Kubernetes cluster (watch --kubeconfig):
+// the apiserver pod source, node registration and status, mirror pods and
+// the node API. Names and defaults are the kubelet's flags.
+type clusterOptions struct {
+	Kubeconfig string
+	// NodeIP is the node's InternalIP (the address the apiserver dials for
+	// the node API); empty: the host's address (node.HostIP).
+	NodeIP     string
+	NodeLabels []string
+	MaxPods    int
+	// Address and Port are the node API's listener; TLSCertFile and
+	// TLSPrivateKeyFile its serving certificate (made on first start when
+	// not given); ClientCAFile the CA its client certificates are checked
+	// against.
+	Address           string
+	Port              int
+	TLSCertFile       string
+	TLSPrivateKeyFile string
+	ClientCAFile      string
+	// ClusterDNS and ClusterDomain make ClusterFirst pods' resolv.conf.
+	ClusterDNS    []string
+	ClusterDomain string
+	// StatusUpdateFrequency and StatusReportFrequency time the node's
+	// status (posted on change / at the latest).
+	StatusUpdateFrequency time.Duration
+	StatusReportFrequency time.Duration
+}
+
+func addClusterFlags(f *pflag.FlagSet, o *clusterOptions) {
+	f.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig of the cluster to join (may be written after podrun starts); adds the apiserver source and node reporting")
+	f.StringVar(&o.NodeIP, "node-ip", "", "the node's InternalIP in the cluster (default: this host's address)")
+	f.StringSliceVar(&o.NodeLabels, "node-labels", nil, "labels the node registers with, key=value (comma-separated)")
+	f.IntVar(&o.MaxPods, "max-pods", 110, "pods this node reports it can run")
+	f.StringVar(&o.Address, "address", "0.0.0.0", "address of the node API (with --kubeconfig)")
+	f.IntVar(&o.Port, "port", 10250, "port of the node API (with --kubeconfig); 0 disables it")
+	f.StringVar(&o.TLSCertFile, "tls-cert-file", "", "serving certificate of the node API (default: one made at first start under the root dir)")
+	f.StringVar(&o.TLSPrivateKeyFile, "tls-private-key-file", "", "key of --tls-cert-file")
+	f.StringVar(&o.ClientCAFile, "client-ca-file", "", "CA bundle that node API client certificates are checked against")
+	f.StringSliceVar(&o.ClusterDNS, "cluster-dns", nil, "DNS server addresses of the cluster, for pods of dnsPolicy ClusterFirst (comma-separated)")
+	f.StringVar(&o.ClusterDomain, "cluster-domain", "", "the cluster's DNS domain, searched by ClusterFirst pods")
+	f.DurationVar(&o.StatusUpdateFrequency, "node-status-update-frequency", node.DefaultStatusUpdateFrequency, "how often the node's status is computed and posted if it changed")
+	f.DurationVar(&o.StatusReportFrequency, "node-status-report-frequency", node.DefaultStatusReportFrequency, "how often the node's status is posted when it did not change")
+}
+
+// validate checks the cluster flags; nothing is checked without
+// --kubeconfig but what would be ignored silently.
+func (o *clusterOptions) validate() error {
+	if o.NodeIP != "" && net.ParseIP(o.NodeIP) == nil {
+		return badInputf("--node-ip %q is not an IP address", o.NodeIP)
+	}
+	if _, err := o.labels(); err != nil {
+		return err
+	}
+	for _, ip := range o.ClusterDNS {
+		if net.ParseIP(ip) == nil {
+			return badInputf("--cluster-dns %q is not an IP address", ip)
+		}
+	}
+	if o.StatusUpdateFrequency <= 0 || o.StatusReportFrequency <= 0 {
+		return badInputf("--node-status-update-frequency and --node-status-report-frequency must be positive")
+	}
+	if o.MaxPods <= 0 {
+		return badInputf("--max-pods must be positive")
+	}
+	if o.Port < 0 || o.Port > 65535 {
+		return badInputf("--port %d is not a port", o.Port)
+	}
+	if (o.TLSCertFile == "") != (o.TLSPrivateKeyFile == "") {
+		return badInputf("--tls-cert-file and --tls-private-key-file go together")
+	}
+	return nil
+}
+
+// labels parses --node-labels.
+func (o *clusterOptions) labels() (map[string]string, error) {
+	out := map[string]string{}
+	for _, kv := range o.NodeLabels {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return nil, badInputf("--node-labels %q: want key=value", kv)
+		}
+		if errs := validation.IsQualifiedName(k); len(errs) > 0 {
+			return nil, badInputf("--node-labels key %q: %s", k, strings.Join(errs, "; "))
+		}
+		if errs := validation.IsValidLabelValue(v); len(errs) > 0 {
+			return nil, badInputf("--node-labels value %q: %s", v, strings.Join(errs, "; "))
+		}
+		out[k] = v
+	}
+	return out, nil
+}
+
+// nodeAddresses are the node's InternalIP and Hostname.
+func nodeAddresses(nodeIP, nodeName string) []v1.NodeAddress {
+	return []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: nodeIP}, {Type: v1.NodeHostName, Address: nodeName}}
+}
+
+// kubeClient is the cluster's client, made from a kubeconfig file the first
+// time the file can be read: on a kubeadm box podrun starts before
+// `kubeadm init` writes kubelet.conf, and runs its static pods meanwhile.
+// Every part of cluster mode asks Get again (with back-off) until it has a
+// client.
+type kubeClient struct {
+	path      string
+	userAgent string
+
+	mu     sync.Mutex
+	client kubernetes.Interface
+}
+
+// errNoKubeconfig says the kubeconfig is not written yet.
+var errNoKubeconfig = errors.New("kubeconfig not written yet")
+
+// Get returns the client, or why there is none yet.
+func (k *kubeClient) Get() (kubernetes.Interface, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.client != nil {
+		return k.client, nil
+	}
+	if _, err := os.Stat(k.path); errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%s: %w", k.path, errNoKubeconfig)
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", k.path)
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig %s: %w", k.path, err)
+	}
+	cfg.UserAgent = k.userAgent
+	// The kubelet's kubeAPIQPS and kubeAPIBurst defaults.
+	cfg.QPS, cfg.Burst = 50, 100
+	c, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig %s: %w", k.path, err)
+	}
+	k.client = c
+	return c, nil
+}
+
+// newNodeAgent makes the node's registration, status and Lease reporter
+// for watch --kubeconfig.
+func newNodeAgent(ctx context.Context, opts *watchOptions, rt watchEngine, r *runner.Runner) (*node.Agent, error) {
+	labels, err := opts.Cluster.labels()
+	if err != nil {
+		return nil, err
+	}
+	nodeIP := opts.Cluster.NodeIP
+	if nodeIP == "" {
+		nodeIP = opts.Host().IP
+	}
+	imagesDir := ""
+	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	if root, err := rt.DataRoot(dctx); err == nil {
+		imagesDir = root
+	}
+	cancel()
+	facts, err := node.Gather(map[string]string{"root-dir": opts.RootDir})
+	if err != nil {
+		opts.Log.Warn("some node facts are missing", "err", err)
+	}
+	kc := &kubeClient{path: opts.Cluster.Kubeconfig, userAgent: "podrun/" + kubeletVersion()}
+	return node.NewAgent(node.AgentConfig{
+		NodeName:       opts.NodeName,
+		Client:         kc.Get,
+		Addresses:      nodeAddresses(nodeIP, opts.NodeName),
+		Labels:         labels,
+		MaxPods:        opts.Cluster.MaxPods,
+		Port:           int32(opts.Cluster.Port),
+		Version:        kubeletVersion(),
+		RuntimeVersion: rt.RuntimeVersion,
+		Facts:          facts,
+		Measure:        func() (node.Measurements, error) { return node.MeasureNode(opts.RootDir, imagesDir) },
+		Healthy:        func() error { return errors.Join(r.Healthy(), r.RuntimeErr()) },
+		Clock:          opts.Clock,
+		Log:            opts.Log,
+
+		StatusUpdateFrequency: opts.Cluster.StatusUpdateFrequency,
+		StatusReportFrequency: opts.Cluster.StatusReportFrequency,
+	}), nil
+}

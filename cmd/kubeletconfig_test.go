@@ -1,0 +1,128 @@
+package cmd
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// kubeadmKubeletConfig is /var/lib/kubelet/config.yaml as kubeadm v1.34
+// writes it, plus a staticPodURL with headers and two fields podrun does
+// not implement.
+const kubeadmKubeletConfig = `apiVersion: kubelet.config.k8s.io/v1beta1
+authentication:
+  anonymous:
+    enabled: false
+  webhook:
+    cacheTTL: 0s
+    enabled: true
+  x509:
+    clientCAFile: /etc/kubernetes/pki/ca.crt
+authorization:
+  mode: Webhook
+  webhook:
+    cacheAuthorizedTTL: 0s
+    cacheUnauthorizedTTL: 0s
+cgroupDriver: systemd
+clusterDNS:
+- 10.96.0.10
+clusterDomain: cluster.local
+containerRuntimeEndpoint: ""
+cpuManagerReconcilePeriod: 0s
+crashLoopBackOff: {}
+evictionPressureTransitionPeriod: 0s
+fileCheckFrequency: 0s
+healthzBindAddress: 127.0.0.1
+healthzPort: 10248
+httpCheckFrequency: 7s
+imageMaximumGCAge: 0s
+imageMinimumGCAge: 0s
+kind: KubeletConfiguration
+logging:
+  flushFrequency: 0
+  options:
+    json:
+      infoBufferSize: "0"
+    text:
+      infoBufferSize: "0"
+  verbosity: 0
+memorySwap: {}
+nodeStatusReportFrequency: 0s
+nodeStatusUpdateFrequency: 3s
+rotateCertificates: true
+runtimeRequestTimeout: 0s
+shutdownGracePeriod: 0s
+shutdownGracePeriodCriticalPods: 0s
+staticPodPath: /etc/kubernetes/manifests
+staticPodURL: https://example.invalid/pods
+staticPodURLHeader:
+  X-Token: [abc]
+evictionHard:
+  memory.available: 200Mi
+streamingConnectionIdleTimeout: 0s
+syncFrequency: 0s
+volumeStatsAggPeriod: 0s
+maxPods: 50
+`
+
+func TestKubeletConfigurationReadByConfig(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "config.yaml")
+	os.WriteFile(cfg, []byte(kubeadmKubeletConfig), 0o600)
+	t.Setenv("PODRUN_MAX_PODS", "70")
+
+	var got *watchOptions
+	errOut := &bytes.Buffer{}
+	g := &globalOptions{In: strings.NewReader(""), Out: &bytes.Buffer{}, ErrOut: errOut}
+	root := newRootCmd(g)
+	for _, c := range root.Commands() {
+		if c.Name() == "watch" {
+			root.RemoveCommand(c)
+		}
+	}
+	root.AddCommand(newWatchCmd(g, func(_ context.Context, o *watchOptions) error { got = o; return nil }))
+	root.SetArgs([]string{"watch", "--config", cfg, "--healthz-port", "10300"})
+	if err := root.ExecuteContext(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got.Paths, []string{"/etc/kubernetes/manifests"}) || !slices.Equal(got.URLs, []string{"https://example.invalid/pods"}) {
+		t.Errorf("sources: paths %q urls %q", got.Paths, got.URLs)
+	}
+	if !slices.Equal(g.URLHeaders, []string{"X-Token: abc"}) {
+		t.Errorf("url headers %q", g.URLHeaders)
+	}
+	if got.HTTPCheckFrequency != 7*time.Second || got.SyncFrequency != time.Minute || got.FileCheckFrequency != 20*time.Second {
+		t.Errorf("frequencies: http %s sync %s file %s (0s must keep the default)", got.HTTPCheckFrequency, got.SyncFrequency, got.FileCheckFrequency)
+	}
+	if got.HealthzPort != 10300 || got.HealthzAddress != "127.0.0.1" {
+		t.Errorf("healthz %s:%d: the flag must win over the file", got.HealthzAddress, got.HealthzPort)
+	}
+	c := got.Cluster
+	if c.MaxPods != 70 {
+		t.Errorf("max pods %d: PODRUN_MAX_PODS must win over the file", c.MaxPods)
+	}
+	if c.ClientCAFile != "/etc/kubernetes/pki/ca.crt" || !slices.Equal(c.ClusterDNS, []string{"10.96.0.10"}) || c.ClusterDomain != "cluster.local" {
+		t.Errorf("cluster options %+v", c)
+	}
+	if c.StatusUpdateFrequency != 3*time.Second || c.StatusReportFrequency != 5*time.Minute {
+		t.Errorf("node status frequencies %s %s", c.StatusUpdateFrequency, c.StatusReportFrequency)
+	}
+	warn := errOut.String()
+	if strings.Count(warn, "does not implement") != 1 || !strings.Contains(warn, "evictionHard.memory.available, rotateCertificates") {
+		t.Errorf("want one warning naming exactly evictionHard.memory.available and rotateCertificates, got:\n%s", warn)
+	}
+}
+
+func TestKubeletConfigurationOfAnotherVersionRefused(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "config.yaml")
+	os.WriteFile(cfg, []byte("apiVersion: kubelet.config.k8s.io/v1alpha9\nkind: KubeletConfiguration\n"), 0o600)
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), []string{"watch", "--config", cfg, "--path", "x"}, strings.NewReader(""), &out, &errOut)
+	if code != 2 || !strings.Contains(errOut.String(), "v1alpha9") {
+		t.Fatalf("exit %d, stderr %q", code, errOut.String())
+	}
+}
