@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"net"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/podrun/podrun/node"
+	"github.com/podrun/podrun/nodeapi"
 	"github.com/podrun/podrun/runner"
 )
 
@@ -159,12 +161,56 @@ func (k *kubeClient) Get() (kubernetes.Interface, error) {
 	return c, nil
 }
 
-// newNodeAgent makes the node's registration, status and Lease reporter
-// for watch --kubeconfig.
-func newNodeAgent(ctx context.Context, opts *watchOptions, rt watchEngine, r *runner.Runner) (*node.Agent, error) {
+// startCluster starts, on wg, what joins the node to the cluster: the node
+// agent (registration, status, Lease) and the node API. Set-up runs under
+// ctx; they run until runCtx ends.
+func startCluster(ctx, runCtx context.Context, wg *sync.WaitGroup, opts *watchOptions, kc *kubeClient, rt watchEngine, r *runner.Runner) error {
+	agent, nodeIP, err := newNodeAgent(ctx, opts, kc, rt, r)
+	if err != nil {
+		return err
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		agent.Run(runCtx)
+	}()
+	if opts.Cluster.Port == 0 {
+		return nil
+	}
+	srv, err := nodeapi.Listen(nodeapi.Options{
+		NodeName:      opts.NodeName,
+		Addr:          net.JoinHostPort(opts.Cluster.Address, strconv.Itoa(opts.Cluster.Port)),
+		TLSCertFile:   opts.Cluster.TLSCertFile,
+		TLSKeyFile:    opts.Cluster.TLSPrivateKeyFile,
+		RootDir:       opts.RootDir,
+		NodeIPs:       []net.IP{net.ParseIP(nodeIP)},
+		Authenticator: nodeapi.NewAuthenticator(nodeapi.AuthenticatorOptions{ClientCAFile: opts.Cluster.ClientCAFile, Client: kc.Get}),
+		Authorizer:    nodeapi.NewAuthorizer(nodeapi.AuthorizerOptions{Client: kc.Get}),
+		Pods:          r,
+		Logs:          nodeapi.EngineLogs{Pods: r, Engine: rt},
+		Healthy:       r.Healthy,
+		Logger:        opts.Log,
+	})
+	if err != nil {
+		return badInput(fmt.Errorf("node API (--address, --port, --tls-cert-file): %w", err))
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := srv.Serve(runCtx); err != nil {
+			opts.Log.Error("node API", "err", err)
+		}
+	}()
+	opts.Log.Info("serving the node API", "address", srv.Addr())
+	return nil
+}
+
+// newNodeAgent makes the node's registration, status and Lease reporter,
+// and says the node's IP.
+func newNodeAgent(ctx context.Context, opts *watchOptions, kc *kubeClient, rt watchEngine, r *runner.Runner) (*node.Agent, string, error) {
 	labels, err := opts.Cluster.labels()
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	nodeIP := opts.Cluster.NodeIP
 	if nodeIP == "" {
@@ -180,7 +226,6 @@ func newNodeAgent(ctx context.Context, opts *watchOptions, rt watchEngine, r *ru
 	if err != nil {
 		opts.Log.Warn("some node facts are missing", "err", err)
 	}
-	kc := &kubeClient{path: opts.Cluster.Kubeconfig, userAgent: "podrun/" + kubeletVersion()}
 	return node.NewAgent(node.AgentConfig{
 		NodeName:       opts.NodeName,
 		Client:         kc.Get,
@@ -198,5 +243,5 @@ func newNodeAgent(ctx context.Context, opts *watchOptions, rt watchEngine, r *ru
 
 		StatusUpdateFrequency: opts.Cluster.StatusUpdateFrequency,
 		StatusReportFrequency: opts.Cluster.StatusReportFrequency,
-	}), nil
+	}), nodeIP, nil
 }

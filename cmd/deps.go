@@ -45,6 +45,8 @@ type podEngine interface {
 type watchEngine interface {
 	podEngine
 	engine.ImageService
+	// LogReader serves the node API's containerLogs.
+	engine.LogReader
 	// RuntimeVersion is "<engine>://<version>", as nodeInfo's
 	// containerRuntimeVersion.
 	RuntimeVersion(ctx context.Context) (string, error)

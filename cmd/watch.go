@@ -115,6 +115,11 @@ func watchRun(ctx context.Context, opts *watchOptions) error {
 		}
 	}
 
+	var kc *kubeClient
+	if opts.Cluster.Kubeconfig != "" {
+		kc = &kubeClient{path: opts.Cluster.Kubeconfig, userAgent: "podrun/" + kubeletVersion()}
+	}
+
 	rt, err := opts.Engine(ctx)
 	if err != nil {
 		return err
@@ -180,18 +185,12 @@ func watchRun(ctx context.Context, opts *watchOptions) error {
 		}()
 		opts.Log.Info("serving /healthz, /readyz, /pods, /metrics", "address", server.Addr())
 	}
-	if opts.Cluster.Kubeconfig != "" {
-		agent, err := newNodeAgent(ctx, opts, rt, r)
-		if err != nil {
+	if kc != nil {
+		if err := startCluster(ctx, runCtx, &wg, opts, kc, rt, r); err != nil {
 			stop()
 			wg.Wait()
 			return err
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			agent.Run(runCtx)
-		}()
 	}
 	opts.Log.Info("podrun watching", "sources", mux.Names(), "node", opts.NodeName)
 
