@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,6 +15,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	testingclock "k8s.io/utils/clock/testing"
 
@@ -831,5 +833,63 @@ func TestUpdateWithoutOpIsIgnored(t *testing.T) {
 	h.waitStatus("u1", "running", allRunning)
 	if cs := h.containers("u0"); len(cs) != 0 {
 		t.Fatalf("a pod of an update without an op got %d containers", len(cs))
+	}
+}
+
+// graceRecorder records the grace periods containers are stopped with.
+type graceRecorder struct {
+	*enginetest.Fake
+	mu     sync.Mutex
+	graces []time.Duration
+}
+
+func (g *graceRecorder) StopContainer(ctx context.Context, id string, grace time.Duration) error {
+	g.mu.Lock()
+	g.graces = append(g.graces, grace)
+	g.mu.Unlock()
+	return g.Fake.StopContainer(ctx, id, grace)
+}
+
+// TestDeletingPodStopsWithinDeletionGrace: a pod the apiserver is deleting
+// (an update with deletionTimestamp) is stopped with its
+// deletionGracePeriodSeconds, not its spec's grace, and removed; one that
+// arrives already deleting is never started.
+func TestDeletingPodStopsWithinDeletionGrace(t *testing.T) {
+	fake := newFake(t)
+	rec := &graceRecorder{Fake: fake}
+	h := start(t, fake, func(c *runner.Config) { c.Runtime = rec })
+	pod := newPod("u1", "p", v1.RestartPolicyAlways, map[string][]string{"a": {"run"}})
+	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{pod}}
+	h.waitStatus("u1", "running", allRunning)
+
+	deleting := pod.DeepCopy()
+	now := metav1.NewTime(time.Unix(1700000000, 0))
+	grace := int64(7)
+	deleting.DeletionTimestamp, deleting.DeletionGracePeriodSeconds = &now, &grace
+	h.updates <- runner.PodUpdate{Op: runner.OpUpdate, Pods: []*v1.Pod{deleting}}
+	waitUntil(t, "the deleted pod's removal", func() bool {
+		_, ok := h.r.Pod("u1")
+		return !ok && len(h.containers("u1")) == 0
+	})
+	rec.mu.Lock()
+	graces := slices.Clone(rec.graces)
+	rec.mu.Unlock()
+	if !slices.Contains(graces, 7*time.Second) || slices.Contains(graces, time.Second) {
+		t.Errorf("containers stopped with grace %v, want the deletion grace 7s (not the spec's 1s)", graces)
+	}
+
+	// Already deleting when first seen (podrun restarted meanwhile):
+	// nothing is started.
+	gone := newPod("u2", "q", v1.RestartPolicyAlways, map[string][]string{"a": {"run"}})
+	gone.DeletionTimestamp, gone.DeletionGracePeriodSeconds = &now, &grace
+	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{gone}}
+	// A later pod's start shows the update was applied.
+	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{newPod("u3", "r", v1.RestartPolicyAlways, map[string][]string{"a": {"run"}})}}
+	h.waitStatus("u3", "running", allRunning)
+	if cs := h.containers("u2"); len(cs) != 0 {
+		t.Errorf("a pod deleted before it started has containers: %v", cs)
+	}
+	if _, ok := h.r.Pod("u2"); ok {
+		t.Error("a pod deleted before it started has a status")
 	}
 }

@@ -44,6 +44,17 @@ func (w *podWorker) update(pod *v1.Pod) {
 	w.wake(0)
 }
 
+// terminate stops and removes the pod, as remove, with pod (one the API
+// is deleting) as its last spec: its deletion grace period applies.
+func (w *podWorker) terminate(pod *v1.Pod) {
+	w.mu.Lock()
+	w.pod = pod
+	w.removed = true
+	w.needNow = true
+	w.mu.Unlock()
+	w.wake(0)
+}
+
 func (w *podWorker) remove() {
 	w.mu.Lock()
 	w.removed = true
