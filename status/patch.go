@@ -1,0 +1,181 @@
+package status
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
+)
+
+// The status of a pod in the API is partly the node's and partly others':
+// the scheduler's PodScheduled reason, a controller's readiness gates, the
+// API's QOS class. mergeStatus takes the node's part from the runner's
+// status and keeps the rest of the API's, as the kubelet's status manager
+// does (mergePodStatus, updateStatusInternal).
+
+// ownedConditions are the pod conditions the node owns (the kubelet's
+// PodConditionsByKubelet, with PodReadyToStartContainers): the node's
+// status replaces them; other conditions are kept as the API has them.
+var ownedConditions = []v1.PodConditionType{
+	v1.PodScheduled, v1.PodReady, v1.PodInitialized, v1.ContainersReady, v1.PodReadyToStartContainers,
+}
+
+func ownedCondition(t v1.PodConditionType) bool { return slices.Contains(ownedConditions, t) }
+
+func terminalPhase(p v1.PodPhase) bool { return p == v1.PodSucceeded || p == v1.PodFailed }
+
+// mergeStatus returns the status to write for a pod whose status in the API
+// is api, and which the node says is node: api with the node's fields
+// (phase, reason, message, conditions it owns, host and pod IPs, container
+// statuses) taken from node. It keeps from api what the node must not
+// change: other conditions, the start time once set, the QOS class, a
+// terminal phase (the API refuses to leave one), and a condition's
+// lastTransitionTime while its status is the same (a podrun restart does
+// not reset them). Container statuses are sorted by name, as the kubelet
+// sends them. Neither argument is modified.
+func mergeStatus(api, node *v1.PodStatus) v1.PodStatus {
+	out := *api.DeepCopy()
+	n := node.DeepCopy()
+
+	out.Phase, out.Reason, out.Message = n.Phase, n.Reason, n.Message
+	if terminalPhase(api.Phase) && api.Phase != n.Phase {
+		out.Phase, out.Reason, out.Message = api.Phase, api.Reason, api.Message
+	}
+
+	var conds []v1.PodCondition
+	for _, c := range api.Conditions {
+		if !ownedCondition(c.Type) {
+			conds = append(conds, c)
+		}
+	}
+	for _, c := range n.Conditions {
+		if !ownedCondition(c.Type) {
+			continue
+		}
+		if old := findCondition(api.Conditions, c.Type); old != nil && old.Status == c.Status && !old.LastTransitionTime.IsZero() {
+			c.LastTransitionTime = old.LastTransitionTime
+		}
+		conds = append(conds, c)
+	}
+	out.Conditions = conds
+	if terminalPhase(out.Phase) {
+		// A pod that is done is not ready, whatever the last probe said
+		// (kubelet: mergePodStatus, issue 108594).
+		for i := range out.Conditions {
+			if t := out.Conditions[i].Type; (t == v1.PodReady || t == v1.ContainersReady) && out.Conditions[i].Status == v1.ConditionTrue {
+				out.Conditions[i].Status = v1.ConditionFalse
+				out.Conditions[i].Reason = "PodCompleted"
+			}
+		}
+	}
+
+	out.HostIP, out.HostIPs = n.HostIP, n.HostIPs
+	out.PodIP, out.PodIPs = n.PodIP, n.PodIPs
+	if api.StartTime == nil || api.StartTime.IsZero() {
+		out.StartTime = n.StartTime
+	}
+	if out.QOSClass == "" {
+		out.QOSClass = n.QOSClass
+	}
+	out.InitContainerStatuses = n.InitContainerStatuses
+	out.ContainerStatuses = n.ContainerStatuses
+	slices.SortStableFunc(out.ContainerStatuses, func(a, b v1.ContainerStatus) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+func findCondition(conds []v1.PodCondition, t v1.PodConditionType) *v1.PodCondition {
+	for i := range conds {
+		if conds[i].Type == t {
+			return &conds[i]
+		}
+	}
+	return nil
+}
+
+// statusPatch is the strategic merge patch that turns the status old into
+// new for the pod uid, for pods/status; the UID in it is a precondition (a
+// pod deleted and made again under the same name refuses it). unchanged
+// reports that the patch holds nothing but the UID: there is nothing to
+// send. As the kubelet's PatchPodStatus.
+func statusPatch(uid types.UID, old, new *v1.PodStatus) (patch []byte, unchanged bool, err error) {
+	oldData, err := json.Marshal(v1.Pod{Status: *old})
+	if err != nil {
+		return nil, false, fmt.Errorf("marshal the old status: %w", err)
+	}
+	// Only the new object has the UID, so that the patch always holds it.
+	newData, err := json.Marshal(v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: uid}, Status: *new})
+	if err != nil {
+		return nil, false, fmt.Errorf("marshal the new status: %w", err)
+	}
+	patch, err = strategicpatch.CreateTwoWayMergePatch(oldData, newData, v1.Pod{})
+	if err != nil {
+		return nil, false, fmt.Errorf("make the status patch: %w", err)
+	}
+	return patch, bytes.Equal(patch, fmt.Appendf(nil, `{"metadata":{"uid":%q}}`, uid)), nil
+}
+
+// statusKey is what a status says as the API stores it (times to the
+// second): two statuses with the same key need not be sent twice.
+func statusKey(s *v1.PodStatus) string {
+	data, err := json.Marshal(s)
+	if err != nil {
+		// A v1.PodStatus always marshals; a failure is a programming error.
+		panic(fmt.Sprintf("status: marshal a pod status: %v", err))
+	}
+	return string(data)
+}
+
+// Why a container the node stopped because its pod was deleted shows no
+// exit code of its own: podrun removes a deleted pod's containers with it.
+const (
+	reasonDeleted  = "ContainerStatusUnknown"
+	messageDeleted = "The container was stopped and removed with its pod, which was deleted; its exit code was not kept"
+)
+
+// finalStatus is the status of a pod the node has stopped and removed
+// because the API deleted it (the kubelet's TerminatePod): every container
+// that was not already terminated is terminated with exit code 137, the
+// phase is Failed unless it was already Succeeded or Failed, and the pod
+// and its containers are not ready (since now).
+func finalStatus(last *v1.PodStatus, now time.Time) v1.PodStatus {
+	s := *last.DeepCopy()
+	terminate := func(list []v1.ContainerStatus) {
+		for i := range list {
+			c := &list[i]
+			c.Ready = false
+			if c.State.Terminated != nil {
+				continue
+			}
+			if c.State.Running != nil {
+				c.LastTerminationState = v1.ContainerState{}
+			}
+			c.State = v1.ContainerState{Terminated: &v1.ContainerStateTerminated{
+				ExitCode: 137, Reason: reasonDeleted, Message: messageDeleted,
+			}}
+			started := false
+			c.Started = &started
+		}
+	}
+	terminate(s.InitContainerStatuses)
+	terminate(s.ContainerStatuses)
+	if !terminalPhase(s.Phase) {
+		s.Phase = v1.PodFailed
+	}
+	for i := range s.Conditions {
+		if t := s.Conditions[i].Type; t == v1.PodReady || t == v1.ContainersReady {
+			if s.Conditions[i].Status != v1.ConditionFalse {
+				s.Conditions[i].Status = v1.ConditionFalse
+				s.Conditions[i].Reason = "PodCompleted"
+				s.Conditions[i].LastTransitionTime = metav1.NewTime(now)
+			}
+		}
+	}
+	return s
+}

@@ -1,0 +1,198 @@
+package status
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+var (
+	t0 = metav1.NewTime(time.Date(2025, 1, 2, 3, 0, 0, 0, time.UTC))
+	t1 = metav1.NewTime(time.Date(2025, 1, 2, 3, 5, 0, 0, time.UTC))
+)
+
+func cond(t v1.PodConditionType, s v1.ConditionStatus, at metav1.Time) v1.PodCondition {
+	return v1.PodCondition{Type: t, Status: s, LastTransitionTime: at}
+}
+
+// apiStatus is a pod's status as the API holds it: the scheduler's
+// condition, a readiness gate a controller sets, the QOS class.
+func apiStatus() v1.PodStatus {
+	return v1.PodStatus{
+		Phase:    v1.PodPending,
+		QOSClass: v1.PodQOSBurstable,
+		Conditions: []v1.PodCondition{
+			cond(v1.PodScheduled, v1.ConditionTrue, t0),
+			cond("example.com/gate", v1.ConditionTrue, t0),
+			cond(v1.PodReady, v1.ConditionFalse, t0),
+		},
+	}
+}
+
+// nodeStatus is what the runner says of the pod.
+func nodeStatus() v1.PodStatus {
+	started := true
+	return v1.PodStatus{
+		Phase:   v1.PodRunning,
+		HostIP:  "192.0.2.10",
+		HostIPs: []v1.HostIP{{IP: "192.0.2.10"}},
+		PodIP:   "10.1.0.5",
+		PodIPs:  []v1.PodIP{{IP: "10.1.0.5"}},
+		Conditions: []v1.PodCondition{
+			cond(v1.PodScheduled, v1.ConditionTrue, t1),
+			cond(v1.PodInitialized, v1.ConditionTrue, t1),
+			cond(v1.PodReady, v1.ConditionFalse, t1),
+			cond(v1.ContainersReady, v1.ConditionFalse, t1),
+		},
+		StartTime: &t1,
+		ContainerStatuses: []v1.ContainerStatus{
+			{Name: "z", State: v1.ContainerState{Running: &v1.ContainerStateRunning{StartedAt: t1}}, Started: &started},
+			{Name: "a", State: v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: "ContainerCreating"}}},
+		},
+	}
+}
+
+func TestMergeStatusTakesTheNodesPart(t *testing.T) {
+	api, node := apiStatus(), nodeStatus()
+	apiBefore, nodeBefore := statusKey(&api), statusKey(&node)
+	got := mergeStatus(&api, &node)
+	if statusKey(&api) != apiBefore || statusKey(&node) != nodeBefore {
+		t.Fatal("mergeStatus modified its arguments")
+	}
+	if got.Phase != v1.PodRunning || got.PodIP != "10.1.0.5" || got.HostIP != "192.0.2.10" || len(got.PodIPs) != 1 {
+		t.Errorf("node fields not taken: %+v", got)
+	}
+	if got.QOSClass != v1.PodQOSBurstable {
+		t.Errorf("QOS class %q, want the API's", got.QOSClass)
+	}
+	want := map[v1.PodConditionType]struct {
+		status v1.ConditionStatus
+		at     metav1.Time
+	}{
+		// Same status as the API's: its transition time stays.
+		v1.PodScheduled: {v1.ConditionTrue, t0},
+		v1.PodReady:     {v1.ConditionFalse, t0},
+		// Another's condition is kept as it is.
+		"example.com/gate": {v1.ConditionTrue, t0},
+		// New ones are the node's.
+		v1.PodInitialized:  {v1.ConditionTrue, t1},
+		v1.ContainersReady: {v1.ConditionFalse, t1},
+	}
+	if len(got.Conditions) != len(want) {
+		t.Errorf("conditions %v, want %d", got.Conditions, len(want))
+	}
+	for _, c := range got.Conditions {
+		w, ok := want[c.Type]
+		if !ok || c.Status != w.status || !c.LastTransitionTime.Equal(&w.at) {
+			t.Errorf("condition %s = %s since %v, want %v", c.Type, c.Status, c.LastTransitionTime, w)
+		}
+	}
+	if got.ContainerStatuses[0].Name != "a" || got.ContainerStatuses[1].Name != "z" {
+		t.Errorf("container statuses not sorted by name: %v", got.ContainerStatuses)
+	}
+	if !got.StartTime.Equal(&t1) {
+		t.Errorf("start time %v, want the node's (the API has none)", got.StartTime)
+	}
+	// A start time the API has stays.
+	api.StartTime = &t0
+	if got := mergeStatus(&api, &node); !got.StartTime.Equal(&t0) {
+		t.Errorf("start time %v, want the API's %v", got.StartTime, t0)
+	}
+}
+
+func TestMergeStatusKeepsATerminalPhase(t *testing.T) {
+	api, node := apiStatus(), nodeStatus()
+	api.Phase, api.Reason = v1.PodFailed, "Evicted"
+	got := mergeStatus(&api, &node)
+	if got.Phase != v1.PodFailed || got.Reason != "Evicted" {
+		t.Errorf("phase %s (%s): a terminal phase must stay", got.Phase, got.Reason)
+	}
+	// Done pods are not ready, whatever the last probe said.
+	node.Conditions[2].Status = v1.ConditionTrue
+	node.Phase = v1.PodSucceeded
+	api = apiStatus()
+	got = mergeStatus(&api, &node)
+	if c := findCondition(got.Conditions, v1.PodReady); c == nil || c.Status != v1.ConditionFalse {
+		t.Errorf("Ready of a Succeeded pod: %v", c)
+	}
+}
+
+func TestStatusPatch(t *testing.T) {
+	api, node := apiStatus(), nodeStatus()
+	merged := mergeStatus(&api, &node)
+	patch, unchanged, err := statusPatch("uid-1", &api, &merged)
+	if err != nil || unchanged {
+		t.Fatalf("statusPatch = %s, %v, %v", patch, unchanged, err)
+	}
+	var doc struct {
+		Metadata struct {
+			UID string `json:"uid"`
+		} `json:"metadata"`
+		Status map[string]json.RawMessage `json:"status"`
+	}
+	if err := json.Unmarshal(patch, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.Metadata.UID != "uid-1" {
+		t.Errorf("patch %s: no UID precondition", patch)
+	}
+	for _, f := range []string{"phase", "podIP", "containerStatuses", "conditions"} {
+		if _, ok := doc.Status[f]; !ok {
+			t.Errorf("patch %s lacks status.%s", patch, f)
+		}
+	}
+	if _, ok := doc.Status["qosClass"]; ok {
+		t.Errorf("patch %s changes the QOS class", patch)
+	}
+	// Another's condition is named in the order of the list only
+	// ($setElementOrder), never changed.
+	if strings.Contains(string(doc.Status["conditions"]), "example.com/gate") {
+		t.Errorf("patch %s touches another's condition", patch)
+	}
+
+	// The same status again: nothing to send.
+	if patch, unchanged, err := statusPatch("uid-1", &merged, &merged); err != nil || !unchanged {
+		t.Errorf("same status: patch %s, unchanged %v, %v", patch, unchanged, err)
+	}
+	// Times the API keeps to the second do not count.
+	again := *merged.DeepCopy()
+	ns := metav1.NewTime(t1.Add(300 * time.Millisecond))
+	again.StartTime = &ns
+	if statusKey(&again) != statusKey(&merged) {
+		t.Error("statusKey differs for times within a second")
+	}
+}
+
+func TestFinalStatus(t *testing.T) {
+	node := nodeStatus()
+	node.Conditions[2].Status = v1.ConditionTrue // ready
+	node.ContainerStatuses[0].Ready = true
+	now := time.Date(2025, 1, 2, 4, 0, 0, 0, time.UTC)
+	got := finalStatus(&node, now)
+	if got.Phase != v1.PodFailed {
+		t.Errorf("phase %s, want Failed", got.Phase)
+	}
+	for _, c := range got.ContainerStatuses {
+		if c.State.Terminated == nil || c.State.Terminated.ExitCode != 137 || c.Ready || c.State.Running != nil || c.State.Waiting != nil {
+			t.Errorf("container %s: %+v", c.Name, c.State)
+		}
+	}
+	if c := findCondition(got.Conditions, v1.PodReady); c.Status != v1.ConditionFalse || !c.LastTransitionTime.Time.Equal(now) {
+		t.Errorf("Ready: %+v", c)
+	}
+	if node.ContainerStatuses[0].State.Running == nil {
+		t.Error("finalStatus modified its argument")
+	}
+	// A pod that completed keeps Succeeded and its containers' exit codes.
+	done := nodeStatus()
+	done.Phase = v1.PodSucceeded
+	done.ContainerStatuses = []v1.ContainerStatus{{Name: "a", State: v1.ContainerState{Terminated: &v1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed"}}}}
+	got = finalStatus(&done, now)
+	if got.Phase != v1.PodSucceeded || got.ContainerStatuses[0].State.Terminated.Reason != "Completed" {
+		t.Errorf("completed pod: %s, %+v", got.Phase, got.ContainerStatuses[0].State.Terminated)
+	}
+}
