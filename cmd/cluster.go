@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"net"
 	"os"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -21,6 +23,8 @@ import (
 	"github.com/podrun/podrun/node"
 	"github.com/podrun/podrun/nodeapi"
 	"github.com/podrun/podrun/runner"
+	"github.com/podrun/podrun/source"
+	"github.com/podrun/podrun/status"
 )
 
 // clusterOptions join podrun to a Kubernetes cluster (watch --kubeconfig):
@@ -161,23 +165,34 @@ func (k *kubeClient) Get() (kubernetes.Interface, error) {
 	return c, nil
 }
 
-// startCluster starts, on wg, what joins the node to the cluster: the node
-// agent (registration, status, Lease) and the node API. Set-up runs under
-// ctx; they run until runCtx ends.
-func startCluster(ctx, runCtx context.Context, wg *sync.WaitGroup, opts *watchOptions, kc *kubeClient, rt watchEngine, r *runner.Runner) error {
+// cluster is what joins the node to a cluster besides the apiserver
+// source: the node agent (registration, status, Lease), the status manager
+// (mirror pods, pod status) and the node API (nil with --port 0).
+type cluster struct {
+	log      *slog.Logger
+	agent    *node.Agent
+	statuses *status.Manager
+	nodeAPI  *nodeapi.Server
+}
+
+// newCluster makes the parts of cluster mode; the node API's port is
+// bound here, so that a taken port fails watch at start.
+func newCluster(ctx context.Context, opts *watchOptions, kc *kubeClient, rt watchEngine, r *runner.Runner,
+	mux *source.Mux, reg prometheus.Registerer) (*cluster, error) {
 	agent, nodeIP, err := newNodeAgent(ctx, opts, kc, rt, r)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		agent.Run(runCtx)
-	}()
+	statuses, err := status.NewManager(status.Options{Client: kc.Get, NodeName: opts.NodeName, NodeUID: agent.NodeUID,
+		Pods: r, Desired: mux.Pods, SourcesReady: mux.Ready, Clock: opts.Clock, Logger: opts.Log, Metrics: status.NewMetrics(reg)})
+	if err != nil {
+		return nil, err
+	}
+	c := &cluster{log: opts.Log, agent: agent, statuses: statuses}
 	if opts.Cluster.Port == 0 {
-		return nil
+		return c, nil
 	}
-	srv, err := nodeapi.Listen(nodeapi.Options{
+	c.nodeAPI, err = nodeapi.Listen(nodeapi.Options{
 		NodeName:      opts.NodeName,
 		Addr:          net.JoinHostPort(opts.Cluster.Address, strconv.Itoa(opts.Cluster.Port)),
 		TLSCertFile:   opts.Cluster.TLSCertFile,
@@ -192,17 +207,33 @@ func startCluster(ctx, runCtx context.Context, wg *sync.WaitGroup, opts *watchOp
 		Logger:        opts.Log,
 	})
 	if err != nil {
-		return badInput(fmt.Errorf("node API (--address, --port, --tls-cert-file): %w", err))
+		return nil, badInput(fmt.Errorf("node API (--address, --port, --tls-cert-file): %w", err))
+	}
+	return c, nil
+}
+
+// start runs the parts on wg until ctx ends.
+func (c *cluster) start(ctx context.Context, wg *sync.WaitGroup) {
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		c.agent.Run(ctx)
+	}()
+	go func() {
+		defer wg.Done()
+		c.statuses.Run(ctx)
+	}()
+	if c.nodeAPI == nil {
+		return
 	}
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		if err := srv.Serve(runCtx); err != nil {
-			opts.Log.Error("node API", "err", err)
+		if err := c.nodeAPI.Serve(ctx); err != nil {
+			c.log.Error("node API", "err", err)
 		}
 	}()
-	opts.Log.Info("serving the node API", "address", srv.Addr())
-	return nil
+	c.log.Info("serving the node API", "address", c.nodeAPI.Addr())
 }
 
 // newNodeAgent makes the node's registration, status and Lease reporter,

@@ -118,6 +118,10 @@ func watchRun(ctx context.Context, opts *watchOptions) error {
 	var kc *kubeClient
 	if opts.Cluster.Kubeconfig != "" {
 		kc = &kubeClient{path: opts.Cluster.Kubeconfig, userAgent: "podrun/" + kubeletVersion()}
+		// Last, so that a ConfigMap or Secret named alike in a local
+		// manifest and in the API is the local one (and reported).
+		sources = append(sources, source.Named{Name: source.DefaultAPIServerSourceName,
+			Source: &source.APIServerSource{NodeName: opts.NodeName, Client: kc.Get, Logger: opts.Log}})
 	}
 
 	rt, err := opts.Engine(ctx)
@@ -139,6 +143,16 @@ func watchRun(ctx context.Context, opts *watchOptions) error {
 	if err != nil {
 		return err
 	}
+	// Joined to a cluster: the node agent, the status manager (whose
+	// refused mirror pods /pods shows) and the node API.
+	var cl *cluster
+	annotatePods := func(pods []*v1.Pod) []*v1.Pod { return pods }
+	if kc != nil {
+		if cl, err = newCluster(ctx, opts, kc, rt, r, mux, reg); err != nil {
+			return err
+		}
+		annotatePods = cl.statuses.AnnotateMirrorErrors
+	}
 	var server *health.Server
 	if opts.HealthzPort != 0 {
 		server, err = health.Listen(health.ServerOptions{
@@ -150,11 +164,14 @@ func watchRun(ctx context.Context, opts *watchOptions) error {
 				}
 				return nil
 			},
-			Pods:     func() []*v1.Pod { return mux.AnnotateErrors(r.Pods()) },
+			Pods:     func() []*v1.Pod { return annotatePods(mux.AnnotateErrors(r.Pods())) },
 			Gatherer: reg,
 			Logger:   opts.Log,
 		})
 		if err != nil {
+			if cl != nil && cl.nodeAPI != nil {
+				cl.nodeAPI.Close()
+			}
 			return badInput(fmt.Errorf("--healthz-port: %w", err))
 		}
 	}
@@ -185,12 +202,8 @@ func watchRun(ctx context.Context, opts *watchOptions) error {
 		}()
 		opts.Log.Info("serving /healthz, /readyz, /pods, /metrics", "address", server.Addr())
 	}
-	if kc != nil {
-		if err := startCluster(ctx, runCtx, &wg, opts, kc, rt, r); err != nil {
-			stop()
-			wg.Wait()
-			return err
-		}
+	if cl != nil {
+		cl.start(runCtx, &wg)
 	}
 	opts.Log.Info("podrun watching", "sources", mux.Names(), "node", opts.NodeName)
 
