@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
 
 	"github.com/podrun/podrun/gc"
 	"github.com/podrun/podrun/health"
@@ -118,6 +119,8 @@ func watchRun(ctx context.Context, opts *watchOptions) error {
 	var kc *kubeClient
 	if opts.Cluster.Kubeconfig != "" {
 		kc = &kubeClient{path: opts.Cluster.Kubeconfig, userAgent: "podrun/" + kubeletVersion()}
+		// client-go logs through klog: one log, podrun's, structured.
+		klog.SetSlogLogger(opts.Log.With("component", "client-go"))
 		// Last, so that a ConfigMap or Secret named alike in a local
 		// manifest and in the API is the local one (and reported).
 		sources = append(sources, source.Named{Name: source.DefaultAPIServerSourceName,
