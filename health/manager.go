@@ -50,6 +50,10 @@ type ManagerOptions struct {
 	// Failure, or Unknown for a run that could not be made), for metrics.
 	// It is called concurrently from the probe workers.
 	OnResult func(probeType string, result Result)
+	// OnFailure, if set, is called with every failed probe run (below the
+	// threshold too), for the Unhealthy events the kubelet records. It is
+	// called concurrently from the probe workers.
+	OnFailure func(podUID, container, probeType, message string)
 }
 
 // Verdict says that a container failed its liveness or startup probe and
@@ -336,6 +340,9 @@ func (w *worker) probe(ctx context.Context) bool {
 	w.m.report(w.kind, res)
 	if res == Failure {
 		w.m.log.Debug("probe failed", "probe", w.kind, "pod", w.c.podUID, "container", w.c.spec.Name, "msg", msg)
+		if w.m.opts.OnFailure != nil {
+			w.m.opts.OnFailure(w.c.podUID, w.c.spec.Name, w.kind, msg)
+		}
 	}
 
 	if res == w.last {

@@ -224,6 +224,9 @@ func (r *Runner) killContainer(ctx context.Context, pod *v1.Pod, podIP string, k
 			grace = max(grace-r.clock.Since(start), minGracePeriod)
 		}
 	}
+	if pod != nil && c.State == engine.StateRunning {
+		r.event(pod, c.Name, v1.EventTypeNormal, eventKilling, "Stopping container %s (%s)", c.Name, k.Reason)
+	}
 	err := r.rt.StopContainer(ctx, c.ID, grace)
 	if err != nil && !errors.Is(err, engine.ErrNotFound) {
 		return fmt.Errorf("stop %s: %w", c.Name, err)
@@ -519,6 +522,7 @@ func (r *Runner) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container, 
 		img, err := r.rt.ImageStatus(ctx, ref)
 		if err == nil {
 			opts.used(img.ID, r.clock.Now())
+			r.event(pod, c.Name, v1.EventTypeNormal, eventPulled, "Container image %q already present on machine", ref)
 			return nil
 		}
 		if !errors.Is(err, engine.ErrNotFound) {
@@ -531,12 +535,15 @@ func (r *Runner) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container, 
 	}
 	creds := engine.UnionKeyring{engine.KeyringFunc(func(image string) []engine.AuthConfig { return r.podPullCredentials(pod, image) }),
 		opts.nodeCredentials()}.Lookup(ref)
+	r.event(pod, c.Name, v1.EventTypeNormal, eventPulling, "Pulling image %q", ref)
+	start := r.clock.Now()
 	v, err, _ := r.pulls.Do(pullKey(ref, creds), func() (any, error) {
 		return r.pullImage(ctx, ref, creds, opts)
 	})
 	if err != nil {
 		return &imageError{reason: reasonErrImagePull, err: fmt.Errorf("pull %s: %w", ref, err)}
 	}
+	r.event(pod, c.Name, v1.EventTypeNormal, eventPulled, "Successfully pulled image %q in %s", ref, r.clock.Since(start).Round(time.Millisecond))
 	opts.used(v.(*engine.Image).ID, r.clock.Now())
 	return nil
 }
@@ -559,9 +566,11 @@ func (r *Runner) startContainer(ctx context.Context, pod *v1.Pod, c *v1.Containe
 	if err != nil {
 		return fmt.Errorf("create: %w", err)
 	}
+	r.event(pod, c.Name, v1.EventTypeNormal, eventCreated, "Created container %s", c.Name)
 	if err := r.rt.StartContainer(ctx, id); err != nil {
 		return fmt.Errorf("start: %w", err)
 	}
+	r.event(pod, c.Name, v1.EventTypeNormal, eventStarted, "Started container %s", c.Name)
 	r.metrics.containerStarted(attempt)
 	if err := r.postStart(ctx, pod, c, id, pe.PodIP); err != nil {
 		return err

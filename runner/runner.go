@@ -68,6 +68,8 @@ type Config struct {
 	// AdmitReason, say OutOfDisk), and it is asked again every
 	// 10 s. Running pods are never asked.
 	Admit func(pod *v1.Pod) error
+	// Events records pod events (cluster mode); nil records none.
+	Events EventRecorder
 	// KeepSource reports whether pods defined by source must be kept although
 	// no source defines them now: the source has been failing since podrun
 	// started, so podrun does not know what it defines. nil: keep none.
@@ -170,8 +172,9 @@ func New(cfg Config) *Runner {
 	execer, _ := cfg.Runtime.(engine.Execer)
 	r.probes = health.NewManager(health.ManagerOptions{
 		Clock: cfg.Clock, Exec: execer, Log: cfg.Log,
-		OnChange: func(uid string) { r.wakePods([]string{uid}) },
-		OnResult: cfg.Metrics.probeResult,
+		OnChange:  func(uid string) { r.wakePods([]string{uid}) },
+		OnResult:  cfg.Metrics.probeResult,
+		OnFailure: r.probeFailed,
 	})
 	var lister engine.PodObjectLister
 	if l, ok := cfg.Runtime.(engine.PodObjectLister); ok {

@@ -55,9 +55,11 @@ func (w *podWorker) recordStartError(pod *v1.Pod, c *v1.Container, err error) {
 		r.backoff.Next(key, now)
 		retry = r.backoff.Get(key)
 	}
+	reason := errorReason(err)
 	w.mu.Lock()
-	w.errs[c.Name] = startError{waiting: waiting{Reason: errorReason(err), Message: err.Error()}, at: now, until: now.Add(retry)}
+	w.errs[c.Name] = startError{waiting: waiting{Reason: reason, Message: err.Error()}, at: now, until: now.Add(retry)}
 	w.mu.Unlock()
+	r.event(pod, c.Name, v1.EventTypeWarning, eventFailed, "Error: %s: %v", reason, err)
 }
 
 // shownErrors are the start errors as the pod status shows them: a failed

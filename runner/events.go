@@ -1,0 +1,65 @@
+package runner
+
+import (
+	"fmt"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// EventRecorder records what happens to pods as Kubernetes Events (client-go's
+// record.EventRecorder is one; it rate-limits and aggregates them).
+type EventRecorder interface {
+	Event(object runtime.Object, eventtype, reason, message string)
+}
+
+// The kubelet's event reasons (pkg/kubelet/events), which tools match on.
+const (
+	eventPulling   = "Pulling"
+	eventPulled    = "Pulled"
+	eventCreated   = "Created"
+	eventStarted   = "Started"
+	eventKilling   = "Killing"
+	eventFailed    = "Failed"
+	eventUnhealthy = "Unhealthy"
+)
+
+// containerRef is the reference events of container name of pod are about,
+// with the field path the kubelet gives them.
+func containerRef(pod *v1.Pod, name string) *v1.ObjectReference {
+	ref := &v1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: pod.Namespace, Name: pod.Name,
+		UID: pod.UID, ResourceVersion: pod.ResourceVersion}
+	if name == "" {
+		return ref
+	}
+	for _, c := range pod.Spec.InitContainers {
+		if c.Name == name {
+			ref.FieldPath = fmt.Sprintf("spec.initContainers{%s}", name)
+			return ref
+		}
+	}
+	ref.FieldPath = fmt.Sprintf("spec.containers{%s}", name)
+	return ref
+}
+
+// event records an event of container (or, with "", of the pod); a
+// Runner without Config.Events records none.
+func (r *Runner) event(pod *v1.Pod, container, eventtype, reason, format string, args ...any) {
+	if r.cfg.Events == nil || pod == nil {
+		return
+	}
+	r.cfg.Events.Event(containerRef(pod, container), eventtype, reason, fmt.Sprintf(format, args...))
+}
+
+// probeFailed records the kubelet's Unhealthy event of a failed probe.
+func (r *Runner) probeFailed(uid, container, probeType, message string) {
+	if r.cfg.Events == nil {
+		return
+	}
+	r.mu.Lock()
+	p := r.status[uid]
+	r.mu.Unlock()
+	if p != nil {
+		r.event(p, container, v1.EventTypeWarning, eventUnhealthy, "%s probe failed: %s", probeType, message)
+	}
+}

@@ -1,0 +1,72 @@
+package runner_test
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/podrun/podrun/runner"
+)
+
+// eventLog is an EventRecorder that keeps "<fieldPath> <type> <reason>: <message>".
+type eventLog struct {
+	mu     sync.Mutex
+	events []string
+}
+
+func (l *eventLog) Event(obj runtime.Object, eventtype, reason, message string) {
+	ref := obj.(*v1.ObjectReference)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.events = append(l.events, fmt.Sprintf("%s/%s %s %s %s: %s", ref.Namespace, ref.Name, ref.FieldPath, eventtype, reason, message))
+}
+
+func (l *eventLog) has(sub string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.ContainsFunc(l.events, func(e string) bool { return strings.Contains(e, sub) })
+}
+
+func (l *eventLog) wait(t *testing.T, h *harness, sub string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !l.has(sub) {
+		if time.Now().After(deadline) {
+			l.mu.Lock()
+			t.Fatalf("no event %q in %q", sub, l.events)
+		}
+		h.clk.Step(100 * time.Millisecond)
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// The sync core records the kubelet's events: an image present, a
+// container created and started, a start that failed, a container killed.
+func TestPodEventsRecorded(t *testing.T) {
+	fake := newFake(t)
+	events := &eventLog{}
+	h := start(t, fake, func(c *runner.Config) { c.Events = events })
+	pod := newPod("u1", "web-node1", v1.RestartPolicyAlways, map[string][]string{"app": {"serve"}})
+	missing := newPod("u2", "broken-node1", v1.RestartPolicyAlways, map[string][]string{"app": {"serve"}})
+	missing.Spec.Containers[0].Image = "absent:1"
+	missing.Spec.Containers[0].ImagePullPolicy = v1.PullNever
+	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{pod, missing}}
+	h.waitStatus("u1", "running", allRunning)
+	for _, want := range []string{
+		`default/web-node1 spec.containers{app} Normal Pulled: Container image "` + image + `" already present on machine`,
+		"default/web-node1 spec.containers{app} Normal Created: Created container app",
+		"default/web-node1 spec.containers{app} Normal Started: Started container app",
+	} {
+		events.wait(t, h, want)
+	}
+	events.wait(t, h, "default/broken-node1 spec.containers{app} Warning Failed: Error: ErrImageNeverPull")
+
+	h.updates <- runner.PodUpdate{Op: runner.OpRemove, Pods: []*v1.Pod{pod}}
+	events.wait(t, h, "default/web-node1 spec.containers{app} Normal Killing: Stopping container app")
+}
