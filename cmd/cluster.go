@@ -18,7 +18,10 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/record"
 
 	"github.com/podrun/podrun/node"
 	"github.com/podrun/podrun/nodeapi"
@@ -170,6 +173,8 @@ func (k *kubeClient) Get() (kubernetes.Interface, error) {
 // (mirror pods, pod status) and the node API (nil with --port 0).
 type cluster struct {
 	log      *slog.Logger
+	kc       *kubeClient
+	events   *clusterEvents
 	agent    *node.Agent
 	statuses *status.Manager
 	nodeAPI  *nodeapi.Server
@@ -177,9 +182,9 @@ type cluster struct {
 
 // newCluster makes the parts of cluster mode; the node API's port is
 // bound here, so that a taken port fails watch at start.
-func newCluster(ctx context.Context, opts *watchOptions, kc *kubeClient, rt watchEngine, r *runner.Runner,
+func newCluster(ctx context.Context, opts *watchOptions, kc *kubeClient, events *clusterEvents, rt watchEngine, r *runner.Runner,
 	mux *source.Mux, reg prometheus.Registerer) (*cluster, error) {
-	agent, nodeIP, err := newNodeAgent(ctx, opts, kc, rt, r)
+	agent, nodeIP, err := newNodeAgent(ctx, opts, kc, events, rt, r)
 	if err != nil {
 		return nil, err
 	}
@@ -188,7 +193,7 @@ func newCluster(ctx context.Context, opts *watchOptions, kc *kubeClient, rt watc
 	if err != nil {
 		return nil, err
 	}
-	c := &cluster{log: opts.Log, agent: agent, statuses: statuses}
+	c := &cluster{log: opts.Log, kc: kc, events: events, agent: agent, statuses: statuses}
 	if opts.Cluster.Port == 0 {
 		return c, nil
 	}
@@ -214,7 +219,11 @@ func newCluster(ctx context.Context, opts *watchOptions, kc *kubeClient, rt watc
 
 // start runs the parts on wg until ctx ends.
 func (c *cluster) start(ctx context.Context, wg *sync.WaitGroup) {
-	wg.Add(2)
+	wg.Add(3)
+	go func() {
+		defer wg.Done()
+		c.events.run(ctx, c.kc)
+	}()
 	go func() {
 		defer wg.Done()
 		c.agent.Run(ctx)
@@ -238,7 +247,7 @@ func (c *cluster) start(ctx context.Context, wg *sync.WaitGroup) {
 
 // newNodeAgent makes the node's registration, status and Lease reporter,
 // and says the node's IP.
-func newNodeAgent(ctx context.Context, opts *watchOptions, kc *kubeClient, rt watchEngine, r *runner.Runner) (*node.Agent, string, error) {
+func newNodeAgent(ctx context.Context, opts *watchOptions, kc *kubeClient, events *clusterEvents, rt watchEngine, r *runner.Runner) (*node.Agent, string, error) {
 	labels, err := opts.Cluster.labels()
 	if err != nil {
 		return nil, "", err
@@ -269,10 +278,46 @@ func newNodeAgent(ctx context.Context, opts *watchOptions, kc *kubeClient, rt wa
 		Facts:          facts,
 		Measure:        func() (node.Measurements, error) { return node.MeasureNode(opts.RootDir, imagesDir) },
 		Healthy:        func() error { return errors.Join(r.Healthy(), r.RuntimeErr()) },
+		Events:         events.recorder,
 		Clock:          opts.Clock,
 		Log:            opts.Log,
 
 		StatusUpdateFrequency: opts.Cluster.StatusUpdateFrequency,
 		StatusReportFrequency: opts.Cluster.StatusReportFrequency,
 	}), nodeIP, nil
+}
+
+// clusterEvents sends the events of the sync core and the node agent to
+// the apiserver, through client-go's broadcaster (which aggregates repeats
+// and rate-limits each object's events). Events recorded before the
+// cluster can be reached are dropped.
+type clusterEvents struct {
+	broadcaster record.EventBroadcaster
+	recorder    record.EventRecorder
+}
+
+func newClusterEvents(nodeName string) *clusterEvents {
+	b := record.NewBroadcaster()
+	return &clusterEvents{broadcaster: b,
+		recorder: b.NewRecorder(scheme.Scheme, v1.EventSource{Component: "kubelet", Host: nodeName})}
+}
+
+// run starts the sink once kc has a client and stops the broadcaster when
+// ctx ends.
+func (e *clusterEvents) run(ctx context.Context, kc *kubeClient) {
+	defer e.broadcaster.Shutdown()
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		if client, err := kc.Get(); err == nil {
+			e.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+			<-ctx.Done()
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }

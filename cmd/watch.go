@@ -136,7 +136,14 @@ func watchRun(ctx context.Context, opts *watchOptions) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	mux := source.NewMux(sources, source.NewMetrics(reg))
 	opts.imageUsage = gc.NewImageUsage()
+	var events *clusterEvents
+	if kc != nil {
+		events = newClusterEvents(opts.NodeName)
+	}
 	r, err := newRunner(ctx, opts.globalOptions, rt, opts.AllowPrivileged, func(c *runner.Config) {
+		if events != nil {
+			c.Events = events.recorder
+		}
 		c.SyncFrequency = opts.SyncFrequency
 		c.SourcesReady = mux.Ready
 		c.KeepSource = mux.Keep
@@ -151,7 +158,7 @@ func watchRun(ctx context.Context, opts *watchOptions) error {
 	var cl *cluster
 	annotatePods := func(pods []*v1.Pod) []*v1.Pod { return pods }
 	if kc != nil {
-		if cl, err = newCluster(ctx, opts, kc, rt, r, mux, reg); err != nil {
+		if cl, err = newCluster(ctx, opts, kc, events, rt, r, mux, reg); err != nil {
 			return err
 		}
 		annotatePods = cl.statuses.AnnotateMirrorErrors

@@ -16,6 +16,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
@@ -61,6 +62,10 @@ type AgentConfig struct {
 	// the engine answers. Its error is the Ready condition's message.
 	Healthy func() error
 
+	// Events records the node's events (Starting, NodeReady,
+	// NodeNotReady); nil records none.
+	Events EventRecorder
+
 	Clock clock.WithTicker
 	Log   *slog.Logger
 	// StatusUpdateFrequency is how often the status is computed and posted
@@ -70,6 +75,12 @@ type AgentConfig struct {
 	StatusUpdateFrequency time.Duration
 	StatusReportFrequency time.Duration
 	LeaseDuration         time.Duration
+}
+
+// EventRecorder records Kubernetes Events (client-go's
+// record.EventRecorder is one).
+type EventRecorder interface {
+	Event(object k8sruntime.Object, eventtype, reason, message string)
 }
 
 // Agent is the node's side of cluster mode: it registers the Node, keeps its
@@ -149,6 +160,25 @@ func (a *Agent) waitClient(ctx context.Context) kubernetes.Interface {
 	return client
 }
 
+// event records an event of the Node, as the kubelet's node events
+// (involvedObject: the node by name, its UID).
+func (a *Agent) event(eventtype, reason, message string) {
+	if a.cfg.Events == nil {
+		return
+	}
+	ref := &v1.ObjectReference{Kind: "Node", Name: a.cfg.NodeName, UID: types.UID(a.cfg.NodeName)}
+	a.cfg.Events.Event(ref, eventtype, reason, message)
+}
+
+func readyStatus(cs []v1.NodeCondition) v1.ConditionStatus {
+	for _, c := range cs {
+		if c.Type == v1.NodeReady {
+			return c.Status
+		}
+	}
+	return v1.ConditionUnknown
+}
+
 // retry calls f until it succeeds (true) or ctx ends (false), waiting 1 s
 // doubling to 30 s between tries, logging a failure when it changes and at
 // most every 5 min otherwise.
@@ -217,6 +247,7 @@ func (a *Agent) register(ctx context.Context, client kubernetes.Interface) error
 		a.uid.Store(created.UID)
 		a.remember(created.Status)
 		a.cfg.Log.Info("node registered", "node", a.cfg.NodeName, "uid", created.UID)
+		a.event(v1.EventTypeNormal, "RegisteredNode", "Node "+a.cfg.NodeName+" registered by podrun "+a.cfg.Version)
 		return nil
 	}
 	if !apierrors.IsAlreadyExists(err) {
@@ -355,6 +386,13 @@ func (a *Agent) syncStatus(ctx context.Context, client kubernetes.Interface) err
 			return err
 		}
 		a.uid.Store(posted.UID)
+		if was, is := readyStatus(a.last.Conditions), readyStatus(posted.Status.Conditions); was != is {
+			if is == v1.ConditionTrue {
+				a.event(v1.EventTypeNormal, "NodeReady", "Node "+a.cfg.NodeName+" status is now: NodeReady")
+			} else {
+				a.event(v1.EventTypeNormal, "NodeNotReady", "Node "+a.cfg.NodeName+" status is now: NodeNotReady")
+			}
+		}
 		a.remember(posted.Status)
 		return nil
 	})

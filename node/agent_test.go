@@ -9,10 +9,14 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/record"
 
 	"github.com/podrun/podrun/clustertest"
 	"github.com/podrun/podrun/node"
@@ -63,6 +67,17 @@ func TestAgentAgainstAPIServer(t *testing.T) {
 		}
 		return kubernetes.NewForConfig(nodeCfg)
 	}
+	// Events go through client-go's broadcaster with the node's own
+	// credentials, as watch sends them.
+	nodeClient, err := kubernetes.NewForConfig(nodeCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	broadcaster := record.NewBroadcaster()
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: nodeClient.CoreV1().Events("")})
+	t.Cleanup(broadcaster.Shutdown)
+	recorder := broadcaster.NewRecorder(scheme.Scheme, v1.EventSource{Component: "kubelet", Host: name})
+
 	var healthMu sync.Mutex
 	var health error
 	agent := node.NewAgent(node.AgentConfig{
@@ -83,6 +98,7 @@ func TestAgentAgainstAPIServer(t *testing.T) {
 			defer healthMu.Unlock()
 			return health
 		},
+		Events:                recorder,
 		Log:                   slog.New(slog.NewTextHandler(testWriter{t}, nil)),
 		StatusUpdateFrequency: 200 * time.Millisecond,
 		StatusReportFrequency: 3 * time.Second,
@@ -126,7 +142,7 @@ func TestAgentAgainstAPIServer(t *testing.T) {
 
 	// The Lease is renewed (every second for a 4 s lease) and owned by
 	// the Node.
-	lease, err := admin.CoordinationV1().Leases(node.LeaseNamespace).Get(context.Background(), name, metav1.GetOptions{})
+	var lease *coordinationv1.Lease
 	waitFor(t, "the lease", func() (bool, error) {
 		lease, err = admin.CoordinationV1().Leases(node.LeaseNamespace).Get(context.Background(), name, metav1.GetOptions{})
 		return err == nil, err
@@ -152,6 +168,13 @@ func TestAgentAgainstAPIServer(t *testing.T) {
 		n, err := get()
 		return err == nil && ready(n) == v1.ConditionTrue, err
 	})
+	for _, reason := range []string{"RegisteredNode", "NodeNotReady", "NodeReady"} {
+		waitFor(t, "a "+reason+" event of the node", func() (bool, error) {
+			evs, err := admin.CoreV1().Events("default").List(context.Background(), metav1.ListOptions{
+				FieldSelector: "involvedObject.kind=Node,involvedObject.name=" + name + ",reason=" + reason})
+			return err == nil && len(evs.Items) > 0, err
+		})
+	}
 
 	// A Node deleted in the API is registered again (at the next post,
 	// which comes at the latest after StatusReportFrequency).
