@@ -1,0 +1,226 @@
+#!/usr/bin/env bash
+# Builds the real Kubernetes control plane that podrun's cluster-mode tests
+# run against (clustertest/, e2e/cluster_test.go): kubeadm, kube-apiserver,
+# kube-controller-manager, kube-scheduler and kubectl from k8s.io/kubernetes,
+# and etcd from go.etcd.io/etcd/server/v3, all from the Go module proxy
+# (no registry, no GitHub), and makes the local Docker images kubeadm's
+# static pods name (registry.k8s.io/kube-apiserver:v1.34.4, ...), each a
+# busybox-static rootfs with the binary in /usr/local/bin.
+#
+# Binaries are cached outside the checkout, keyed by version:
+#   ${PODRUN_CACHE:-/var/cache/podrun}/k8s/v1.34.4/{kubeadm,kube-apiserver,...,etcd}
+# A warm run checks the cache and the images' labels and does nothing else
+# (under a second); a cold run takes 5-9 min on 2 cores and about 4 GiB of Go
+# build and module caches besides the ~400 MiB of binaries. A lock keeps
+# two runs from colliding, and a build is renamed into place only when
+# complete, so a killed run never leaves half a cache.
+#
+# kube-proxy is a stand-in (a script that sleeps), and no CoreDNS image is
+# made: the tests want CoreDNS's pull to fail.
+set -euo pipefail
+
+K8S_VERSION=v1.34.4
+# Bump when the recipe below changes what a cached build holds.
+RECIPE=1
+CACHE_ROOT=${PODRUN_CACHE:-/var/cache/podrun}/k8s
+DEST=$CACHE_ROOT/$K8S_VERSION
+REGISTRY=registry.k8s.io
+LABEL=io.podrun.k8s.sha256
+K8S_BINS=(kubeadm kube-apiserver kube-controller-manager kube-scheduler kubectl)
+
+export PATH=/usr/local/go/bin:$PATH
+export CGO_ENABLED=0 GOTOOLCHAIN=local GOWORK=off
+
+log() { printf 'k8s: %s\n' "$*" >&2; }
+die() {
+	log "$*"
+	exit 1
+}
+
+start=$(date +%s)
+mkdir -p "$CACHE_ROOT"
+exec 9>"$CACHE_ROOT/.lock"
+if ! flock -n 9; then
+	log "waiting for another hack/k8s.sh ($CACHE_ROOT/.lock)"
+	flock 9
+fi
+
+# A build is complete when BUILD-INFO names this recipe and every binary
+# listed in SHA256SUMS is there.
+cache_ok() {
+	[ -f "$DEST/BUILD-INFO" ] && [ -f "$DEST/SHA256SUMS" ] || return 1
+	grep -qx "recipe=$RECIPE" "$DEST/BUILD-INFO" || return 1
+	grep -qx "kubernetes=$K8S_VERSION" "$DEST/BUILD-INFO" || return 1
+	local b
+	for b in "${K8S_BINS[@]}" etcd; do
+		[ -x "$DEST/$b" ] || return 1
+		grep -q " $b\$" "$DEST/SHA256SUMS" || return 1
+	done
+}
+
+build() {
+	command -v go >/dev/null || die "Go is needed at /usr/local/go"
+	# Leftovers of killed runs (we hold the lock: nobody else is building).
+	rm -rf "$CACHE_ROOT"/.tmp-* "$CACHE_ROOT"/.old-*
+	local out work
+	out=$(mktemp -d "$CACHE_ROOT/.tmp-$K8S_VERSION.XXXXXX")
+	chmod 755 "$out"
+	work=$(mktemp -d /tmp/podrun-k8s-build.XXXXXX)
+	trap 'rm -rf "$work" "$out"' EXIT
+	log "building Kubernetes $K8S_VERSION and etcd from the Go module proxy (cold: 5-9 min on 2 cores)"
+
+	# The Kubernetes binaries: a throwaway module requiring k8s.io/kubernetes,
+	# whose go.mod replaces its staging modules k8s.io/X v0.0.0 with
+	# ./staging/src/k8s.io/X; replaces of a dependency do not apply, so map
+	# each to its published v0.<minor>.<patch>.
+	local kdir stage
+	kdir=$(go mod download -json "k8s.io/kubernetes@$K8S_VERSION" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+	[ -n "$kdir" ] && [ -f "$kdir/go.mod" ] || die "could not download k8s.io/kubernetes@$K8S_VERSION"
+	stage=v0.${K8S_VERSION#v1.}
+	mkdir -p "$work/k8s"
+	{
+		echo "module podrun.local/k8sbuild"
+		echo
+		echo "go $(go env GOVERSION | sed 's/^go//')"
+		echo
+		echo "require k8s.io/kubernetes $K8S_VERSION"
+		echo
+		echo "replace ("
+		sed -n 's#^[[:space:]]*\(k8s\.io/[^ ]*\) => \./staging/src/k8s\.io/.*#\t\1 v0.0.0 => \1 '"$stage"'#p' "$kdir/go.mod"
+		echo ")"
+	} >"$work/k8s/go.mod"
+	grep -q "k8s.io/client-go v0.0.0 => k8s.io/client-go $stage" "$work/k8s/go.mod" ||
+		die "no staging replaces found in $kdir/go.mod"
+
+	# The etcd kubeadm deploys for this minor (SupportedEtcdVersion), as image
+	# tag (3.6.5-0) and module version (v3.6.5).
+	local minor etcd_tag etcd_mod
+	minor=${K8S_VERSION#v1.}
+	minor=${minor%%.*}
+	etcd_tag=$(sed -n 's/^[[:space:]]*'"$minor"': "\([0-9.]*-[0-9]*\)",$/\1/p' "$kdir/cmd/kubeadm/app/constants/constants.go")
+	[ -n "$etcd_tag" ] || die "no etcd version for 1.$minor in kubeadm's constants"
+	etcd_mod=v${etcd_tag%-*}
+
+	local ld=(-s -w)
+	local pkg
+	for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+		ld+=(-X "$pkg.gitVersion=$K8S_VERSION" -X "$pkg.gitMajor=1" -X "$pkg.gitMinor=$minor"
+			-X "$pkg.gitCommit=" -X "$pkg.gitTreeState=clean" -X "$pkg.buildDate=1970-01-01T00:00:00Z")
+	done
+	local t0
+	t0=$(date +%s)
+	(
+		cd "$work/k8s"
+		go mod download k8s.io/kubernetes
+		go build -p 2 -mod=mod -trimpath -ldflags "${ld[*]}" -o "$out/" \
+			$(printf 'k8s.io/kubernetes/cmd/%s ' "${K8S_BINS[@]}")
+	)
+	log "kubernetes binaries built in $(($(date +%s) - t0)) s"
+
+	t0=$(date +%s)
+	mkdir -p "$work/etcd"
+	(
+		cd "$work/etcd"
+		go mod init podrun.local/etcdbuild >/dev/null 2>&1
+		go get "go.etcd.io/etcd/server/v3@$etcd_mod" >/dev/null
+		go build -p 2 -mod=mod -trimpath \
+			-ldflags "-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=podrun-build" \
+			-o "$out/etcd" go.etcd.io/etcd/server/v3
+	)
+	log "etcd $etcd_mod built in $(($(date +%s) - t0)) s"
+
+	"$out/kubeadm" version -o short | grep -qx "$K8S_VERSION" ||
+		die "kubeadm says $("$out/kubeadm" version -o short), want $K8S_VERSION"
+	"$out/etcd" --version | grep -q "etcd Version: ${etcd_mod#v}" || die "etcd says $("$out/etcd" --version)"
+	# The image names kubeadm itself asks for.
+	"$out/kubeadm" config images list --kubernetes-version "$K8S_VERSION" >"$out/IMAGES"
+	grep -qx "$REGISTRY/etcd:$etcd_tag" "$out/IMAGES" || die "kubeadm wants other images: $(cat "$out/IMAGES")"
+
+	cat >"$out/kube-proxy" <<-'EOF'
+		#!/bin/sh
+		# podrun's stand-in for kube-proxy: runs until told to stop.
+		trap 'exit 0' TERM INT
+		while :; do sleep 3600 & wait $!; done
+	EOF
+	chmod 755 "$out/kube-proxy"
+
+	(cd "$out" && sha256sum "${K8S_BINS[@]}" etcd kube-proxy >SHA256SUMS)
+	printf 'recipe=%s\nkubernetes=%s\netcd=%s\netcd-image-tag=%s\ngo=%s\n' \
+		"$RECIPE" "$K8S_VERSION" "$etcd_mod" "$etcd_tag" "$(go env GOVERSION)" >"$out/BUILD-INFO"
+	if [ -e "$DEST" ]; then
+		mv "$DEST" "$CACHE_ROOT/.old-$$"
+	fi
+	mv "$out" "$DEST"
+	rm -rf "$CACHE_ROOT/.old-$$" "$work"
+	trap - EXIT
+	log "cached in $DEST ($(du -sh "$DEST" | cut -f1))"
+}
+
+if cache_ok; then
+	log "binaries cached in $DEST"
+else
+	build
+fi
+
+# Images. Each is labelled with the sha256 of its binary; one with the label
+# and another sum is made again, one without the label is not podrun's and
+# is left alone.
+command -v docker >/dev/null && docker info >/dev/null 2>&1 ||
+	die "Docker is not running; run hack/setup.sh first"
+bb=$(dpkg -L busybox-static 2>/dev/null | grep -E '/bin/busybox$' | head -1 || true)
+[ -n "$bb" ] || die "busybox-static is not installed; run hack/setup.sh first"
+
+rootfs=""
+image() { # image NAME:TAG BINARY
+	local ref=$1 bin=$2 sum have old root
+	sum=$(awk -v b="$bin" '$2 == b { print $1 }' "$DEST/SHA256SUMS")
+	[ -n "$sum" ] || die "no sum for $bin in $DEST/SHA256SUMS"
+	if old=$(docker image inspect -f '{{.ID}}' "$ref" 2>/dev/null); then
+		have=$(docker image inspect -f "{{index .Config.Labels \"$LABEL\"}}" "$ref")
+		if [ "$have" = "$sum" ]; then
+			return
+		fi
+		if [ -z "$have" ] || [ "$have" = "<no value>" ]; then
+			log "$ref exists and was not made by hack/k8s.sh; left as it is"
+			return
+		fi
+	else
+		old=""
+	fi
+	if [ -z "$rootfs" ]; then
+		rootfs=$(mktemp -d /tmp/podrun-k8s-rootfs.XXXXXX)
+		trap 'rm -rf "$rootfs"' EXIT
+		mkdir -p "$rootfs/bin" "$rootfs/sbin" "$rootfs/usr/bin" "$rootfs/usr/sbin" "$rootfs/usr/local/bin" \
+			"$rootfs/etc" "$rootfs/tmp" "$rootfs/root" "$rootfs/var/run"
+		chmod 1777 "$rootfs/tmp"
+		cp "$bb" "$rootfs/bin/busybox"
+		local applet
+		for applet in $("$rootfs/bin/busybox" --list); do
+			# --list names busybox itself; linking it would replace the binary.
+			[ "$applet" = busybox ] && continue
+			ln -sf busybox "$rootfs/bin/$applet"
+		done
+		printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/false\n' >"$rootfs/etc/passwd"
+		printf 'root:x:0:\nnobody:x:65534:\n' >"$rootfs/etc/group"
+	fi
+	log "making image $ref"
+	cp "$DEST/$bin" "$rootfs/usr/local/bin/$bin"
+	tar -C "$rootfs" -c . | docker import \
+		-c 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+		-c "LABEL $LABEL=$sum" \
+		-c "LABEL io.podrun.k8s.binary=$bin" \
+		- "$ref" >/dev/null
+	rm -f "$rootfs/usr/local/bin/$bin"
+	# The image this one replaces, if nothing uses it any more.
+	if [ -n "$old" ]; then
+		docker image rm "$old" >/dev/null 2>&1 || true
+	fi
+}
+
+etcd_tag=$(sed -n 's/^etcd-image-tag=//p' "$DEST/BUILD-INFO")
+for b in kube-apiserver kube-controller-manager kube-scheduler kube-proxy; do
+	image "$REGISTRY/$b:$K8S_VERSION" "$b"
+done
+image "$REGISTRY/etcd:$etcd_tag" etcd
+
+log "ready in $(($(date +%s) - start)) s: $DEST; images $REGISTRY/{kube-apiserver,kube-controller-manager,kube-scheduler,kube-proxy}:$K8S_VERSION, $REGISTRY/etcd:$etcd_tag"
