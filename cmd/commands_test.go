@@ -408,3 +408,15 @@ spec:
 		t.Errorf("the pod got k=%s, want the first definition's", k)
 	}
 }
+
+// --node-ip is the pods' hostIP, as the kubelet's flag: the node's address
+// in the cluster, not the host's first interface.
+func TestWatchNodeIPIsPodsHostIP(t *testing.T) {
+	e := newCmdEnv(t)
+	e.write("web.yaml", webPod("web"))
+	err := e.watch([]string{"--path", e.dir, "--node-ip", "198.18.0.7"}, func() bool { return e.running("web-node1") != nil })
+	wantExit(t, "watch", err, exitOK)
+	if got := e.env(e.running("web-node1"))["HOST_IP"]; got != "198.18.0.7" {
+		t.Errorf("HOST_IP %q, want --node-ip", got)
+	}
+}

@@ -149,6 +149,11 @@ func watchRun(ctx context.Context, opts *watchOptions) error {
 		c.KeepSource = mux.Keep
 		c.Metrics = runner.NewMetrics(reg)
 		c.ClusterDNS, c.ClusterDomain = opts.Cluster.ClusterDNS, opts.Cluster.ClusterDomain
+		// The node's address in the cluster is its pods' hostIP (and a
+		// hostNetwork pod's podIP), as the kubelet's --node-ip.
+		if opts.Cluster.NodeIP != "" {
+			c.HostIP = opts.Cluster.NodeIP
+		}
 	})
 	if err != nil {
 		return err
