@@ -68,11 +68,10 @@ func (r *Runner) applyActions(ctx context.Context, pod *v1.Pod, st *podState, a 
 	}
 
 	pe := r.podEnv(pod, st.latestSandbox())
-	needVolumes := a.CreateSandbox || a.StartInit != nil || len(a.StartApps) > 0
 	var vols map[string]volumeSource
-	if needVolumes {
+	if a.preparesVolumes() {
 		var err error
-		vols, err = prepareVolumes(pod, podDir(r.cfg.RootDir, string(pod.UID)), r.cfg.Objects, pe)
+		vols, err = w.prepareVolumes(ctx, pod, pe)
 		if err != nil {
 			for _, c := range allContainers(pod) {
 				w.recordStartError(pod, c, err)

@@ -32,6 +32,9 @@ type podEnv struct {
 	// Node capacity, for resourceFieldRef of a resource without a limit.
 	NodeMilliCPU int64
 	NodeMemory   int64
+	// Token gets the token of a projected volume's serviceAccountToken
+	// source (cluster mode); nil: podrun has none to give.
+	Token func(*v1.ServiceAccountTokenProjection) (string, error)
 }
 
 // makeEnv resolves a container's envFrom and env, in the kubelet's order:

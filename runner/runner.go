@@ -34,6 +34,10 @@ type Config struct {
 	ClusterDNS    []string
 	ClusterDomain string
 	Objects       *Objects
+	// Tokens gives the service account tokens of projected volumes
+	// (cluster mode); nil: a pod with a serviceAccountToken projection
+	// cannot start (CreateContainerConfigError).
+	Tokens TokenSource
 	// Clock is the time of everything the runner does: its tickers
 	// (relist, resync, housekeeping), each pod's back-off and retry
 	// timers, the prober's schedule, and the times it records. nil is the
@@ -429,9 +433,22 @@ func gracePeriod(pod *v1.Pod) time.Duration {
 	return 30 * time.Second
 }
 
-// SetObjects replaces the ConfigMaps and Secrets pods may refer to.
+// SetObjects replaces the ConfigMaps and Secrets pods may refer to. The
+// pods that refer to one whose content changed (a re-send of the same
+// objects changes nothing) are synced at once: the files of their volumes
+// are rewritten, which their running containers see without a restart,
+// and containers that waited for a missing object are tried again. Env
+// of running containers does not change (as with the kubelet).
 func (r *Runner) SetObjects(cms []*v1.ConfigMap, secrets []*v1.Secret) {
-	r.cfg.Objects.Set(cms, secrets)
+	changed := r.cfg.Objects.Set(cms, secrets)
+	if len(changed) == 0 {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, w := range r.workers {
+		w.objectsChanged(changed)
+	}
 }
 
 // withAppliedResources makes st show the resources hash of containers whose

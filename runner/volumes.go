@@ -68,31 +68,76 @@ func rootOfPodDir(dir, uid string) (string, error) {
 // prepareVolumesIn is prepareVolumes with the pod directory given by the root
 // dir.
 func prepareVolumesIn(pod *v1.Pod, rootDir string, objs *Objects, pe podEnv) (map[string]volumeSource, error) {
+	dirs := lazyPodDirs{rootDir: rootDir, uid: string(pod.UID)}
+	defer dirs.close()
 	out := make(map[string]volumeSource, len(pod.Spec.Volumes))
-	var d *podDirs
-	defer func() {
-		if d != nil {
-			d.Close()
-		}
-	}()
-	// The root dir is opened (and made) only for a volume that lives there.
-	dirs := func() (*podDirs, error) {
-		if d != nil {
-			return d, nil
-		}
-		var err error
-		d, err = openPodDirs(rootDir, string(pod.UID))
-		return d, err
-	}
 	for i := range pod.Spec.Volumes {
 		vol := &pod.Spec.Volumes[i]
-		src, err := prepareVolume(pod, vol, dirs, objs, pe)
+		src, err := prepareVolume(pod, vol, dirs.get, objs, pe)
 		if err != nil {
 			return nil, fmt.Errorf("volume %q: %w", vol.Name, err)
 		}
 		out[vol.Name] = src
 	}
 	return out, nil
+}
+
+// refreshVolumeFiles rewrites the files of the pod's configMap, secret,
+// downwardAPI and projected volumes from objs and pe, as the kubelet's
+// volume manager does at the syncs of a running pod: each file that
+// changed is swapped in whole, and removed keys are removed, so the
+// containers see the new content without a restart (but through a subPath
+// mount, which bound the file it found at the container's start). Each
+// volume is done alone: one whose files cannot be computed (a ConfigMap
+// gone, a token refused) keeps its files, and the others are still
+// rewritten. dir is the pod's directory, podDir(rootDir, pod.UID). The
+// volumes must have been made (prepareVolumes) before.
+func refreshVolumeFiles(pod *v1.Pod, dir string, objs *Objects, pe podEnv) error {
+	rootDir, err := rootOfPodDir(dir, string(pod.UID))
+	if err != nil {
+		return err
+	}
+	dirs := lazyPodDirs{rootDir: rootDir, uid: string(pod.UID)}
+	defer dirs.close()
+	var errs []error
+	for i := range pod.Spec.Volumes {
+		vol := &pod.Spec.Volumes[i]
+		if !generatedVolume(vol) {
+			continue
+		}
+		if _, err := prepareVolume(pod, vol, dirs.get, objs, pe); err != nil {
+			errs = append(errs, fmt.Errorf("volume %q: %w", vol.Name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// generatedVolume reports whether podrun writes the files of vol from
+// objects and the pod (configMap, secret, downwardAPI, projected).
+func generatedVolume(vol *v1.Volume) bool {
+	return vol.ConfigMap != nil || vol.Secret != nil || vol.DownwardAPI != nil || vol.Projected != nil
+}
+
+// lazyPodDirs opens (and makes) the root dir only for a volume that lives
+// there: a pod of hostPath volumes alone needs none.
+type lazyPodDirs struct {
+	rootDir, uid string
+	d            *podDirs
+}
+
+func (l *lazyPodDirs) get() (*podDirs, error) {
+	if l.d != nil {
+		return l.d, nil
+	}
+	var err error
+	l.d, err = openPodDirs(l.rootDir, l.uid)
+	return l.d, err
+}
+
+func (l *lazyPodDirs) close() {
+	if l.d != nil {
+		l.d.Close()
+	}
 }
 
 func prepareVolume(pod *v1.Pod, vol *v1.Volume, dirs func() (*podDirs, error), objs *Objects, pe podEnv) (volumeSource, error) {
@@ -102,7 +147,7 @@ func prepareVolume(pod *v1.Pod, vol *v1.Volume, dirs func() (*podDirs, error), o
 		}
 		return volumeSource{HostPath: vol.HostPath.Path, Host: true}, nil
 	}
-	if vol.EmptyDir == nil && vol.ConfigMap == nil && vol.Secret == nil && vol.DownwardAPI == nil && vol.Projected == nil {
+	if vol.EmptyDir == nil && !generatedVolume(vol) {
 		return volumeSource{}, configErrorf("volume type is not supported by podrun")
 	}
 	if err := checkName("volume name", vol.Name); err != nil {
@@ -249,7 +294,8 @@ type volumeFile struct {
 }
 
 // volumeFiles computes the files of a configMap, secret, downwardAPI or
-// projected volume.
+// projected volume. A serviceAccountToken source asks pe.Token for its
+// token (the apiserver's TokenRequest, in cluster mode).
 func volumeFiles(pod *v1.Pod, vol *v1.Volume, objs *Objects, pe podEnv) (map[string]volumeFile, string, error) {
 	files := map[string]volumeFile{}
 	var err error
@@ -277,8 +323,10 @@ func volumeFiles(pod *v1.Pod, vol *v1.Volume, objs *Objects, pe podEnv) (map[str
 			err = addSecretFiles(files, pod, objs, s.Name, s.Items, p.DefaultMode, s.Optional)
 		case src.DownwardAPI != nil:
 			err = addDownwardFiles(files, pod, src.DownwardAPI.Items, p.DefaultMode, pe)
+		case src.ServiceAccountToken != nil:
+			err = addTokenFile(files, src.ServiceAccountToken, p.DefaultMode, pe)
 		default:
-			err = configErrorf("projected source is not supported by podrun (only configMap, secret and downwardAPI)")
+			err = configErrorf("projected source is not supported by podrun (only configMap, secret, downwardAPI and serviceAccountToken)")
 		}
 		if err != nil {
 			return nil, "", err
@@ -368,13 +416,35 @@ func addDownwardFiles(files map[string]volumeFile, pod *v1.Pod, items []v1.Downw
 	return nil
 }
 
+// addTokenFile adds the file of a projected serviceAccountToken source,
+// with the volume's mode as the kubelet writes it (podrun sets no file
+// owner: it has no fsGroup).
+func addTokenFile(files map[string]volumeFile, tp *v1.ServiceAccountTokenProjection, def *int32, pe podEnv) error {
+	if pe.Token == nil {
+		return configErrorf("projected serviceAccountToken needs a cluster: podrun gets service account tokens " +
+			"from the apiserver, in watch --kubeconfig")
+	}
+	tok, err := pe.Token(tp)
+	if err != nil {
+		return err
+	}
+	files[tp.Path] = volumeFile{Data: []byte(tok), Mode: fileMode(nil, def)}
+	return nil
+}
+
 // writeVolumeFiles makes the directory rel (relative to the root dir) hold
-// exactly files, and returns its real path. Each file is written to a
-// temporary name and renamed, so a container never reads half a file. Every
-// file path must be relative and without '..'; all of them are checked
-// before anything is written.
+// exactly files, and returns its real path. Entries that are not in files
+// (keys removed from their object, a temporary file a crash left) are
+// removed first, with the directories that then hold nothing wanted, so
+// that a key may turn from a file into a directory or back. Then each file
+// whose content or mode differs is written to a temporary name and renamed
+// into place, so that a container never reads half a file; a container
+// that has the directory mounted sees each new file at once. Every file
+// path must be relative and without '..'; all of them are checked before
+// anything is written or removed.
 func writeVolumeFiles(d *podDirs, rel string, files map[string]volumeFile) (string, error) {
 	want := make(map[string]bool, len(files))
+	wantDirs := map[string]bool{}
 	names := make([]string, 0, len(files))
 	clean := make(map[string]string, len(files))
 	for name := range files {
@@ -383,6 +453,9 @@ func writeVolumeFiles(d *podDirs, rel string, files map[string]volumeFile) (stri
 			return "", err
 		}
 		want[c] = true
+		for dir := filepath.Dir(c); dir != "."; dir = filepath.Dir(dir) {
+			wantDirs[dir] = true
+		}
 		names = append(names, name)
 		clean[name] = c
 	}
@@ -402,22 +475,58 @@ func writeVolumeFiles(d *podDirs, rel string, files map[string]volumeFile) (stri
 	if want := filepath.Join(d.real, rel); dir != want {
 		return "", fmt.Errorf("%s is %s (a symlink in the pod directory): refused", want, dir)
 	}
+	if err := removeUnwanted(vr, want, wantDirs); err != nil {
+		return "", err
+	}
 	for _, name := range names {
 		f, p := files[name], clean[name]
 		if err := writeVolumeFile(vr, p, f); err != nil {
 			return "", refused("volume path "+strconv.Quote(name), err)
 		}
 	}
-	// Keys removed from the object go away from the volume too. The walk
-	// does not follow symlinks, and removes a symlink itself.
-	err = fs.WalkDir(vr.FS(), ".", func(p string, e fs.DirEntry, err error) error {
-		if err != nil || e.IsDir() || want[p] {
+	return dir, nil
+}
+
+// removeUnwanted removes from the volume vr every entry that is neither a
+// file of want nor a directory of wantDirs. The walk does not follow
+// symlinks, and removes a symlink itself.
+func removeUnwanted(vr *os.Root, want, wantDirs map[string]bool) error {
+	var files, dirs []string
+	err := fs.WalkDir(vr.FS(), ".", func(p string, e fs.DirEntry, err error) error {
+		switch {
+		case err != nil:
+			return err
+		case p == ".":
+		case e.IsDir():
+			if !wantDirs[p] {
+				dirs = append(dirs, p)
+			}
+		case !want[p]:
+			files = append(files, p)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, p := range files {
+		if err := vr.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
 		}
-		return vr.Remove(p)
-	})
-	return dir, err
+	}
+	// Deepest first: the walk lists a directory before what it holds.
+	for _, p := range slices.Backward(dirs) {
+		if err := vr.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
 }
+
+// volumeTempFile is the name new files are written under before they are
+// renamed into place: at the top of the volume, where no key or item path
+// can be (the API refuses those that begin with '..').
+const volumeTempFile = "..podrun-tmp"
 
 // writeVolumeFile writes f at p in the volume vr, unless it is there already.
 func writeVolumeFile(vr *os.Root, p string, f volumeFile) error {
@@ -431,8 +540,7 @@ func writeVolumeFile(vr *os.Root, p string, f volumeFile) error {
 			return err
 		}
 	}
-	tmp := filepath.Join(filepath.Dir(p), ".tmp-"+filepath.Base(p))
-	w, err := vr.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, f.Mode.Perm())
+	w, err := vr.OpenFile(volumeTempFile, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, f.Mode.Perm())
 	if err != nil {
 		return err
 	}
@@ -446,7 +554,7 @@ func writeVolumeFile(vr *os.Root, p string, f volumeFile) error {
 	if err != nil {
 		return err
 	}
-	return vr.Rename(tmp, p)
+	return vr.Rename(volumeTempFile, p)
 }
 
 // isMountPoint reports whether p is a mount point, from /proc/self/mountinfo.

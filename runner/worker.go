@@ -29,6 +29,8 @@ type podWorker struct {
 	needNow bool
 	// errs are why containers could not start, with when to try again.
 	errs map[string]startError
+	// vols is what the files of the pod's volumes hold (volumerefresh.go).
+	vols volumeState
 }
 
 func newPodWorker(r *Runner, pod *v1.Pod) *podWorker {
@@ -180,7 +182,7 @@ func (w *podWorker) run(ctx context.Context) {
 		case actedOn != nil && st.equal(actedOn):
 			// The last sync acted, yet the runtime shows nothing new:
 			// wait for its retry time rather than repeat it in a loop.
-			retry = soonest(lastRetry, w.nextRetry())
+			retry = soonest(lastRetry, w.nextWake())
 			if retry == 0 {
 				retry = time.Second // look once more, lest a held start be forgotten
 			}
@@ -189,7 +191,7 @@ func (w *podWorker) run(ctx context.Context) {
 			var syncErr error
 			actions, acted, syncErr = w.sync(ctx, pod, st)
 			lastRetry = actions.RetryAfter()
-			retry = soonest(lastRetry, w.nextRetry())
+			retry = soonest(lastRetry, w.nextWake())
 			failed = syncErr != nil && ctx.Err() == nil
 		}
 		actedOn = nil
@@ -290,6 +292,7 @@ func (w *podWorker) sync(ctx context.Context, pod *v1.Pod, st *podState) (*podAc
 	r.withAppliedResources(st)
 	r.trackProbes(pod, st)
 	actions := computePodActions(pod, st, r.backoff, r.probes)
+	w.refreshVolumes(ctx, pod, st, actions)
 
 	var applyErr error
 	if !actions.Empty() {
