@@ -144,6 +144,10 @@ func watchRun(ctx context.Context, opts *watchOptions) error {
 		if events != nil {
 			c.Events = events.recorder
 		}
+		if kc != nil {
+			// Projected service-account tokens: TokenRequest, as the node.
+			c.Tokens = &source.TokenManager{Client: kc.Get, Clock: opts.Clock}
+		}
 		c.SyncFrequency = opts.SyncFrequency
 		c.SourcesReady = mux.Ready
 		c.KeepSource = mux.Keep
