@@ -728,37 +728,13 @@ func (r *apiRun) watchObjects(wanted map[objectKey]bool) {
 }
 
 func (r *apiRun) startObjectWatch(k objectKey) *objectWatch {
-	sel := fields.OneTermEqualSelector("metadata.name", k.name).String()
-	var lw *cache.ListWatch
-	var expected runtime.Object
-	switch k.kind {
-	case "ConfigMap":
-		api := r.client.CoreV1().ConfigMaps(k.namespace)
-		expected = &v1.ConfigMap{}
-		lw = &cache.ListWatch{
-			ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-				opts.FieldSelector = sel
-				return api.List(ctx, opts)
-			},
-			WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-				opts.FieldSelector = sel
-				return api.Watch(ctx, opts)
-			},
-		}
-	default:
-		api := r.client.CoreV1().Secrets(k.namespace)
-		expected = &v1.Secret{}
-		lw = &cache.ListWatch{
-			ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-				opts.FieldSelector = sel
-				return api.List(ctx, opts)
-			},
-			WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-				opts.FieldSelector = sel
-				return api.Watch(ctx, opts)
-			},
-		}
+	// One object by name: what the node authorizer lets a node watch.
+	resource, expected := "secrets", runtime.Object(&v1.Secret{})
+	if k.kind == "ConfigMap" {
+		resource, expected = "configmaps", &v1.ConfigMap{}
 	}
+	lw := cache.NewListWatchFromClient(r.client.CoreV1().RESTClient(), resource, k.namespace,
+		fields.OneTermEqualSelector("metadata.name", k.name))
 	store := &notifyStore{Store: cache.NewStore(cache.MetaNamespaceKeyFunc), changed: r.signal}
 	refl := cache.NewReflectorWithOptions(lw, expected, &transformingStore{notifyStore: store}, cache.ReflectorOptions{
 		Name:            fmt.Sprintf("podrun %s %s/%s", k.kind, k.namespace, k.name),
