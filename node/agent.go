@@ -371,8 +371,12 @@ func (a *Agent) syncStatus(ctx context.Context, client kubernetes.Interface) err
 	if !a.changed(want) && now.Sub(a.lastPost) < a.cfg.StatusReportFrequency {
 		return nil
 	}
+	// The first read comes from the apiserver's cache, as the kubelet's;
+	// after a conflict, from etcd.
+	get := metav1.GetOptions{ResourceVersion: "0"}
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		n, err := client.CoreV1().Nodes().Get(rctx, a.cfg.NodeName, metav1.GetOptions{})
+		n, err := client.CoreV1().Nodes().Get(rctx, a.cfg.NodeName, get)
+		get = metav1.GetOptions{}
 		if err != nil {
 			return err
 		}
