@@ -2,7 +2,7 @@
 # that works on its own.
 export PATH := /usr/local/go/bin:$(PATH)
 
-.PHONY: build test setup k8s example bench chaos
+.PHONY: build test setup k8s example bench bench-nodes chaos
 build:
 	go build -o bin/podrun .
 setup:
@@ -15,5 +15,7 @@ example:
 	bash hack/run-example.sh
 bench:
 	bash bench/run.sh
+bench-nodes:
+	go test -run '^$$' -bench NodeAgents -benchtime 1x -timeout 30m ./bench/nodes/
 chaos:
 	bash test/chaos/run.sh
