@@ -3,8 +3,6 @@ package e2e
 import (
 	"context"
 	"crypto/tls"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -272,42 +270,6 @@ func (c *cluster) podrunLogLines(n int, subs ...string) string {
 		out = out[len(out)-n:]
 	}
 	return strings.Join(out, "\n")
-}
-
-// saClaims are the claims of a bound service account token that the test
-// checks.
-type saClaims struct {
-	Subject    string   `json:"sub"`
-	Audience   []string `json:"aud"`
-	Expiry     int64    `json:"exp"`
-	Kubernetes struct {
-		Namespace string `json:"namespace"`
-		Pod       struct {
-			Name string `json:"name"`
-			UID  string `json:"uid"`
-		} `json:"pod"`
-		Node struct {
-			Name string `json:"name"`
-		} `json:"node"`
-	} `json:"kubernetes.io"`
-}
-
-// jwtClaims decodes a JWT's claims (without checking its signature: the
-// TokenReview does that).
-func jwtClaims(token string) (*saClaims, error) {
-	parts := strings.Split(token, ".")
-	if len(parts) != 3 {
-		return nil, fmt.Errorf("a JWT has 3 dot-separated parts, this has %d", len(parts))
-	}
-	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
-	if err != nil {
-		return nil, fmt.Errorf("JWT payload: %w", err)
-	}
-	var c saClaims
-	if err := json.Unmarshal(payload, &c); err != nil {
-		return nil, fmt.Errorf("JWT payload: %w", err)
-	}
-	return &c, nil
 }
 
 // refused reports whether nothing listens on addr.

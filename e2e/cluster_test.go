@@ -455,7 +455,7 @@ done`
 			f["cm"], f["secret"], f["ns"], f["ca"])
 	}
 	tok := f["token"]
-	if claims, err := jwtClaims(tok); err != nil {
+	if claims, err := clustertest.DecodeToken(tok); err != nil {
 		t.Errorf("the pod's token %.40q...: %v", tok, err)
 	} else {
 		if claims.Subject != "system:serviceaccount:default:default" || claims.Kubernetes.Pod.Name != volumesPod ||

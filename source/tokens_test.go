@@ -2,8 +2,6 @@ package source
 
 import (
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"slices"
@@ -21,43 +19,14 @@ import (
 	"github.com/podrun/podrun/clustertest"
 )
 
-// jwtClaims are the claims of a service account token podrun checks.
-type jwtClaims struct {
-	Subject    string   `json:"sub"`
-	Audience   []string `json:"aud"`
-	IssuedAt   int64    `json:"iat"`
-	Expiry     int64    `json:"exp"`
-	Kubernetes struct {
-		Namespace string `json:"namespace"`
-		Pod       struct {
-			Name string `json:"name"`
-			UID  string `json:"uid"`
-		} `json:"pod"`
-		Node struct {
-			Name string `json:"name"`
-		} `json:"node"`
-		ServiceAccount struct {
-			Name string `json:"name"`
-		} `json:"serviceaccount"`
-	} `json:"kubernetes.io"`
-}
-
 // decodeJWT returns the claims of a JWT, unverified.
-func decodeJWT(t *testing.T, tok string) jwtClaims {
+func decodeJWT(t *testing.T, tok string) clustertest.TokenClaims {
 	t.Helper()
-	parts := strings.Split(tok, ".")
-	if len(parts) != 3 {
-		t.Fatalf("not a JWT: %d parts", len(parts))
-	}
-	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+	c, err := clustertest.DecodeToken(tok)
 	if err != nil {
-		t.Fatalf("JWT payload: %v", err)
+		t.Fatal(err)
 	}
-	var c jwtClaims
-	if err := json.Unmarshal(payload, &c); err != nil {
-		t.Fatalf("JWT payload %s: %v", payload, err)
-	}
-	return c
+	return *c
 }
 
 // TestTokenManagerAgainstAPIServer: as the node's own identity (the node
