@@ -239,7 +239,7 @@ func (a *Agent) register(ctx context.Context, client kubernetes.Interface) error
 		},
 		Spec: v1.NodeSpec{Taints: a.cfg.Taints},
 	}
-	want.Status = a.status(nil, a.cfg.Clock.Now())
+	want.Status = a.status(a.measure(), nil, a.cfg.Clock.Now())
 	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	created, err := client.CoreV1().Nodes().Create(rctx, want, metav1.CreateOptions{})
@@ -284,9 +284,8 @@ func (a *Agent) register(ctx context.Context, client kubernetes.Interface) error
 	return nil
 }
 
-// status computes the node's status now; old's conditions (others' among
-// them) give the transition times.
-func (a *Agent) status(old []v1.NodeCondition, now time.Time) v1.NodeStatus {
+// measure reads the machine and the node's health once, for one status.
+func (a *Agent) measure() Measurements {
 	m, err := a.cfg.Measure()
 	if err != nil {
 		a.cfg.Log.Debug("node measurements incomplete", "err", err)
@@ -294,6 +293,12 @@ func (a *Agent) status(old []v1.NodeCondition, now time.Time) v1.NodeStatus {
 	if a.cfg.Healthy != nil {
 		m.RuntimeErr = a.cfg.Healthy()
 	}
+	return m
+}
+
+// status is the node's status from m; old's conditions (others' among
+// them) give the transition times.
+func (a *Agent) status(m Measurements, old []v1.NodeCondition, now time.Time) v1.NodeStatus {
 	f := a.cfg.Facts
 	capacity, allocatable := Resources(f, m.NodeFS, a.cfg.MaxPods)
 	return v1.NodeStatus{
@@ -367,7 +372,8 @@ func (a *Agent) syncStatus(ctx context.Context, client kubernetes.Interface) err
 	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	now := a.cfg.Clock.Now()
-	want := a.status(a.last.Conditions, now)
+	m := a.measure()
+	want := a.status(m, a.last.Conditions, now)
 	if !a.changed(want) && now.Sub(a.lastPost) < a.cfg.StatusReportFrequency {
 		return nil
 	}
@@ -380,7 +386,7 @@ func (a *Agent) syncStatus(ctx context.Context, client kubernetes.Interface) err
 		if err != nil {
 			return err
 		}
-		s := a.status(n.Status.Conditions, now)
+		s := a.status(m, n.Status.Conditions, now)
 		// Fields others own stay as they are (images, volumes, config).
 		n.Status.Capacity, n.Status.Allocatable = s.Capacity, s.Allocatable
 		n.Status.Conditions, n.Status.Addresses = s.Conditions, s.Addresses
