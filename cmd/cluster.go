@@ -138,6 +138,19 @@ type kubeClient struct {
 
 	mu     sync.Mutex
 	client kubernetes.Interface
+	// made is closed when the client is made (by the first Get that can).
+	made chan struct{}
+}
+
+// Made is closed once a Get has made the client: for a part that only
+// waits while the others retry.
+func (k *kubeClient) Made() <-chan struct{} {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.made == nil {
+		k.made = make(chan struct{})
+	}
+	return k.made
 }
 
 // errNoKubeconfig says the kubeconfig is not written yet.
@@ -165,6 +178,10 @@ func (k *kubeClient) Get() (kubernetes.Interface, error) {
 		return nil, fmt.Errorf("kubeconfig %s: %w", k.path, err)
 	}
 	k.client = c
+	if k.made == nil {
+		k.made = make(chan struct{})
+	}
+	close(k.made)
 	return c, nil
 }
 
@@ -302,22 +319,19 @@ func newClusterEvents(nodeName string) *clusterEvents {
 		recorder: b.NewRecorder(scheme.Scheme, v1.EventSource{Component: "kubelet", Host: nodeName})}
 }
 
-// run starts the sink once kc has a client and stops the broadcaster when
-// ctx ends.
+// run starts the sink once kc's client is made (the node agent's retries
+// make it) and stops the broadcaster when ctx ends.
 func (e *clusterEvents) run(ctx context.Context, kc *kubeClient) {
 	defer e.broadcaster.Shutdown()
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
-	for {
-		if client, err := kc.Get(); err == nil {
-			e.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
-			<-ctx.Done()
-			return
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	select {
+	case <-ctx.Done():
+		return
+	case <-kc.Made():
 	}
+	client, err := kc.Get()
+	if err != nil {
+		return // cannot be: the client is made
+	}
+	e.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	<-ctx.Done()
 }
