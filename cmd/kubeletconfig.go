@@ -32,11 +32,10 @@ func isKubeletConfig(data []byte) bool {
 // defaults and name nothing.
 func kubeletConfigFlags(data []byte) (map[string][]string, []string, error) {
 	var kc kubeletv1beta1.KubeletConfiguration
-	if err := yaml.UnmarshalStrict(data, &kc); err != nil {
-		// Fields of a newer kubelet are not an error: read what is known.
-		if err := yaml.Unmarshal(data, &kc); err != nil {
-			return nil, nil, err
-		}
+	// Fields of a newer kubelet are not an error: what is not known is
+	// named below with the rest that podrun does not implement.
+	if err := yaml.Unmarshal(data, &kc); err != nil {
+		return nil, nil, err
 	}
 	if kc.APIVersion != kubeletv1beta1.SchemeGroupVersion.String() {
 		return nil, nil, fmt.Errorf("%s apiVersion %q: podrun reads %s", kubeletConfigKind, kc.APIVersion, kubeletv1beta1.SchemeGroupVersion)
