@@ -33,6 +33,11 @@ type Options struct {
 	// Logger receives debug messages (files skipped in a directory); nil
 	// means slog.Default().
 	Logger *slog.Logger
+	// Strict makes every warning an error (--strict): an unknown field, a
+	// field podrun accepts without effect, an empty file. Without it podrun
+	// decodes as the kubelet does: an unknown field is dropped, with a
+	// warning naming it.
+	Strict bool
 }
 
 // Complete checks the options and returns them with their defaults filled
