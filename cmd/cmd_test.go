@@ -97,12 +97,21 @@ func TestValidateReportsFileLineField(t *testing.T) {
 	p := filepath.Join(dir, "pod.yaml")
 	os.WriteFile(p, []byte("apiVersion: v1\nkind: Pod\nmetadata:\n  name: x\nspec:\n  containers:\n  - name: c\n    image: busybox:1\n    bogus: 1\n"), 0o600)
 	var out, errOut bytes.Buffer
-	code := run(context.Background(), []string{"validate", "--config", "", "--node-name", "n1", p}, strings.NewReader(""), &out, &errOut)
+	code := run(context.Background(), []string{"validate", "--config", "", "--node-name", "n1", "--strict", p}, strings.NewReader(""), &out, &errOut)
 	if code != exitBadInput {
 		t.Fatalf("exit %d, want 2; stderr:\n%s", code, errOut.String())
 	}
 	if !strings.Contains(errOut.String(), p+":9") || !strings.Contains(errOut.String(), "bogus") {
 		t.Fatalf("error does not name file:line and field:\n%s", errOut.String())
+	}
+
+	// Without --strict the unknown field is dropped, as the kubelet drops
+	// it, and the report says so.
+	out.Reset()
+	errOut.Reset()
+	code = run(context.Background(), []string{"validate", "--config", "", "--node-name", "n1", p}, strings.NewReader(""), &out, &errOut)
+	if want := "warning: " + p + ":9: spec.containers[0].bogus: unknown field, ignored"; code != exitOK || !strings.Contains(out.String(), want) {
+		t.Fatalf("exit %d, want 0 and %q; stdout:\n%s\nstderr:\n%s", code, want, out.String(), errOut.String())
 	}
 
 	out.Reset()

@@ -113,7 +113,7 @@ func TestOnceRunExitCodes(t *testing.T) {
 		{name: "timed out", manifest: strings.Replace(webPod("web"), "img:1", "missing:1", 1), args: []string{"--timeout", "300ms"},
 			setup: func(e *cmdEnv) { e.fake.SetPullError("missing:1", errors.New("no such image")) },
 			code:  exitPodFailed, says: []string{"timed out after 300ms waiting for pods to be running"}, connects: true, started: true},
-		{name: "invalid manifest", manifest: webPod("web") + "    bogus: 1\n",
+		{name: "invalid manifest", manifest: webPod("web") + "    bogus: 1\n", setup: func(e *cmdEnv) { e.g.Strict = true },
 			code: exitBadInput, says: []string{"web.yaml:15: spec.containers[0].bogus: unknown field"}},
 		{name: "privileged refused", manifest: privilegedPod("web"),
 			code: exitBadInput, says: []string{"pod default/web-node1: container app is privileged; pass --allow-privileged"}},
@@ -418,5 +418,20 @@ func TestWatchNodeIPIsPodsHostIP(t *testing.T) {
 	wantExit(t, "watch", err, exitOK)
 	if got := e.env(e.running("web-node1"))["HOST_IP"]; got != "198.18.0.7" {
 		t.Errorf("HOST_IP %q, want --node-ip", got)
+	}
+}
+
+// TestOnceReportsDroppedFields: without --strict an unknown field is dropped,
+// as the kubelet drops it; the pod runs and once's report says what was
+// dropped, where.
+func TestOnceReportsDroppedFields(t *testing.T) {
+	e := newCmdEnv(t)
+	p := e.write("web.yaml", webPod("web")+"    bogus: 1\n")
+	wantExit(t, "once", e.once(p, "--timeout", "10s"), exitOK)
+	if want := "warning: " + p + ":15: spec.containers[0].bogus: unknown field, ignored\n"; !strings.Contains(e.out.String(), want) {
+		t.Errorf("report:\n%s\nwant it to end with %q", e.out.String(), want)
+	}
+	if e.sandboxes() != 1 {
+		t.Errorf("sandboxes = %d, want the pod running", e.sandboxes())
 	}
 }

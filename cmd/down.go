@@ -62,6 +62,9 @@ func downRun(ctx context.Context, opts *downOptions) error {
 		if err != nil {
 			return err
 		}
+		for _, w := range manifestWarnings(updates) {
+			opts.Log.Debug("manifest warning", "warning", w)
+		}
 		d := mergeArgs(updates)
 		// The pods are the ones once and watch would run. A pod that two
 		// arguments define is refused, as once refuses it: which of the

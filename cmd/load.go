@@ -37,7 +37,7 @@ func readLimited(r io.Reader) ([]byte, error) {
 // --path and --url flags are those of `watch`. Any invalid manifest is
 // exit code 2, and nothing is started.
 func readArgs(ctx context.Context, g *globalOptions, paths []string) ([]source.Update, error) {
-	opts := manifest.Options{NodeName: g.NodeName, Logger: g.Log}
+	opts := manifest.Options{NodeName: g.NodeName, Logger: g.Log, Strict: g.Strict}
 	var updates []source.Update
 	var errs []error
 	for _, p := range paths {
@@ -63,9 +63,6 @@ func readArgs(ctx context.Context, g *globalOptions, paths []string) ([]source.U
 			errs = append(errs, err)
 			continue
 		}
-		for _, w := range snap.Warnings {
-			g.Log.Warn(w)
-		}
 		updates = append(updates, source.Update{Source: p, Snapshot: snap})
 	}
 	if len(errs) > 0 {
@@ -86,6 +83,23 @@ type desired struct {
 	Conflicts []source.Conflict
 	// from is the argument each pod (by UID) came from.
 	from map[types.UID]string
+}
+
+// manifestWarnings are the warnings of the arguments' manifests, in
+// argument order: what podrun dropped from them (without --strict).
+func manifestWarnings(updates []source.Update) []string {
+	var warnings []string
+	for _, u := range updates {
+		warnings = append(warnings, u.Snapshot.Warnings...)
+	}
+	return warnings
+}
+
+// writeWarnings prints manifest warnings under a report.
+func writeWarnings(w io.Writer, warnings []string) {
+	for _, warning := range warnings {
+		fmt.Fprintf(w, "warning: %s\n", warning)
+	}
 }
 
 // mergeArgs merges the arguments' updates (readArgs).

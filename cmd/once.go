@@ -138,6 +138,13 @@ func onceRun(ctx context.Context, opts *onceOptions) error {
 	if err := writeReport(opts.Out, opts.Output, result); err != nil {
 		return err
 	}
+	if warnings := manifestWarnings(updates); opts.Output == "table" {
+		writeWarnings(opts.Out, warnings)
+	} else {
+		for _, w := range warnings {
+			opts.Log.Warn("manifest warning", "warning", w)
+		}
+	}
 	if waitErr != nil {
 		return podsFailed(waitErr)
 	}

@@ -33,6 +33,8 @@ type globalOptions struct {
 	InfraImage string
 	LogLevel   string
 	ConfigFile string
+	// Strict makes manifest warnings errors (--strict).
+	Strict bool
 	// URL sources (watch --url, and URLs given to once, down, validate).
 	URLHeaders []string
 	URLCA      string
@@ -127,6 +129,8 @@ func newRootCmd(g *globalOptions) *cobra.Command {
 	pf.StringVarP(&g.LogLevel, "log-level", "v", "info", "log level: debug, info, warn or error")
 	pf.StringArrayVar(&g.URLHeaders, "manifest-url-header", nil, "header sent with every manifest URL request, 'Key: Value' (repeatable)")
 	pf.StringVar(&g.URLCA, "manifest-url-ca", "", "PEM file of a CA to trust for manifest URLs, besides the system's")
+	pf.BoolVar(&g.Strict, "strict", false,
+		"refuse manifests with warnings (unknown fields, ...), which podrun otherwise drops as the kubelet does; for CI pipelines")
 	pf.StringVar(&g.ConfigFile, "config", defaultConfigFile, "config file (YAML); flags and PODRUN_* variables win over it")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return badInput(err) })
 

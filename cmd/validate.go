@@ -44,5 +44,6 @@ func validateRun(ctx context.Context, opts *validateOptions) error {
 	for _, p := range d.Pods() {
 		fmt.Fprintf(opts.Out, "%s: pod %s/%s (uid %s) is valid\n", d.From(p), p.Namespace, p.Name, p.UID)
 	}
+	writeWarnings(opts.Out, manifestWarnings(updates))
 	return nil
 }

@@ -99,7 +99,7 @@ running (an upgrade of podrun is not an outage) unless --stop-pods-on-exit.`,
 }
 
 func watchRun(ctx context.Context, opts *watchOptions) error {
-	mopts := manifest.Options{NodeName: opts.NodeName, Logger: opts.Log}
+	mopts := manifest.Options{NodeName: opts.NodeName, Logger: opts.Log, Strict: opts.Strict}
 	var sources []source.Named
 	for _, p := range opts.Paths {
 		sources = append(sources, source.Named{Name: p,

@@ -68,9 +68,80 @@ func (p *parser) pathErrors(loc locator, errs []pathError) {
 func (p *parser) fieldErrors(loc locator, errs field.ErrorList) {
 	converted := make([]pathError, len(errs))
 	for i, e := range errs {
-		converted[i] = pathError{path: e.Field, message: e.ErrorBody()}
+		converted[i] = pathError{path: mapEntryPath(loc, e), message: e.ErrorBody()}
 	}
 	p.pathErrors(loc, converted)
+}
+
+// mapEntryPath is the path of an error, narrowed to one entry where the API
+// reports a map (labels, annotations, nodeSelector) as a whole with the bad
+// key or value: "metadata.labels[app]" rather than "metadata.labels", so
+// that the error points at the entry's line.
+func mapEntryPath(loc locator, e *field.Error) string {
+	bad, isString := e.BadValue.(string)
+	if !isString {
+		return e.Field
+	}
+	if parent, ok := strings.CutSuffix(e.Field, "downwardAPI.path"); ok {
+		return downwardAPIItemPath(loc, parent+"downwardAPI", bad, e.Field)
+	}
+	n := loc.node(e.Field)
+	if n == nil {
+		return unindexedItemPath(loc, e.Field, bad)
+	}
+	if n = resolve(n); n.Kind != yaml.MappingNode {
+		return e.Field
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		key, value := n.Content[i], resolve(n.Content[i+1])
+		if key.Value == bad || (value != nil && value.Kind == yaml.ScalarNode && value.Value == bad) {
+			return e.Field + "[" + key.Value + "]"
+		}
+	}
+	return e.Field
+}
+
+// unindexedItemPath is the path of the list item whose field holds bad,
+// where the API server names a field of a list's items without the index
+// ("spec.containers[0].volumeMounts.subPath").
+func unindexedItemPath(loc locator, reported, bad string) string {
+	for i := range len(reported) {
+		if reported[i] != '.' {
+			continue
+		}
+		list := loc.node(reported[:i])
+		if list == nil {
+			return reported
+		}
+		if list = resolve(list); list.Kind != yaml.SequenceNode {
+			continue
+		}
+		for j := range list.Content {
+			path := fmt.Sprintf("%s[%d]%s", reported[:i], j, reported[i:])
+			if n := loc.node(path); n != nil && resolve(n).Value == bad {
+				return path
+			}
+		}
+		return reported
+	}
+	return reported
+}
+
+// downwardAPIItemPath is the path of the item of a downwardAPI volume (or
+// projection) whose path is bad: the API server reports a bad item path as
+// "<volume>.downwardAPI.path", without the item's index.
+func downwardAPIItemPath(loc locator, volume, bad, reported string) string {
+	items := loc.node(volume + ".items")
+	if items == nil || resolve(items).Kind != yaml.SequenceNode {
+		return reported
+	}
+	for i := range resolve(items).Content {
+		path := fmt.Sprintf("%s.items[%d].path", volume, i)
+		if n := loc.node(path); n != nil && resolve(n).Value == bad {
+			return path
+		}
+	}
+	return reported
 }
 
 // warn records warnings, formatted as errors are.
@@ -229,9 +300,11 @@ func (p *parser) list(loc locator, raw []byte, m map[string]any, itemKind string
 		metav1.ListMeta `json:"metadata,omitempty"`
 		Items           []json.RawMessage `json:"items"`
 	}
-	if _, decoded := p.decodeStrict(loc, raw, m, &l); !decoded {
+	_, unknown, decoded := p.decode(loc, raw, m, &l)
+	if !decoded {
 		return
 	}
+	p.resolveUnknown(loc, unknown, nil)
 	tainted = tainted || len(p.errs) > before
 	generic, _ := m["items"].([]any)
 	for i, item := range l.Items {
@@ -249,13 +322,22 @@ func (p *parser) list(loc locator, raw []byte, m map[string]any, itemKind string
 	}
 }
 
-// decodeStrict decodes raw into the typed object into and reports every
-// problem, with paths. It returns the paths of the values that could not be
-// decoded (left unset in into, so that the object can still be validated
-// without errors that would only echo them) and whether into holds the
-// object at all. An object with problems is never kept, but checking the
-// rest of it means a user sees every problem in one run.
-func (p *parser) decodeStrict(loc locator, raw []byte, generic map[string]any, into any) (bad []string, ok bool) {
+// unknownField is a field the object's type does not have. The kubelet
+// drops such a field; podrun drops it too, with a warning, unless Strict.
+// sibling is the field it is likely a typo of, when that one is not given.
+type unknownField struct {
+	pathError
+	sibling string
+}
+
+// decode decodes raw into the typed object into and reports every problem,
+// with paths. It returns the paths of the values that could not be decoded
+// (left unset in into, so that the object can still be validated without
+// errors that would only echo them), the unknown fields (dropped, for
+// resolveUnknown to report once the object is validated), and whether into
+// holds the object at all. An object with problems is never kept, but
+// checking the rest of it means a user sees every problem in one run.
+func (p *parser) decode(loc locator, raw []byte, generic map[string]any, into any) (bad []string, unknown []unknownField, ok bool) {
 	opts := []sigsjson.StrictOption{sigsjson.DisallowUnknownFields}
 	if loc.root == nil {
 		// No node tree to find duplicate keys in: let the decoder do it.
@@ -267,24 +349,35 @@ func (p *parser) decodeStrict(loc locator, raw []byte, generic map[string]any, i
 		errs := typeErrors(t, generic)
 		if len(errs) == 0 {
 			p.errorAt(loc, "", "cannot decode: "+strings.TrimPrefix(err.Error(), "json: "))
-			return nil, false
+			return nil, nil, false
 		}
-		p.pathErrors(loc, errs)
+		var typeErrs []pathError
 		for _, e := range errs {
+			if strings.HasPrefix(e.message, "unknown field") {
+				u := unknownField{pathError: pathError{path: e.path, message: e.message}}
+				if e.suggested != "" && valueAt(generic, e.suggested) == nil {
+					u.sibling = e.suggested
+				}
+				unknown = append(unknown, u)
+				bad = append(bad, e.path)
+				continue
+			}
+			typeErrs = append(typeErrs, e)
 			bad = append(bad, e.path)
 			if e.suggested != "" && valueAt(generic, e.suggested) == nil {
 				bad = append(bad, e.suggested)
 			}
 		}
+		p.pathErrors(loc, typeErrs)
 		// Decode again without the bad values.
 		pruned, marshalErr := json.Marshal(pruneValues(generic, bad))
 		reflect.ValueOf(into).Elem().SetZero()
 		if marshalErr != nil || sigsjson.UnmarshalCaseSensitivePreserveInts(pruned, into) != nil {
-			return bad, false
+			return bad, unknown, false
 		}
-		return bad, true
+		return bad, unknown, true
 	}
-	errs := make([]pathError, 0, len(strictErrs))
+	var errs []pathError
 	for _, e := range strictErrs {
 		fe, isField := e.(sigsjson.FieldError)
 		if !isField {
@@ -292,48 +385,82 @@ func (p *parser) decodeStrict(loc locator, raw []byte, generic map[string]any, i
 			continue
 		}
 		path := fe.FieldPath()
-		msg := "unknown field"
 		if strings.HasPrefix(e.Error(), "duplicate field") {
-			msg = "duplicate field"
-		} else if elems := parsePath(path); len(elems) > 0 {
+			errs = append(errs, pathError{path: path, message: "duplicate field"})
+			bad = append(bad, path)
+			continue
+		}
+		u := unknownField{pathError: pathError{path: path, message: "unknown field"}}
+		if elems := parsePath(path); len(elems) > 0 {
 			if parent := typeAt(t, elems[:len(elems)-1]); parent != nil && parent.Kind() == reflect.Struct {
 				var suggestion string
-				msg, suggestion = unknownField(elems[len(elems)-1], jsonFields(parent))
-				// "imagee: unknown field (did you mean image?)" says it all:
-				// the missing image is not worth an error of its own.
+				u.message, suggestion = suggestField(elems[len(elems)-1], jsonFields(parent))
 				if sibling := strings.TrimSuffix(path, elems[len(elems)-1]) + suggestion; suggestion != "" && valueAt(generic, sibling) == nil {
-					bad = append(bad, sibling)
+					u.sibling = sibling
 				}
 			}
 		}
-		errs = append(errs, pathError{path: path, message: msg})
-		bad = append(bad, path)
+		unknown = append(unknown, u)
 	}
 	p.pathErrors(loc, errs)
-	return bad, true
+	return bad, unknown, true
+}
+
+// resolveUnknown reports the unknown fields of an object whose validation
+// errors are errs, and returns errs less those it explains. A typo of a
+// field the object then lacks and needs ("imagee" for the required image)
+// is an error in place of the lack's: "imagee: unknown field (did you mean
+// "image"?)" says it all. Any other unknown field is dropped with a warning,
+// as the kubelet drops it, or is an error with Strict.
+func (p *parser) resolveUnknown(loc locator, unknown []unknownField, errs field.ErrorList) field.ErrorList {
+	var asErrors, asWarnings []pathError
+	for _, u := range unknown {
+		explains := u.sibling != "" && slices.ContainsFunc(errs, func(e *field.Error) bool { return underAny(e.Field, []string{u.sibling}) })
+		switch {
+		case explains:
+			errs = withoutPaths(errs, []string{u.sibling})
+			asErrors = append(asErrors, u.pathError)
+		case p.opts.Strict:
+			asErrors = append(asErrors, pathError{path: u.path, message: u.message + " (--strict)"})
+		default:
+			asWarnings = append(asWarnings, pathError{path: u.path, message: u.message + ", ignored"})
+		}
+	}
+	p.pathErrors(loc, asErrors)
+	p.warn(loc, asWarnings)
+	return errs
 }
 
 // pod decodes, defaults, validates and identifies one pod.
 func (p *parser) pod(loc locator, raw []byte, m map[string]any, tainted bool) {
 	before := len(p.errs)
 	pod := &v1.Pod{}
-	bad, decoded := p.decodeStrict(loc, raw, m, pod)
+	bad, unknown, decoded := p.decode(loc, raw, m, pod)
 	if !decoded {
 		return
 	}
 	if p.fields == nil {
-		p.fields = newFieldTree(supportedPodFields())
+		p.fields = newFieldTree(append(supportedPodFields(), noEffectPodFields()...))
 	}
-	var unsupported []pathError
-	unsupportedFields(p.fields, m, "", &unsupported)
-	p.warn(loc, slices.DeleteFunc(unsupported, func(u pathError) bool { return underAny(u.path, bad) }))
+	refusals := unsupportedFields(p.fields, m)
+	refusals = append(refusals, refusedValues(pod)...)
+	skip := slices.Clone(bad)
+	for _, u := range unknown {
+		skip = append(skip, u.path)
+	}
 
 	if pod.Namespace == "" {
 		pod.Namespace = metav1.NamespaceDefault
 	}
 	SetDefaults(pod)
-	pod.Status = v1.PodStatus{} // podrun's to compute; warned about if given
-	p.fieldErrors(loc, withoutPaths(validatePod(pod, p.opts.NodeName), bad))
+	pod.Status = v1.PodStatus{} // podrun's to compute, as the API server's on a create
+	errs := p.resolveUnknown(loc, unknown, withoutPaths(validatePod(pod, p.opts.NodeName), bad))
+	p.fieldErrors(loc, errs)
+	// What the API server faults needs no second word from podrun.
+	for _, e := range errs {
+		skip = append(skip, e.Field)
+	}
+	p.pathErrors(loc, slices.DeleteFunc(refusals, func(r pathError) bool { return underAny(r.path, skip) }))
 	if tainted || len(p.errs) > before {
 		return
 	}
@@ -357,12 +484,12 @@ func (p *parser) origin(loc locator) origin {
 func (p *parser) configMap(loc locator, raw []byte, m map[string]any, tainted bool) {
 	before := len(p.errs)
 	cm := &v1.ConfigMap{}
-	bad, decoded := p.decodeStrict(loc, raw, m, cm)
+	bad, unknown, decoded := p.decode(loc, raw, m, cm)
 	if !decoded {
 		return
 	}
 	defaultConfigMap(cm)
-	p.fieldErrors(loc, withoutPaths(validateConfigMap(cm), bad))
+	p.fieldErrors(loc, p.resolveUnknown(loc, unknown, withoutPaths(validateConfigMap(cm), bad)))
 	if tainted || len(p.errs) > before {
 		return
 	}
@@ -380,13 +507,13 @@ func (p *parser) configMap(loc locator, raw []byte, m map[string]any, tainted bo
 func (p *parser) secret(loc locator, raw []byte, m map[string]any, tainted bool) {
 	before := len(p.errs)
 	s := &v1.Secret{}
-	bad, decoded := p.decodeStrict(loc, raw, m, s)
+	bad, unknown, decoded := p.decode(loc, raw, m, s)
 	if !decoded {
 		return
 	}
 	// Validate before merging stringData so that a bad key is reported
 	// where it is written.
-	p.fieldErrors(loc, withoutPaths(validateSecret(s), bad))
+	p.fieldErrors(loc, p.resolveUnknown(loc, unknown, withoutPaths(validateSecret(s), bad)))
 	defaultSecret(s)
 	if tainted || len(p.errs) > before {
 		return

@@ -220,7 +220,7 @@ func TestDecodeErrorsNameFileLineAndField(t *testing.T) {
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			errs := parseErrors(t, tt.source, tt.data)
+			errs := parseStrictErrors(t, tt.source, tt.data)
 			e := findError(t, errs, tt.line, tt.field, tt.message)
 			if e != nil && e.Source != tt.source {
 				t.Errorf("Source = %q, want %q", e.Source, tt.source)
@@ -251,7 +251,7 @@ func TestErrorString(t *testing.T) {
 }
 
 func TestAllProblemsAreReportedInOneRun(t *testing.T) {
-	errs := parseErrors(t, "pod.yaml", dedent(`
+	errs := parseStrictErrors(t, "pod.yaml", dedent(`
 		apiVersion: v1
 		kind: Pod
 		metadata:
@@ -497,5 +497,53 @@ func TestReadFile(t *testing.T) {
 	}
 	if _, err := ReadFile(path, Options{}); err == nil {
 		t.Errorf("ReadFile without a node name must fail")
+	}
+}
+
+// TestUnknownFields: as the kubelet, podrun drops a field the Pod type does
+// not have, and says so; with Strict it refuses the pod. A typo of a field
+// the pod then lacks and needs is an error either way, in the lack's place.
+func TestUnknownFields(t *testing.T) {
+	data := dedent(`
+		apiVersion: v1
+		kind: Pod
+		metadata:
+		  name: web
+		spec:
+		  containers:
+		  - name: app
+		    image: nginx:1.27
+		    imagePullPolicyy: Always
+		  colour: blue
+		`)
+	snap, err := Parse("pod.yaml", []byte(data), testOptions())
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	if len(snap.Pods) != 1 {
+		t.Fatalf("pods = %d, want 1", len(snap.Pods))
+	}
+	if got := snap.Pods[0].Spec.Containers[0].ImagePullPolicy; got != "IfNotPresent" {
+		t.Errorf("imagePullPolicy = %q, want the default IfNotPresent (the typo is dropped)", got)
+	}
+	want := []string{
+		`pod.yaml:9: spec.containers[0].imagePullPolicyy: unknown field (did you mean "imagePullPolicy"?), ignored`,
+		`pod.yaml:10: spec.colour: unknown field, ignored`,
+	}
+	if strings.Join(snap.Warnings, "\n") != strings.Join(want, "\n") {
+		t.Errorf("warnings:\n%s\nwant:\n%s", strings.Join(snap.Warnings, "\n"), strings.Join(want, "\n"))
+	}
+
+	errs := parseStrictErrors(t, "pod.yaml", data)
+	findError(t, errs, 9, "spec.containers[0].imagePullPolicyy", `unknown field (did you mean "imagePullPolicy"?) (--strict)`)
+	findError(t, errs, 10, "spec.colour", "unknown field (--strict)")
+
+	// Without its image the pod is invalid anyway: the typo is the error.
+	errs = parseErrors(t, "pod.yaml", strings.Replace(data, "image: nginx:1.27", "imagee: nginx:1.27", 1))
+	findError(t, errs, 8, "spec.containers[0].imagee", `unknown field (did you mean "image"?)`)
+	for _, e := range errs {
+		if e.Field == "spec.containers[0].image" {
+			t.Errorf("the missing image is reported besides its typo: %v", e)
+		}
 	}
 }

@@ -52,7 +52,20 @@ func mustParse(t *testing.T, source, data string) *Snapshot {
 // problems.
 func parseErrors(t *testing.T, source, data string) ErrorList {
 	t.Helper()
-	_, err := Parse(source, []byte(data), testOptions())
+	return parseErrorsWith(t, source, data, testOptions())
+}
+
+// parseStrictErrors is parseErrors with Strict: unknown fields are errors.
+func parseStrictErrors(t *testing.T, source, data string) ErrorList {
+	t.Helper()
+	opts := testOptions()
+	opts.Strict = true
+	return parseErrorsWith(t, source, data, opts)
+}
+
+func parseErrorsWith(t *testing.T, source, data string, opts Options) ErrorList {
+	t.Helper()
+	_, err := Parse(source, []byte(data), opts)
 	if err == nil {
 		t.Fatalf("Parse succeeded, want errors")
 	}

@@ -65,7 +65,7 @@ func checkValue(t reflect.Type, v any, path string, errs *[]pathError) {
 		for _, k := range keys {
 			ft, known := fields[k]
 			if !known {
-				msg, suggestion := unknownField(k, fields)
+				msg, suggestion := suggestField(k, fields)
 				e := pathError{path: joinPath(path, k), message: msg}
 				if suggestion != "" {
 					e.suggested = joinPath(path, suggestion)
@@ -264,7 +264,7 @@ func typeAt(t reflect.Type, path []string) reflect.Type {
 // unknownField says a field is unknown and, when a known field is spelled
 // much alike (a typo, a wrong case), which one was probably meant: it
 // returns the message and that field's name, or "".
-func unknownField(name string, fields map[string]reflect.Type) (string, string) {
+func suggestField(name string, fields map[string]reflect.Type) (string, string) {
 	best, bestDist := "", 3
 	for known := range fields {
 		d := editDistance(strings.ToLower(name), strings.ToLower(known))

@@ -113,8 +113,8 @@ func TestUnknownFieldSuggestion(t *testing.T) {
 		"ImagePullPolicy": `unknown field (did you mean "imagePullPolicy"?)`,
 		"colour":          "unknown field",
 	} {
-		if got, _ := unknownField(name, fields); got != want {
-			t.Errorf("unknownField(%q) = %q, want %q", name, got, want)
+		if got, _ := suggestField(name, fields); got != want {
+			t.Errorf("suggestField(%q) = %q, want %q", name, got, want)
 		}
 	}
 }

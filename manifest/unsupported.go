@@ -2,36 +2,33 @@ package manifest
 
 import (
 	"fmt"
+	"maps"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+
+	v1 "k8s.io/api/core/v1"
 )
 
-// podrun warns about every field of a Pod that it does not implement, rather
-// than silently running something other than what the manifest says. The
-// list below is what it implements (or, for a few scheduling fields that
-// mean nothing on one machine, accepts on purpose); a field not on it, or
-// set to a value not listed, yields a warning naming the field and its line.
-// Empty values (null, "", {}, []) never warn: `status: {}` and
-// `nodeSelector: {}` say nothing.
+// Every field of a Pod is one of three kinds to podrun:
+//   - implemented: it does on podrun what it does on a kubelet
+//     (supportedPodFields);
+//   - without effect on one machine: scheduling constraints (nodeSelector,
+//     affinity, tolerations, topologySpreadConstraints, schedulingGates,
+//     priority), and what the API server itself sets aside on a create
+//     (status, metadata other than names, labels and annotations). They are
+//     validated as the API server validates them, then accepted quietly
+//     (noEffectPodFields);
+//   - neither: the pod is refused, with the reason (refusalReason), rather
+//     than run as something other than what the manifest says. A field
+//     dropped while the pod then fails (a PersistentVolumeClaim, a service
+//     account token without an apiserver) helps nobody.
 //
-// Accepted without a warning although podrun does nothing with them:
-// spec.priority, priorityClassName, preemptionPolicy, tolerations,
-// schedulerName and enableServiceLinks (every kubeadm static pod has some of
-// them; they are about scheduling and cluster services), nodeName (replaced by
-// the node's name, as the kubelet does), and automountServiceAccountToken:
-// false, serviceAccountName: default, hostUsers: true, os.name: linux, which
-// ask for what podrun does anyway.
-//
-// Warned about, among others: affinity, nodeSelector,
-// topologySpreadConstraints (the kubelet would refuse the pod when they do
-// not match the node; podrun runs it), ephemeralContainers,
-// readinessGates, runtimeClassName, overhead, resourceClaims,
-// pod-level resources, fsGroup (volumes are not chowned), seLinuxOptions,
-// appArmorProfile, runAsNonRoot: true (not enforced), volume types other than
-// hostPath, emptyDir, configMap, secret, downwardAPI and projected (of
-// configMap, secret, downwardAPI), resizePolicy, volumeDevices, subPathExpr,
-// lifecycle tcpSocket hooks and stopSignal, restartPolicy on app containers, and status.
+// Empty values (null, "", {}, []) are never refused: `nodeSelector: {}` says
+// nothing. Some values are refused by what they are rather than where
+// (refusedValues): runAsNonRoot without a uid podrun can check, resources
+// podrun cannot enforce, a size limit on a disk emptyDir.
 func supportedPodFields() []string {
 	var fields []string
 	add := func(prefix string, names ...string) {
@@ -40,12 +37,11 @@ func supportedPodFields() []string {
 		}
 	}
 	add("", "apiVersion", "kind")
-	add("metadata", "name", "namespace", "uid", "labels.**", "annotations.**", "creationTimestamp")
 
 	add("spec", "restartPolicy", "terminationGracePeriodSeconds", "dnsPolicy",
 		"dnsConfig.nameservers", "dnsConfig.searches", "dnsConfig.options[].name", "dnsConfig.options[].value",
 		"nodeName", "hostNetwork", "hostPID", "hostIPC", "hostname",
-		"securityContext.runAsUser", "securityContext.runAsGroup", "securityContext.runAsNonRoot=false",
+		"securityContext.runAsUser", "securityContext.runAsGroup", "securityContext.runAsNonRoot",
 		"securityContext.sysctls[].name", "securityContext.sysctls[].value",
 		"securityContext.seccompProfile.type=RuntimeDefault|Unconfined|Localhost",
 		"securityContext.seccompProfile.localhostProfile", "securityContext.supplementalGroups",
@@ -53,8 +49,6 @@ func supportedPodFields() []string {
 		// Secrets of type kubernetes.io/dockerconfigjson or dockercfg found
 		// in the same sources.
 		"imagePullSecrets[].name",
-		// Scheduling fields, meaningless on one machine; kubeadm writes them.
-		"schedulerName", "priority", "priorityClassName", "preemptionPolicy", "tolerations.**", "enableServiceLinks",
 		// Values that ask for what podrun does anyway.
 		"automountServiceAccountToken=false", "serviceAccountName=default", "serviceAccount=default",
 		"shareProcessNamespace=false", "hostUsers=true", "setHostnameAsFQDN=false", "os.name=linux")
@@ -90,9 +84,10 @@ func supportedPodFields() []string {
 			"env[].valueFrom.secretKeyRef.name", "env[].valueFrom.secretKeyRef.key", "env[].valueFrom.secretKeyRef.optional",
 			"resources.limits.*", "resources.requests.*",
 			"volumeMounts[].name", "volumeMounts[].readOnly", "volumeMounts[].mountPath", "volumeMounts[].subPath",
+			"volumeMounts[].subPathExpr", "resizePolicy[].resourceName", "resizePolicy[].restartPolicy=NotRequired",
 			"volumeMounts[].mountPropagation=None|HostToContainer|Bidirectional",
 			"securityContext.capabilities.add", "securityContext.capabilities.drop", "securityContext.privileged",
-			"securityContext.runAsUser", "securityContext.runAsGroup", "securityContext.runAsNonRoot=false",
+			"securityContext.runAsUser", "securityContext.runAsGroup", "securityContext.runAsNonRoot",
 			"securityContext.readOnlyRootFilesystem", "securityContext.allowPrivilegeEscalation",
 			"securityContext.seccompProfile.type=RuntimeDefault|Unconfined|Localhost",
 			"securityContext.seccompProfile.localhostProfile", "securityContext.procMount=Default")
@@ -118,6 +113,64 @@ func supportedPodFields() []string {
 	add("spec.initContainers[]", "restartPolicy")
 	return fields
 }
+
+// noEffectPodFields are the fields without effect on one machine: accepted
+// quietly, once the API server's validation has passed them.
+func noEffectPodFields() []string {
+	return []string{
+		"metadata.**", "status.**",
+		"spec.nodeSelector.**", "spec.affinity.**", "spec.tolerations.**", "spec.topologySpreadConstraints.**",
+		"spec.schedulingGates.**", "spec.schedulerName", "spec.priority", "spec.priorityClassName",
+		"spec.preemptionPolicy", "spec.enableServiceLinks",
+	}
+}
+
+// refusalReasons say why podrun refuses a field, by the field's path with
+// list indexes as []; a field without one of its own takes its nearest
+// parent's, or the default.
+var refusalReasons = map[string]string{
+	"spec.volumes[].persistentVolumeClaim": "a PersistentVolumeClaim needs a cluster to bind and provision it",
+	"spec.volumes[].ephemeral":             "an ephemeral volume is a PersistentVolumeClaim that a cluster makes",
+	"spec.volumes[].projected.sources[].serviceAccountToken": "a static pod may not use a service account token " +
+		"(the kubelet refuses it too): there is no apiserver to issue it",
+	"spec.serviceAccountName":                            "a static pod may not name a service account (the kubelet refuses it too)",
+	"spec.serviceAccount":                                "a static pod may not name a service account (the kubelet refuses it too)",
+	"spec.automountServiceAccountToken":                  "a static pod has no service account token to mount",
+	"spec.containers[].resizePolicy[].restartPolicy":     "podrun resizes a container in place, without a restart",
+	"spec.initContainers[].resizePolicy[].restartPolicy": "podrun resizes a container in place, without a restart",
+	"spec.containers[].lifecycle.postStart.tcpSocket":    "the kubelet does not run tcpSocket hooks either",
+	"spec.containers[].lifecycle.preStop.tcpSocket":      "the kubelet does not run tcpSocket hooks either",
+	"spec.ephemeralContainers":                           "ephemeral containers are added to a running pod through the API, not by a manifest",
+	"spec.readinessGates":                                "nothing would set the gates' conditions, so the pod would never be Ready",
+	"spec.runtimeClassName":                              "podrun runs every pod with Docker's default runtime",
+	"spec.overhead":                                      "podrun runs every pod with Docker's default runtime, which has no overhead to account",
+	"spec.resources":                                     "pod-level resources need a pod cgroup, which podrun does not make yet",
+	"spec.resourceClaims":                                "dynamic resource allocation needs a cluster's resource drivers",
+	"spec.securityContext.fsGroup":                       "podrun does not change the ownership of volumes",
+	"spec.securityContext.fsGroupChangePolicy":           "podrun does not change the ownership of volumes",
+	"spec.hostUsers":                                     "podrun does not run pods in user namespaces",
+	"spec.shareProcessNamespace":                         "podrun does not share a process namespace between a pod's containers",
+	"spec.setHostnameAsFQDN":                             "podrun sets the pod's short hostname",
+	"spec.os.name":                                       "podrun runs Linux pods",
+}
+
+// refusalReason is why podrun refuses the field at path.
+func refusalReason(path string) string {
+	key := listIndexes.ReplaceAllString(path, "[]")
+	for key != "" {
+		if r := refusalReasons[key]; r != "" {
+			return r
+		}
+		i := strings.LastIndexAny(key, ".[")
+		if i < 0 {
+			break
+		}
+		key = key[:i]
+	}
+	return "podrun does not implement it yet"
+}
+
+var listIndexes = regexp.MustCompile(`\[\d+\]`)
 
 // fieldTree is supportedPodFields as a tree, to walk beside a document.
 type fieldTree struct {
@@ -153,9 +206,16 @@ func newFieldTree(paths []string) *fieldTree {
 	return root
 }
 
-// unsupportedFields walks a generic JSON value beside the tree and reports
-// the first unsupported field of each subtree.
-func unsupportedFields(t *fieldTree, v any, path string, out *[]pathError) {
+// unsupportedFields walks a pod, as a generic JSON value, beside the tree
+// of the fields podrun accepts and returns the refusal of the first field
+// outside it in each subtree.
+func unsupportedFields(t *fieldTree, pod map[string]any) []pathError {
+	var out []pathError
+	walkUnsupported(t, pod, "", &out)
+	return out
+}
+
+func walkUnsupported(t *fieldTree, v any, path string, out *[]pathError) {
 	if t.anything || isEmptyValue(v) {
 		return
 	}
@@ -172,26 +232,34 @@ func unsupportedFields(t *fieldTree, v any, path string, out *[]pathError) {
 			childPath := joinPath(path, k)
 			if child == nil {
 				if !isEmptyValue(x[k]) {
-					*out = append(*out, pathError{path: childPath, message: "not supported yet by podrun, ignored"})
+					*out = append(*out, pathError{path: childPath, message: refused(childPath, "")})
 				}
 				continue
 			}
-			unsupportedFields(child, x[k], childPath, out)
+			walkUnsupported(child, x[k], childPath, out)
 		}
 	case []any:
 		child := t.children["[]"]
 		if child == nil {
-			*out = append(*out, pathError{path: path, message: "not supported yet by podrun, ignored"})
+			*out = append(*out, pathError{path: path, message: refused(path, "")})
 			return
 		}
 		for i, item := range x {
-			unsupportedFields(child, item, path+"["+strconv.Itoa(i)+"]", out)
+			walkUnsupported(child, item, path+"["+strconv.Itoa(i)+"]", out)
 		}
 	default:
 		if t.values != nil && !slices.Contains(t.values, fmt.Sprint(x)) {
-			*out = append(*out, pathError{path: path, message: fmt.Sprintf("%s is not supported yet by podrun, ignored", describeValue(x))})
+			*out = append(*out, pathError{path: path, message: refused(path, describeValue(x))})
 		}
 	}
+}
+
+// refused words the refusal of the field at path, or of its value.
+func refused(path, value string) string {
+	if value != "" {
+		return fmt.Sprintf("Unsupported value: %s: podrun does not support this value: %s", value, refusalReason(path))
+	}
+	return "Forbidden: podrun does not support this field: " + refusalReason(path)
 }
 
 func isEmptyValue(v any) bool {
@@ -214,4 +282,77 @@ func describeValue(v any) string {
 		return strconv.Quote(s)
 	}
 	return fmt.Sprint(v)
+}
+
+// refusedValues are the refusals that depend on values rather than on
+// which fields are set.
+func refusedValues(pod *v1.Pod) []pathError {
+	var out []pathError
+	spec := &pod.Spec
+	var podUser *int64
+	podNonRoot := false
+	if sc := spec.SecurityContext; sc != nil {
+		podUser = sc.RunAsUser
+		podNonRoot = sc.RunAsNonRoot != nil && *sc.RunAsNonRoot
+	}
+	check := func(c *v1.Container, path string) {
+		user, nonRoot, where := podUser, podNonRoot, "spec.securityContext.runAsNonRoot"
+		if sc := c.SecurityContext; sc != nil {
+			if sc.RunAsUser != nil {
+				user = sc.RunAsUser
+			}
+			if sc.RunAsNonRoot != nil {
+				nonRoot, where = *sc.RunAsNonRoot, path+".securityContext.runAsNonRoot"
+			}
+		}
+		switch {
+		case nonRoot && user == nil:
+			out = append(out, pathError{path: where, message: "Forbidden: podrun cannot check that container " + c.Name +
+				"'s image runs as a user other than root: give runAsUser, a non-zero uid"})
+		case nonRoot && *user == 0:
+			out = append(out, pathError{path: where, message: "Forbidden: podrun (as the kubelet) will not start container " + c.Name +
+				": it must run as non-root, but its runAsUser is 0"})
+		}
+		for _, kind := range []string{"limits", "requests"} {
+			list := c.Resources.Limits
+			if kind == "requests" {
+				list = c.Resources.Requests
+			}
+			for _, name := range slices.Sorted(maps.Keys(list)) {
+				if reason := unenforcedResource(name, kind); reason != "" {
+					out = append(out, pathError{path: fmt.Sprintf("%s.resources.%s[%s]", path, kind, name),
+						message: "Forbidden: podrun does not support this resource: " + reason})
+				}
+			}
+		}
+	}
+	for i := range spec.InitContainers {
+		check(&spec.InitContainers[i], fmt.Sprintf("spec.initContainers[%d]", i))
+	}
+	for i := range spec.Containers {
+		check(&spec.Containers[i], fmt.Sprintf("spec.containers[%d]", i))
+	}
+	for i, vol := range spec.Volumes {
+		if ed := vol.EmptyDir; ed != nil && ed.Medium != v1.StorageMediumMemory && ed.SizeLimit != nil && !ed.SizeLimit.IsZero() {
+			out = append(out, pathError{path: fmt.Sprintf("spec.volumes[%d].emptyDir.sizeLimit", i),
+				message: "Forbidden: podrun cannot limit the size of an emptyDir on disk (with medium: Memory it is the tmpfs's size)"})
+		}
+	}
+	return out
+}
+
+// unenforcedResource is why podrun cannot honour a container's request or
+// limit of the resource name, or "" when it can.
+func unenforcedResource(name v1.ResourceName, kind string) string {
+	switch {
+	case name == v1.ResourceCPU, name == v1.ResourceMemory:
+		return ""
+	case name == v1.ResourceEphemeralStorage && kind == "requests":
+		return "" // only ranks pods for eviction, which podrun does not do
+	case name == v1.ResourceEphemeralStorage:
+		return "podrun cannot limit a container's writable layer and logs"
+	case strings.HasPrefix(string(name), v1.ResourceHugePagesPrefix):
+		return "podrun does not reserve huge pages"
+	}
+	return "podrun has no device plugins to allocate extended resources"
 }

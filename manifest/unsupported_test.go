@@ -9,109 +9,146 @@ import (
 	v1 "k8s.io/api/core/v1"
 )
 
-func TestWarningsForUnsupportedFields(t *testing.T) {
+// TestRefusedFields: a field podrun cannot honour refuses the pod, with the
+// reason, rather than being dropped while the pod runs as something else.
+func TestRefusedFields(t *testing.T) {
 	tests := []struct {
-		name string
-		data string
-		want []string // whole warnings
+		name   string
+		data   string
+		line   int
+		field  string
+		reason string
 	}{{
-		name: "scheduling constraints",
-		data: podWith("", `
-			nodeSelector:
-			  disk: ssd
-			affinity:
-			  nodeAffinity: {}
-			topologySpreadConstraints:
-			- maxSkew: 1
-			  topologyKey: zone
-			  whenUnsatisfiable: DoNotSchedule
-			`),
-		want: []string{
-			"pod.yaml:9: spec.nodeSelector: not supported yet by podrun, ignored",
-			"pod.yaml:11: spec.affinity: not supported yet by podrun, ignored",
-			"pod.yaml:13: spec.topologySpreadConstraints: not supported yet by podrun, ignored",
-		},
+		name: "PersistentVolumeClaim",
+		data: podWith("", "volumes:\n- name: claim\n  persistentVolumeClaim:\n    claimName: data\n"),
+		line: 11, field: "spec.volumes[0].persistentVolumeClaim", reason: "needs a cluster to bind and provision it",
 	}, {
-		name: "volume types and projections",
-		data: podWith("", `
-			volumes:
-			- name: claim
-			  persistentVolumeClaim:
-			    claimName: data
-			- name: token
-			  projected:
-			    sources:
-			    - serviceAccountToken:
-			        path: token
-			`),
-		want: []string{
-			"pod.yaml:11: spec.volumes[0].persistentVolumeClaim: not supported yet by podrun, ignored",
-			"pod.yaml:16: spec.volumes[1].projected.sources[0].serviceAccountToken: not supported yet by podrun, ignored",
-		},
+		name: "ephemeral volume",
+		data: podWith("", "volumes:\n- name: e\n  ephemeral:\n    volumeClaimTemplate:\n      spec:\n        accessModes: [ReadWriteOnce]\n        resources: {requests: {storage: 1Gi}}\n"),
+		line: 11, field: "spec.volumes[0].ephemeral", reason: "a PersistentVolumeClaim that a cluster makes",
 	}, {
-		name: "container fields",
-		data: podWith(`
-			resizePolicy:
-			- resourceName: cpu
-			  restartPolicy: NotRequired
-			stdinOnce: true
-			lifecycle:
-			  preStop:
-			    tcpSocket:
-			      port: 5
-			securityContext:
-			  runAsNonRoot: true
-			  seccompProfile:
-			    type: Localhost
-			    localhostProfile: p.json
-			`, ""),
-		want: []string{
-			"pod.yaml:9: spec.containers[0].resizePolicy: not supported yet by podrun, ignored",
-			"pod.yaml:15: spec.containers[0].lifecycle.preStop.tcpSocket: not supported yet by podrun, ignored",
-			"pod.yaml:18: spec.containers[0].securityContext.runAsNonRoot: true is not supported yet by podrun, ignored",
-		},
+		name: "service account token",
+		data: podWith("", "serviceAccountName: app\nvolumes:\n- name: t\n  projected:\n    sources:\n    - serviceAccountToken: {path: token}\n"),
+		line: 9, field: "spec.serviceAccountName", reason: "may not name a service account",
 	}, {
-		name: "ephemeral containers and status",
-		data: podWith("", `
-			ephemeralContainers:
-			- name: debug
-			  image: busybox
-			`) + "status:\n  phase: Running\n",
-		want: []string{
-			"pod.yaml:9: spec.ephemeralContainers: not supported yet by podrun, ignored",
-			"pod.yaml:12: status: not supported yet by podrun, ignored",
-		},
+		name: "tcpSocket hook",
+		data: podWith("lifecycle:\n  preStop:\n    tcpSocket:\n      port: 5\n", ""),
+		line: 11, field: "spec.containers[0].lifecycle.preStop.tcpSocket", reason: "the kubelet does not run tcpSocket hooks either",
 	}, {
-		name: "kubeadm fields and empty values are accepted silently",
-		data: podWith("", `
-			priority: 2000001000
-			priorityClassName: system-node-critical
-			preemptionPolicy: PreemptLowerPriority
-			tolerations:
-			- operator: Exists
-			  effect: NoExecute
-			enableServiceLinks: false
-			nodeSelector: {}
-			affinity: null
-			hostUsers: true
-			automountServiceAccountToken: false
-			securityContext:
-			  seccompProfile:
-			    type: RuntimeDefault
-			`) + "status: {}\n",
-		want: nil,
+		name: "runAsNonRoot without a uid",
+		data: podWith("securityContext:\n  runAsNonRoot: true\n", ""),
+		line: 10, field: "spec.containers[0].securityContext.runAsNonRoot", reason: "podrun cannot check",
+	}, {
+		name: "runAsNonRoot with uid 0",
+		data: podWith("", "securityContext:\n  runAsNonRoot: true\n  runAsUser: 0\n"),
+		line: 10, field: "spec.securityContext.runAsNonRoot", reason: "its runAsUser is 0",
+	}, {
+		name: "readiness gates",
+		data: podWith("", "readinessGates:\n- conditionType: example.com/ready\n"),
+		line: 9, field: "spec.readinessGates", reason: "would never be Ready",
+	}, {
+		name: "fsGroup",
+		data: podWith("", "securityContext:\n  fsGroup: 2000\n"),
+		line: 10, field: "spec.securityContext.fsGroup", reason: "does not change the ownership of volumes",
+	}, {
+		name: "resize with a restart",
+		data: podWith("resizePolicy:\n- resourceName: cpu\n  restartPolicy: RestartContainer\n", ""),
+		line: 11, field: "spec.containers[0].resizePolicy[0].restartPolicy", reason: "resizes a container in place",
+	}, {
+		name: "extended resource",
+		data: podWith("resources:\n  limits:\n    example.com/widget: 1\n", ""),
+		line: 11, field: "spec.containers[0].resources.limits[example.com/widget]", reason: "no device plugins",
+	}, {
+		name: "hugepages",
+		data: podWith("resources:\n  limits:\n    hugepages-2Mi: 4Mi\n    memory: 64Mi\n    cpu: 1\n", ""),
+		line: 11, field: "spec.containers[0].resources.limits[hugepages-2Mi]", reason: "does not reserve huge pages",
+	}, {
+		name: "ephemeral-storage limit",
+		data: podWith("resources:\n  limits:\n    ephemeral-storage: 1Gi\n", ""),
+		line: 11, field: "spec.containers[0].resources.limits[ephemeral-storage]", reason: "writable layer",
+	}, {
+		name: "disk emptyDir size limit",
+		data: podWith("", "volumes:\n- name: scratch\n  emptyDir:\n    sizeLimit: 1Gi\n"),
+		line: 12, field: "spec.volumes[0].emptyDir.sizeLimit", reason: "cannot limit the size of an emptyDir on disk",
+	}, {
+		name: "pod-level resources",
+		data: podWith("", "resources:\n  limits:\n    cpu: 1\n"),
+		line: 9, field: "spec.resources", reason: "pod cgroup",
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			snap := mustParse(t, "pod.yaml", tt.data)
-			if strings.Join(snap.Warnings, "\n") != strings.Join(tt.want, "\n") {
-				t.Errorf("warnings:\n%s\nwant:\n%s", strings.Join(snap.Warnings, "\n"), strings.Join(tt.want, "\n"))
-			}
-			if len(snap.Pods) != 1 {
-				t.Errorf("a warning must not drop the pod")
+			errs := parseErrors(t, "pod.yaml", tt.data)
+			e := findError(t, errs, tt.line, tt.field, tt.reason)
+			if e != nil && !strings.Contains(e.Message, "podrun") {
+				t.Errorf("the refusal does not say it is podrun's: %v", e)
 			}
 		})
 	}
+}
+
+// TestFieldsWithoutEffectAreAcceptedQuietly: scheduling constraints mean
+// nothing on one machine, and the API server sets status aside on a create;
+// once valid they are accepted without a word, Strict or not.
+func TestFieldsWithoutEffectAreAcceptedQuietly(t *testing.T) {
+	data := podWith(`
+		resources:
+		  requests:
+		    ephemeral-storage: 1Gi
+		resizePolicy:
+		- resourceName: cpu
+		  restartPolicy: NotRequired
+		securityContext:
+		  runAsNonRoot: true
+		  runAsUser: 65534
+		`, `
+		nodeSelector:
+		  disk: ssd
+		affinity:
+		  nodeAffinity:
+		    requiredDuringSchedulingIgnoredDuringExecution:
+		      nodeSelectorTerms:
+		      - matchExpressions: [{key: zone, operator: In, values: [a]}]
+		topologySpreadConstraints:
+		- maxSkew: 1
+		  topologyKey: zone
+		  whenUnsatisfiable: DoNotSchedule
+		schedulingGates:
+		- name: example.com/gate
+		priority: 2000001000
+		priorityClassName: system-node-critical
+		preemptionPolicy: PreemptLowerPriority
+		tolerations:
+		- operator: Exists
+		  effect: NoExecute
+		enableServiceLinks: false
+		hostUsers: true
+		automountServiceAccountToken: false
+		volumes:
+		- name: scratch
+		  emptyDir:
+		    medium: Memory
+		    sizeLimit: 64Mi
+		`) + "status:\n  phase: Running\n"
+	for _, strict := range []bool{false, true} {
+		opts := testOptions()
+		opts.Strict = strict
+		snap, err := Parse("pod.yaml", []byte(data), opts)
+		if err != nil {
+			t.Fatalf("strict %v: %v", strict, err)
+		}
+		if len(snap.Warnings) != 0 || len(snap.Pods) != 1 {
+			t.Errorf("strict %v: warnings %q, %d pods", strict, snap.Warnings, len(snap.Pods))
+		}
+	}
+}
+
+// TestValidatedThoughWithoutEffect: a field without effect is still held to
+// the API server's validation.
+func TestValidatedThoughWithoutEffect(t *testing.T) {
+	errs := parseErrors(t, "pod.yaml", podWith("", "tolerations:\n- key: a b\n  operator: Exists\n"))
+	findError(t, errs, 10, "spec.tolerations[0].key", "Invalid value")
+	errs = parseErrors(t, "pod.yaml", podWith("", "nodeSelector:\n  bad key!: x\n"))
+	findError(t, errs, 10, "spec.nodeSelector[bad key!]", "Invalid value")
 }
 
 func TestWarningsInAListNameTheItem(t *testing.T) {
@@ -124,13 +161,12 @@ func TestWarningsInAListNameTheItem(t *testing.T) {
 		  metadata:
 		    name: web
 		  spec:
-		    readinessGates:
-		    - conditionType: example.com/ready
+		    readinesGates: []
 		    containers:
 		    - name: app
 		      image: nginx:1.27
 		`))
-	want := "list.yaml:9: items[0].spec.readinessGates: not supported yet by podrun, ignored"
+	want := `list.yaml:9: items[0].spec.readinesGates: unknown field (did you mean "readinessGates"?), ignored`
 	if len(snap.Warnings) != 1 || snap.Warnings[0] != want {
 		t.Errorf("warnings = %q, want %q", snap.Warnings, want)
 	}

@@ -636,10 +636,15 @@ func (r *Runner) containerConfig(pod *v1.Pod, c *v1.Container, typ engine.Contai
 			return nil, configErrorf("volumeMount %s: no volume %q", vm.MountPath, vm.Name)
 		}
 		host := src.HostPath
-		if vm.SubPath != "" {
+		sub := vm.SubPath
+		if vm.SubPathExpr != "" {
+			// As the kubelet: $(VAR) of the container's environment.
+			sub = expansion.Expand(vm.SubPathExpr, lookup)
+		}
+		if sub != "" {
 			// Resolved within the volume, symlinks and all: the real path.
 			var err error
-			if host, err = subPathSource(src, vm.SubPath); err != nil {
+			if host, err = subPathSource(src, sub); err != nil {
 				return nil, fmt.Errorf("volumeMount %s: %w", vm.MountPath, err)
 			}
 		}

@@ -310,6 +310,38 @@ func TestSubPathConfined(t *testing.T) {
 	}
 }
 
+// TestSubPathExpr: a subPathExpr is expanded with the container's
+// environment, as the kubelet does, and the result is held to the same
+// confinement as a subPath.
+func TestSubPathExpr(t *testing.T) {
+	e := newConfineEnv(t)
+	pod := confinedPod("uid-1", nil, "")
+	objs := confinedObjects(map[string]string{"a": "A"})
+	vols, err := prepareVolumes(pod, podDir(e.root, "uid-1"), objs, podEnv{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &Runner{cfg: Config{RootDir: e.root, Objects: objs}}
+	config := func(value string) (*engine.ContainerConfig, error) {
+		c := v1.Container{Name: "c", Image: "img", Env: []v1.EnvVar{{Name: "WHERE", Value: value}},
+			VolumeMounts: []v1.VolumeMount{{Name: "scratch", MountPath: "/m", SubPathExpr: "logs/$(WHERE)"}}}
+		return r.containerConfig(pod, &c, engine.ContainerTypeApp, 0, vols, podEnv{})
+	}
+	cfg, err := config("web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := filepath.EvalSymlinks(filepath.Join(vols["scratch"].HostPath, "logs", "web"))
+	if got := cfg.Mounts[0].HostPath; got != want {
+		t.Errorf("host path %s, want %s", got, want)
+	}
+	before := snapshot(t, e.base, e.root)
+	if _, err := config("../../../../outside"); err == nil || !isConfigError(err) {
+		t.Errorf("a subPathExpr expanding to leave the volume: %v, want a configError", err)
+	}
+	sameSnapshot(t, before, snapshot(t, e.base, e.root))
+}
+
 // TestSubPathFIFO: a FIFO a container made where a subPath points does not
 // hold podrun (an open for reading would wait for a writer).
 func TestSubPathFIFO(t *testing.T) {
