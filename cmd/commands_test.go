@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,10 +14,12 @@ import (
 
 	"github.com/spf13/cobra"
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/podrun/podrun/engine"
 	"github.com/podrun/podrun/engine/enginetest"
+	"github.com/podrun/podrun/source"
 )
 
 // webPod runs until stopped and reads the host's facts from its env.
@@ -302,6 +305,17 @@ func TestPsRun(t *testing.T) {
 	if len(lines) != 2 || strings.Join(strings.Fields(lines[1]), " ") != "default web-node1 1/1 Running 0 90s" {
 		t.Errorf("ps:\n%s", e.out)
 	}
+	// A manifest's dropped fields are listed under the wide table.
+	var buf bytes.Buffer
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web-node1", Annotations: map[string]string{
+		source.AnnotationManifestWarnings: "web.yaml:15: spec.containers[0].bogus: unknown field, ignored"}}}
+	if err := writePodTable(&buf, []*v1.Pod{pod}, true, t0); err != nil {
+		t.Fatal(err)
+	}
+	if want := "default/web-node1: warning: web.yaml:15: spec.containers[0].bogus: unknown field, ignored\n"; !strings.HasSuffix(buf.String(), want) {
+		t.Errorf("ps -o wide:\n%s\nwant it to end with %q", buf.String(), want)
+	}
+
 	e.reset()
 	wantExit(t, "ps -n other", ps(e, "-n", "other"), exitOK)
 	if strings.Count(e.out.String(), "\n") != 1 {

@@ -156,6 +156,11 @@ func writePodTable(w io.Writer, pods []*v1.Pod, wide bool, now time.Time) error 
 		if e := p.Annotations[source.AnnotationSourceError]; e != "" && wide {
 			problems = append(problems, fmt.Sprintf("%s/%s: %s", p.Namespace, p.Name, e))
 		}
+		if w := p.Annotations[source.AnnotationManifestWarnings]; w != "" && wide {
+			for _, line := range strings.Split(w, "\n") {
+				problems = append(problems, fmt.Sprintf("%s/%s: warning: %s", p.Namespace, p.Name, line))
+			}
+		}
 		if wide {
 			ip := p.Status.PodIP
 			if ip == "" {

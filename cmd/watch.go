@@ -183,7 +183,7 @@ func watchRun(ctx context.Context, opts *watchOptions) error {
 				}
 				return nil
 			},
-			Pods:     func() []*v1.Pod { return annotatePods(mux.AnnotateErrors(r.Pods())) },
+			Pods:     func() []*v1.Pod { return annotatePods(mux.AnnotateErrors(mux.AnnotateWarnings(r.Pods()))) },
 			Gatherer: reg,
 			Logger:   opts.Log,
 		})

@@ -294,3 +294,29 @@ spec:
 		t.Fatalf("preStop hook output %q, %v", b, err)
 	}
 }
+
+// TestWatchDropsUnknownFieldsAndSaysSo: as the kubelet, watch runs a pod
+// whose manifest has a field the Pod type lacks, without it; /pods and
+// `ps -o wide` say what was dropped, where. With --strict the pod is refused.
+func TestWatchDropsUnknownFieldsAndSaysSo(t *testing.T) {
+	e := newEnv(t)
+	e.write("a.yaml", strings.Replace(sleepPod("a", 1), "  containers:\n", "  colour: blue\n  containers:\n", 1))
+	base, stop := e.watchWithServer()
+	defer stop(syscall.SIGTERM)
+	e.waitSynced(base, "a")
+	warning := filepath.Join(e.dir, "a.yaml") + ":"
+	got := pods(t, base)["a-"+e.node].Annotations["podrun.io/manifest-warnings"]
+	if !strings.HasPrefix(got, warning) || !strings.HasSuffix(got, ": spec.colour: unknown field, ignored") {
+		t.Errorf("/pods warnings = %q, want %s<line>: spec.colour: unknown field, ignored", got, warning)
+	}
+	port := strings.TrimPrefix(base, "http://")
+	ps := e.podrun(time.Minute, "ps", "-o", "wide", "--daemon-address", port)
+	if ps.code != 0 || !strings.Contains(ps.stdout, "default/a-"+e.node+": warning: "+warning) {
+		t.Errorf("ps -o wide: exit %d\n%s\n%s", ps.code, ps.stdout, ps.stderr)
+	}
+
+	strict := e.podrun(time.Minute, "validate", "--strict", e.dir)
+	if strict.code != 2 || !strings.Contains(strict.stderr, "spec.colour: unknown field") {
+		t.Errorf("validate --strict: exit %d\n%s", strict.code, strict.stderr)
+	}
+}

@@ -35,11 +35,13 @@ type parser struct {
 	fields   *fieldTree // supportedPodFields, built on first use
 }
 
-// origin is where an object is defined: the line of its metadata.name.
+// origin is where an object is defined: the line of its metadata.name;
+// and the warnings of its definition.
 type origin struct {
-	source string
-	line   int
-	field  string
+	source   string
+	line     int
+	field    string
+	warnings []string
 }
 
 func (o origin) String() string {
@@ -433,7 +435,7 @@ func (p *parser) resolveUnknown(loc locator, unknown []unknownField, errs field.
 
 // pod decodes, defaults, validates and identifies one pod.
 func (p *parser) pod(loc locator, raw []byte, m map[string]any, tainted bool) {
-	before := len(p.errs)
+	before, warningsBefore := len(p.errs), len(p.snap.Warnings)
 	pod := &v1.Pod{}
 	bad, unknown, decoded := p.decode(loc, raw, m, pod)
 	if !decoded {
@@ -474,7 +476,9 @@ func (p *parser) pod(loc locator, raw []byte, m map[string]any, tainted bool) {
 		}
 	}
 	p.snap.Pods = append(p.snap.Pods, pod)
-	p.snap.origins[pod] = p.origin(loc)
+	o := p.origin(loc)
+	o.warnings = slices.Clone(p.snap.Warnings[warningsBefore:])
+	p.snap.origins[pod] = o
 }
 
 func (p *parser) origin(loc locator) origin {

@@ -96,6 +96,12 @@ func (s *Snapshot) Origin(obj any) string {
 	return o.String()
 }
 
+// WarningsOf returns the warnings of the definition of obj (a Pod of this
+// snapshot): what podrun dropped from it.
+func (s *Snapshot) WarningsOf(obj any) []string {
+	return s.origins[obj].warnings
+}
+
 // Documents counts the documents that held a value (not blank, not only
 // comments, not null). A source tells a blank body or a truncated file
 // (Documents() == 0: an error, the last good is kept) from an explicitly

@@ -3,11 +3,13 @@ package source
 import (
 	"context"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/podrun/podrun/manifest"
 )
@@ -15,6 +17,12 @@ import (
 // AnnotationSourceError is set on a pod (in /pods and `podrun ps`) whose
 // manifest has a problem now: the pod runs as last good.
 const AnnotationSourceError = "podrun.io/source-error"
+
+// AnnotationManifestWarnings is set on a pod (in /pods and `podrun ps`)
+// whose manifest podrun ran without some of its fields (unknown fields,
+// dropped as the kubelet drops them): the warnings, one a line, naming
+// file, line and field.
+const AnnotationManifestWarnings = "podrun.io/manifest-warnings"
 
 // Named is a Source with the name its Updates carry in Update.Source: the
 // path or URL as configured.
@@ -59,6 +67,8 @@ type Mux struct {
 	failing map[string]bool
 	errs    map[string]error
 	desired map[string]bool
+	// warnings are the manifest warnings of each source's pods, by UID.
+	warnings map[string]map[types.UID][]string
 }
 
 // NewMux returns a mux of sources, in priority order: on a conflict the
@@ -70,13 +80,14 @@ func NewMux(sources []Named, metrics *Metrics) *Mux {
 		names[i] = s.Name
 	}
 	return &Mux{
-		sources: sources,
-		names:   names,
-		metrics: metrics,
-		merger:  NewMerger(names),
-		failing: map[string]bool{},
-		errs:    map[string]error{},
-		desired: map[string]bool{},
+		sources:  sources,
+		names:    names,
+		metrics:  metrics,
+		merger:   NewMerger(names),
+		failing:  map[string]bool{},
+		errs:     map[string]error{},
+		desired:  map[string]bool{},
+		warnings: map[string]map[types.UID][]string{},
 	}
 }
 
@@ -122,6 +133,15 @@ func (m *Mux) update(u Update) Changes {
 		desired[string(p.UID)] = true
 	}
 	m.ready, m.failing, m.errs, m.desired = m.merger.Ready(), m.merger.Failing(), m.merger.Errors(), desired
+	if u.Snapshot != nil {
+		warnings := map[types.UID][]string{}
+		for _, p := range u.Snapshot.Pods {
+			if w := u.Snapshot.WarningsOf(p); len(w) > 0 {
+				warnings[p.UID] = w
+			}
+		}
+		m.warnings[u.Source] = warnings
+	}
 	m.metrics.observe(u)
 	cms, secrets := m.merger.Objects()
 	return Changes{Source: u.Source, Pods: changes, ConfigMaps: cms, Secrets: secrets, Conflicts: m.merger.Conflicts()}
@@ -167,6 +187,34 @@ func (m *Mux) Pods() []*v1.Pod {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.merger.Pods()
+}
+
+// AnnotateWarnings returns pods with AnnotationManifestWarnings set on each
+// pod whose manifest had fields dropped (copies of those pods; the others
+// as they are).
+func (m *Mux) AnnotateWarnings(pods []*v1.Pod) []*v1.Pod {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out, copied := pods, false
+	for i, p := range pods {
+		for _, name := range m.names {
+			w := m.warnings[name][p.UID]
+			if len(w) == 0 {
+				continue
+			}
+			if !copied {
+				out, copied = slices.Clone(pods), true
+			}
+			cp := p.DeepCopy()
+			if cp.Annotations == nil {
+				cp.Annotations = map[string]string{}
+			}
+			cp.Annotations[AnnotationManifestWarnings] = strings.Join(w, "\n")
+			out[i] = cp
+			break
+		}
+	}
+	return out
 }
 
 // AnnotateErrors returns pods with AnnotationSourceError set on each pod

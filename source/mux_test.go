@@ -192,3 +192,43 @@ func TestAnnotateErrors(t *testing.T) {
 		t.Error("the caller's pod was changed")
 	}
 }
+
+// TestAnnotateWarnings: a pod whose manifest had fields dropped carries the
+// warnings of its own definition (for /pods and `ps -o wide`); the others
+// are passed as they are.
+func TestAnnotateWarnings(t *testing.T) {
+	const path = "/etc/kubernetes/manifests/pods.yaml"
+	data := "apiVersion: v1\nkind: Pod\nmetadata:\n  name: a\nspec:\n  containers:\n  - name: c\n    image: img:1\n    colour: blue\n" +
+		"---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: b\nspec:\n  containers:\n  - name: c\n    image: img:1\n"
+	snap, err := manifest.Parse(path, []byte(data), manifest.Options{NodeName: "node1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := NewMux([]Named{{Name: path, Source: newFakeSource()}}, nil)
+	mux.update(Update{Source: path, Snapshot: snap})
+	pods := mux.Pods()
+	got := mux.AnnotateWarnings(pods)
+	if len(got) != 2 {
+		t.Fatalf("pods = %d", len(got))
+	}
+	want := path + ":9: spec.containers[0].colour: unknown field, ignored"
+	if w := got[0].Annotations[AnnotationManifestWarnings]; w != want {
+		t.Errorf("a: %q, want %q", w, want)
+	}
+	if got[1] != pods[1] {
+		t.Error("b has no warnings: it must be passed as it is")
+	}
+	if _, set := pods[0].Annotations[AnnotationManifestWarnings]; set {
+		t.Error("the caller's pod was changed")
+	}
+
+	// The next version of the manifest, fixed: no warning is left.
+	fixed, err := manifest.Parse(path, []byte(strings.Replace(data, "    colour: blue\n", "", 1)), manifest.Options{NodeName: "node1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux.update(Update{Source: path, Snapshot: fixed})
+	if w := mux.AnnotateWarnings(mux.Pods())[0].Annotations[AnnotationManifestWarnings]; w != "" {
+		t.Errorf("after the fix: %q", w)
+	}
+}
