@@ -19,10 +19,10 @@ import (
 
 // Decoding follows the kubelet's file source: YAML is converted to JSON with
 // sigs.k8s.io/yaml (YAML 1.1, as the kubelet reads it: `mode: 0644` is octal,
-// `yes` is true) and JSON is decoded into the v1 types, case-sensitively and
-// strictly (unknown and duplicate fields are errors, where the kubelet drops
-// them). A go-yaml v3 node tree of the same document gives every problem its
-// line.
+// `yes` is true) and JSON is decoded into the v1 types, case-sensitively.
+// An unknown field is dropped, as the kubelet drops it, with a warning (an
+// error with Options.Strict); a duplicate field is an error. A go-yaml v3
+// node tree of the same document gives every problem its line.
 
 // parser collects the objects, errors and warnings of one Parse.
 type parser struct {

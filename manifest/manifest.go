@@ -1,8 +1,10 @@
 // Package manifest turns Kubernetes manifests into the static pods podrun
-// runs: it decodes YAML or JSON strictly, applies the API's defaults,
-// validates, and gives each pod the static-pod identity of DESIGN.md
-// ("Identity"). Every problem is reported with its file, line and field path;
-// every field podrun does not implement is a warning, never silence.
+// runs: it decodes YAML or JSON as the kubelet does, applies the API's
+// defaults, validates with the API server's own validation, and gives each
+// pod the static-pod identity of DESIGN.md ("Identity"). Every problem is
+// reported with its file, line and field path; an unknown field is dropped
+// with a warning (an error with Options.Strict), and a field podrun cannot
+// honour refuses the pod with the reason, never silence.
 //
 // Decoding knows nothing of Docker or of how sources are watched: a caller
 // hands it bytes (Parse) or a path (ReadPath) and gets a Snapshot; those
