@@ -141,6 +141,18 @@ func newRootCmd(g *globalOptions) *cobra.Command {
 		newVersionCmd(g),
 		newInfoCmd(g, nil),
 	)
+	// Wrong arguments are bad input, as wrong flags are
+	// (SetFlagErrorFunc): exit status 2.
+	for _, c := range root.Commands() {
+		if check := c.Args; check != nil {
+			c.Args = func(cmd *cobra.Command, args []string) error {
+				if err := check(cmd, args); err != nil {
+					return badInput(err)
+				}
+				return nil
+			}
+		}
+	}
 	return root
 }
 
