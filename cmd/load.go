@@ -111,6 +111,20 @@ func mergeArgs(updates []source.Update) *desired {
 	return d
 }
 
+// readMerged reads the arguments (readArgs) and merges them (mergeArgs) as
+// once does, and refuses their conflicts as once does (conflictError).
+func readMerged(ctx context.Context, g *globalOptions, paths []string) (*desired, error) {
+	updates, err := readArgs(ctx, g, paths)
+	if err != nil {
+		return nil, err
+	}
+	d := mergeArgs(updates)
+	if err := conflictError(d.Conflicts); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
 // Pods are the desired pods, in priority order.
 func (d *desired) Pods() []*v1.Pod {
 	pods := make([]*v1.Pod, 0, len(d.Changes))

@@ -33,12 +33,8 @@ func newValidateCmd(g *globalOptions, runF func(context.Context, *validateOption
 // conflicting definitions (in once's and watch's words). It needs no
 // engine.
 func validateRun(ctx context.Context, opts *validateOptions) error {
-	updates, err := readArgs(ctx, opts.globalOptions, opts.Paths)
+	d, err := readMerged(ctx, opts.globalOptions, opts.Paths)
 	if err != nil {
-		return err
-	}
-	d := mergeArgs(updates)
-	if err := conflictError(d.Conflicts); err != nil {
 		return err
 	}
 	for _, p := range d.Pods() {
