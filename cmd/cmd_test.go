@@ -94,7 +94,7 @@ func TestExitCodes(t *testing.T) {
 // status 2, as a wrong flag is, for every command: never 1, which plan
 // answers when something would change and once when a pod failed.
 func TestWrongArgumentsAreBadInput(t *testing.T) {
-	for _, args := range [][]string{{"once"}, {"validate"}, {"logs"}, {"ps", "x"}, {"watch", "x"}, {"version", "x"}} {
+	for _, args := range [][]string{{"once"}, {"validate"}, {"plan"}, {"logs"}, {"ps", "x"}, {"watch", "x"}, {"version", "x"}} {
 		var out, errOut bytes.Buffer
 		code := run(context.Background(), append(args, "--config", "", "--node-name", "n1"), strings.NewReader(""), &out, &errOut)
 		if code != exitBadInput || errOut.Len() == 0 {

@@ -137,6 +137,7 @@ func newRootCmd(g *globalOptions) *cobra.Command {
 		newPsCmd(g, nil),
 		newLogsCmd(g, nil),
 		newValidateCmd(g, nil),
+		newPlanCmd(g, nil),
 		newPauseCmd(),
 		newVersionCmd(g),
 		newInfoCmd(g, nil),
