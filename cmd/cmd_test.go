@@ -90,6 +90,19 @@ func TestExitCodes(t *testing.T) {
 	}
 }
 
+// TestWrongArgumentsAreBadInput: a missing or extra argument is exit
+// status 2, as a wrong flag is, for every command: never 1, which plan
+// answers when something would change and once when a pod failed.
+func TestWrongArgumentsAreBadInput(t *testing.T) {
+	for _, args := range [][]string{{"once"}, {"validate"}, {"plan"}, {"logs"}, {"ps", "x"}, {"watch", "x"}, {"version", "x"}} {
+		var out, errOut bytes.Buffer
+		code := run(context.Background(), append(args, "--config", "", "--node-name", "n1"), strings.NewReader(""), &out, &errOut)
+		if code != exitBadInput || errOut.Len() == 0 {
+			t.Errorf("%v: exit %d, want %d; stderr:\n%s", args, code, exitBadInput, errOut.String())
+		}
+	}
+}
+
 // TestValidateReportsFileLineField runs the real command end to end without
 // Docker: a bad manifest is exit 2 with its file, line and field.
 func TestValidateReportsFileLineField(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 const (
 	exitOK          = 0
 	exitPodFailed   = 1 // a pod failed or timed out, or any other failure
+	exitChanges     = 1 // plan: something would change
 	exitBadInput    = 2 // a manifest or a flag is wrong
 	exitUnreachable = 3 // the container runtime cannot be reached
 )

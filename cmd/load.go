@@ -81,6 +81,8 @@ type desired struct {
 	Secrets    []*v1.Secret
 	// Conflicts are the definitions that lose to an earlier argument's.
 	Conflicts []source.Conflict
+	// Warnings are what the manifests had dropped (manifestWarnings).
+	Warnings []string
 	// from is the argument each pod (by UID) came from.
 	from map[types.UID]string
 }
@@ -122,7 +124,22 @@ func mergeArgs(updates []source.Update) *desired {
 	// earlier one's pod): the changes are the desired pods.
 	d.ConfigMaps, d.Secrets = m.Objects()
 	d.Conflicts = m.Conflicts()
+	d.Warnings = manifestWarnings(updates)
 	return d
+}
+
+// readMerged reads the arguments (readArgs) and merges them (mergeArgs) as
+// once does, and refuses their conflicts as once does (conflictError).
+func readMerged(ctx context.Context, g *globalOptions, paths []string) (*desired, error) {
+	updates, err := readArgs(ctx, g, paths)
+	if err != nil {
+		return nil, err
+	}
+	d := mergeArgs(updates)
+	if err := conflictError(d.Conflicts); err != nil {
+		return nil, err
+	}
+	return d, nil
 }
 
 // Pods are the desired pods, in priority order.

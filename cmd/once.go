@@ -88,12 +88,8 @@ input (nothing is started), 3 the Docker Engine cannot be reached.`,
 // wrong with the manifests - invalid, conflicting, refused by policy - is
 // bad input before the engine is asked for.
 func onceRun(ctx context.Context, opts *onceOptions) error {
-	updates, err := readArgs(ctx, opts.globalOptions, opts.Paths)
+	d, err := readMerged(ctx, opts.globalOptions, opts.Paths)
 	if err != nil {
-		return err
-	}
-	d := mergeArgs(updates)
-	if err := conflictError(d.Conflicts); err != nil {
 		return err
 	}
 	podUps, refused := podUpdates(d.Changes, opts.AllowPrivileged)
@@ -138,10 +134,10 @@ func onceRun(ctx context.Context, opts *onceOptions) error {
 	if err := writeReport(opts.Out, opts.Output, result); err != nil {
 		return err
 	}
-	if warnings := manifestWarnings(updates); opts.Output == "table" {
-		writeWarnings(opts.Out, warnings)
+	if opts.Output == "table" {
+		writeWarnings(opts.Out, d.Warnings)
 	} else {
-		for _, w := range warnings {
+		for _, w := range d.Warnings {
 			opts.Log.Warn("manifest warning", "warning", w)
 		}
 	}

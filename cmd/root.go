@@ -141,10 +141,23 @@ func newRootCmd(g *globalOptions) *cobra.Command {
 		newPsCmd(g, nil),
 		newLogsCmd(g, nil),
 		newValidateCmd(g, nil),
+		newPlanCmd(g, nil),
 		newPauseCmd(),
 		newVersionCmd(g),
 		newInfoCmd(g, nil),
 	)
+	// Wrong arguments are bad input, as wrong flags are
+	// (SetFlagErrorFunc): exit status 2.
+	for _, c := range root.Commands() {
+		if check := c.Args; check != nil {
+			c.Args = func(cmd *cobra.Command, args []string) error {
+				if err := check(cmd, args); err != nil {
+					return badInput(err)
+				}
+				return nil
+			}
+		}
+	}
 	return root
 }
 

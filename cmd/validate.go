@@ -33,17 +33,13 @@ func newValidateCmd(g *globalOptions, runF func(context.Context, *validateOption
 // conflicting definitions (in once's and watch's words). It needs no
 // engine.
 func validateRun(ctx context.Context, opts *validateOptions) error {
-	updates, err := readArgs(ctx, opts.globalOptions, opts.Paths)
+	d, err := readMerged(ctx, opts.globalOptions, opts.Paths)
 	if err != nil {
-		return err
-	}
-	d := mergeArgs(updates)
-	if err := conflictError(d.Conflicts); err != nil {
 		return err
 	}
 	for _, p := range d.Pods() {
 		fmt.Fprintf(opts.Out, "%s: pod %s/%s (uid %s) is valid\n", d.From(p), p.Namespace, p.Name, p.UID)
 	}
-	writeWarnings(opts.Out, manifestWarnings(updates))
+	writeWarnings(opts.Out, d.Warnings)
 	return nil
 }

@@ -132,13 +132,61 @@ type podActions struct {
 	// PodFailed is set when the pod can never succeed (an init container
 	// failed under restartPolicy Never).
 	PodFailed bool
+
+	// SandboxReason says why CreateSandbox is set, and Reasons, by
+	// container name, why each container of StartInit, StartApps,
+	// StartCreated and UpdateResources is acted on (Kill targets carry
+	// their own): for the log, and for `podrun plan` (Plan).
+	SandboxReason string
+	Reasons       map[string]string
 }
+
+// Why a sync acts, as its log lines and Plan say it.
+const (
+	reasonNoSandbox      = "no sandbox"
+	reasonSandboxChanged = "sandbox spec changed"
+	reasonSandboxStopped = "sandbox is not running"
+	reasonNewSandbox     = "the pod's sandbox is new"
+	reasonSpecChanged    = "container spec changed"
+	reasonNotCreated     = "not created yet"
+	reasonNeverStarted   = "created but never started"
+	reasonResources      = "resources changed"
+	reasonPodFinished    = "pod has finished"
+	reasonNotLatest      = "not the pod's latest sandbox"
+)
 
 func (a *podActions) wait(name string, w waiting) {
 	if a.Waiting == nil {
 		a.Waiting = map[string]waiting{}
 	}
 	a.Waiting[name] = w
+}
+
+func (a *podActions) because(name, why string) {
+	if a.Reasons == nil {
+		a.Reasons = map[string]string{}
+	}
+	a.Reasons[name] = why
+}
+
+func (a *podActions) startInit(c *v1.Container, why string) {
+	a.StartInit = c
+	a.because(c.Name, why)
+}
+
+func (a *podActions) startApp(c *v1.Container, why string) {
+	a.StartApps = append(a.StartApps, c)
+	a.because(c.Name, why)
+}
+
+func (a *podActions) startCreated(c *engine.Container) {
+	a.StartCreated = append(a.StartCreated, c)
+	a.because(c.Name, reasonNeverStarted)
+}
+
+// exitedReason is why an exited container st is started again.
+func exitedReason(st *engine.Container, policy string) string {
+	return fmt.Sprintf("exited with code %d, restartPolicy %s", st.ExitCode, policy)
 }
 
 // RetryAfter is the soonest a sync should run again for back-off to expire,
@@ -212,7 +260,7 @@ func computePodActions(pod *v1.Pod, state *podState, backoff *flowcontrol.Backof
 		// A pod that will not restart its containers and has already run
 		// some stays finished: its sandbox is not made again.
 		if sb != nil && sb.Hash == sandboxHash && podFinished(pod, state, sb.ID) {
-			a.Kill = runningKills(state, "pod has finished")
+			a.Kill = runningKills(state, reasonPodFinished)
 			// An older sandbox that runs (a late start) is stopped too.
 			for _, o := range state.Sandboxes[1:] {
 				if o.State != engine.StateExited && o.State != engine.StateCreated {
@@ -224,11 +272,19 @@ func computePodActions(pod *v1.Pod, state *podState, backoff *flowcontrol.Backof
 		}
 		a.KillPod = sb != nil || len(runningContainers(state)) > 0
 		a.CreateSandbox = true
+		switch {
+		case sb == nil:
+			a.SandboxReason = reasonNoSandbox
+		case sb.Hash != sandboxHash:
+			a.SandboxReason = reasonSandboxChanged
+		default:
+			a.SandboxReason = reasonSandboxStopped
+		}
 		if sb != nil {
 			a.SandboxAttempt = sb.Attempt + 1
 		}
 		if len(pod.Spec.InitContainers) > 0 {
-			a.StartInit = &pod.Spec.InitContainers[0]
+			a.startInit(&pod.Spec.InitContainers[0], reasonNewSandbox)
 			a.wait(a.StartInit.Name, waiting{Reason: "PodInitializing"})
 			for i := range pod.Spec.Containers {
 				a.wait(pod.Spec.Containers[i].Name, waiting{Reason: "PodInitializing"})
@@ -240,7 +296,7 @@ func computePodActions(pod *v1.Pod, state *podState, backoff *flowcontrol.Backof
 			if succeededBefore(c, state, policy) {
 				continue
 			}
-			a.StartApps = append(a.StartApps, c)
+			a.startApp(c, reasonNewSandbox)
 		}
 		return a
 	}
@@ -295,7 +351,7 @@ func computePodActions(pod *v1.Pod, state *podState, backoff *flowcontrol.Backof
 		// sandbox, keep the containers for their status and logs.
 		for _, c := range state.Containers {
 			if c.SandboxID == sb.ID && c.State == engine.StateRunning && c.Type == engine.ContainerTypeInit {
-				a.Kill = append(a.Kill, killTarget{Container: c, Reason: "pod has finished"})
+				a.Kill = append(a.Kill, killTarget{Container: c, Reason: reasonPodFinished})
 			}
 		}
 		a.StopSandbox = true
@@ -398,14 +454,14 @@ func computeInitActions(pod *v1.Pod, state *podState, sandboxID string, backoff 
 			}
 			if st != nil && st.State == engine.StateRunning {
 				if st.Hash != ContainerHash(c) {
-					a.Kill = append(a.Kill, killTarget{Container: st, Reason: "container spec changed"})
-					a.StartInit = c
+					a.Kill = append(a.Kill, killTarget{Container: st, Reason: reasonSpecChanged})
+					a.startInit(c, reasonSpecChanged)
 					return false
 				}
 				continue
 			}
 			if st != nil && st.State == engine.StateCreated {
-				a.StartCreated = append(a.StartCreated, st)
+				a.startCreated(st)
 				return false
 			}
 			if st != nil && st.State == engine.StateExited {
@@ -417,7 +473,11 @@ func computeInitActions(pod *v1.Pod, state *podState, sandboxID string, backoff 
 					return false
 				}
 			}
-			a.StartInit = c
+			if st == nil {
+				a.startInit(c, reasonNotCreated)
+			} else {
+				a.startInit(c, exitedReason(st, string(v1.ContainerRestartPolicyAlways)))
+			}
 			if appsStarted {
 				continue
 			}
@@ -428,11 +488,11 @@ func computeInitActions(pod *v1.Pod, state *podState, sandboxID string, backoff 
 		}
 		switch {
 		case st == nil:
-			a.StartInit = c
+			a.startInit(c, reasonNotCreated)
 			waitApps(pod, a)
 			return false
 		case st.State == engine.StateCreated:
-			a.StartCreated = append(a.StartCreated, st)
+			a.startCreated(st)
 			waitApps(pod, a)
 			return false
 		case st.State == engine.StateRunning:
@@ -451,7 +511,7 @@ func computeInitActions(pod *v1.Pod, state *podState, sandboxID string, backoff 
 		if w, held := inBackoff(pod, c, st, backoff); held {
 			a.wait(c.Name, w)
 		} else {
-			a.StartInit = c
+			a.startInit(c, exitedReason(st, string(pod.Spec.RestartPolicy)))
 		}
 		waitApps(pod, a)
 		return false
@@ -472,20 +532,20 @@ func computeContainerAction(pod *v1.Pod, c *v1.Container, state *podState, sandb
 	case st == nil && succeededBefore(c, state, policy):
 		// Done in an earlier sandbox of the pod: not run again.
 	case st == nil:
-		a.StartApps = append(a.StartApps, c)
+		a.startApp(c, reasonNotCreated)
 	case st.State == engine.StateCreated:
 		if st.Hash != ContainerHash(c) {
-			a.Kill = append(a.Kill, killTarget{Container: st, Reason: "container spec changed"})
-			a.StartApps = append(a.StartApps, c)
+			a.Kill = append(a.Kill, killTarget{Container: st, Reason: reasonSpecChanged})
+			a.startApp(c, reasonSpecChanged)
 			return
 		}
-		a.StartCreated = append(a.StartCreated, st)
+		a.startCreated(st)
 	case st.State == engine.StateRunning:
 		if st.Hash != ContainerHash(c) {
 			// A changed spec replaces the container whatever the restart
 			// policy, as the kubelet does.
-			a.Kill = append(a.Kill, killTarget{Container: st, Reason: "container spec changed"})
-			a.StartApps = append(a.StartApps, c)
+			a.Kill = append(a.Kill, killTarget{Container: st, Reason: reasonSpecChanged})
+			a.startApp(c, reasonSpecChanged)
 			return
 		}
 		if probes != nil {
@@ -498,11 +558,12 @@ func computeContainerAction(pod *v1.Pod, c *v1.Container, state *podState, sandb
 		}
 		if st.ResourcesHash != ResourcesHash(c) {
 			a.UpdateResources = append(a.UpdateResources, c)
+			a.because(c.Name, reasonResources)
 		}
 	default: // exited or unknown
 		if st.Hash != ContainerHash(c) && policy != v1.RestartPolicyAlways {
 			// An edited container of a finished pod runs once more.
-			a.StartApps = append(a.StartApps, c)
+			a.startApp(c, reasonSpecChanged)
 			return
 		}
 		if !shouldRestart(policy, st) {
@@ -512,7 +573,7 @@ func computeContainerAction(pod *v1.Pod, c *v1.Container, state *podState, sandb
 			a.wait(c.Name, w)
 			return
 		}
-		a.StartApps = append(a.StartApps, c)
+		a.startApp(c, exitedReason(st, string(policy)))
 	}
 }
 

@@ -38,7 +38,7 @@ func newState(pod *v1.Pod) *stateBuilder { return &stateBuilder{pod: pod, st: &p
 
 func (b *stateBuilder) sandbox(id string, attempt int, state engine.State) *stateBuilder {
 	b.st.Sandboxes = append(b.st.Sandboxes, &engine.Sandbox{ID: id, Attempt: attempt, State: state,
-		Hash: SandboxHash(b.pod), CreatedAt: t0.Add(time.Duration(attempt) * time.Second)})
+		Hash: SandboxHash(b.pod), Spec: sandboxRecord(b.pod), CreatedAt: t0.Add(time.Duration(attempt) * time.Second)})
 	return b
 }
 
@@ -53,7 +53,7 @@ func (b *stateBuilder) container(sandboxID, name string, attempt int, state engi
 	c := &engine.Container{ID: name + "-" + string(rune('0'+attempt)), SandboxID: sandboxID, Name: name, Type: typ,
 		Attempt: attempt, State: state, ExitCode: exit, CreatedAt: t0.Add(time.Duration(attempt) * time.Minute)}
 	if spec != nil {
-		c.Hash, c.ResourcesHash = ContainerHash(spec), ResourcesHash(spec)
+		c.Hash, c.ResourcesHash, c.Spec = ContainerHash(spec), ResourcesHash(spec), containerRecord(spec)
 	}
 	if state == engine.StateExited {
 		c.FinishedAt = c.CreatedAt.Add(time.Second)
@@ -92,21 +92,28 @@ func eq(a, b []string) bool {
 	return true
 }
 
-func TestComputePodActions(t *testing.T) {
+// computeWant is what TestComputePodActions checks of a sync's actions.
+type computeWant struct {
+	killPod, createSandbox, stopSandbox, podFailed bool
+	sandboxAttempt                                 int
+	init                                           string
+	apps, kill, created                            []string
+	update                                         []string
+}
+
+// computeCase is a case of the decision's table, which
+// TestPlanPodFollowsComputePodActions runs through Plan too.
+type computeCase struct {
+	name  string
+	pod   *v1.Pod
+	state func(*v1.Pod) *podState
+	want  computeWant
+}
+
+func computeCases() []computeCase {
 	always, never, onFailure := v1.RestartPolicyAlways, v1.RestartPolicyNever, v1.RestartPolicyOnFailure
-	type want struct {
-		killPod, createSandbox, stopSandbox, podFailed bool
-		sandboxAttempt                                 int
-		init                                           string
-		apps, kill, created                            []string
-		update                                         []string
-	}
-	cases := []struct {
-		name  string
-		pod   *v1.Pod
-		state func(*v1.Pod) *podState
-		want  want
-	}{
+	type want = computeWant
+	return []computeCase{
 		{
 			name:  "new pod starts sandbox and every app container",
 			pod:   testPod(always, nil, "a", "b"),
@@ -305,7 +312,10 @@ func TestComputePodActions(t *testing.T) {
 			want: want{},
 		},
 	}
-	for _, tc := range cases {
+}
+
+func TestComputePodActions(t *testing.T) {
+	for _, tc := range computeCases() {
 		t.Run(tc.name, func(t *testing.T) {
 			st := tc.state(tc.pod)
 			a := computePodActions(tc.pod, st, newBackoff(testclock.NewFakeClock(t0.Add(time.Hour))), nil)
@@ -317,7 +327,7 @@ func TestComputePodActions(t *testing.T) {
 			for _, c := range a.StartCreated {
 				created = append(created, c.ID)
 			}
-			got := want{
+			got := computeWant{
 				killPod: a.KillPod, createSandbox: a.CreateSandbox, stopSandbox: a.StopSandbox, podFailed: a.PodFailed,
 				sandboxAttempt: a.SandboxAttempt, init: init, apps: names(a.StartApps), kill: killNames(a.Kill),
 				created: created, update: names(a.UpdateResources),

@@ -55,7 +55,7 @@ func (r *Runner) applyActions(ctx context.Context, pod *v1.Pod, st *podState, a 
 			continue
 		}
 		r.log.Info("sandbox stopped", "pod", podKey(pod), "id", shortID(sb.ID), "attempt", sb.Attempt,
-			"reason", "not the pod's latest sandbox")
+			"reason", reasonNotLatest)
 	}
 	r.removeLeftovers(ctx, pod, a, &errs)
 
@@ -103,7 +103,8 @@ func (r *Runner) applyActions(ctx context.Context, pod *v1.Pod, st *podState, a 
 		// gone, say) says nothing of the new one: try at once.
 		w.clearStartErrors(reasonRunContainerError)
 		r.metrics.podStarted()
-		r.log.Info("sandbox started", "pod", podKey(pod), "id", shortID(id), "attempt", sbCfg.Attempt)
+		r.log.Info("sandbox started", "pod", podKey(pod), "id", shortID(id), "attempt", sbCfg.Attempt,
+			"reason", a.SandboxReason)
 		ip, err := r.sandboxIP(ctx, string(pod.UID), id)
 		if err != nil {
 			return err
@@ -128,7 +129,7 @@ func (r *Runner) applyActions(ctx context.Context, pod *v1.Pod, st *podState, a 
 			continue
 		}
 		r.applied.Store(cur.ID, ResourcesHash(c))
-		r.log.Info("container resources updated", "pod", podKey(pod), "container", c.Name)
+		r.log.Info("container resources updated", "pod", podKey(pod), "container", c.Name, "reason", a.Reasons[c.Name])
 	}
 
 	for _, c := range a.StartCreated {
@@ -144,7 +145,7 @@ func (r *Runner) applyActions(ctx context.Context, pod *v1.Pod, st *podState, a 
 		if w.holdStart(c.Name) {
 			return
 		}
-		if err := r.startContainer(ctx, pod, c, typ, sandboxID, sbCfg, st, vols, pe); err != nil {
+		if err := r.startContainer(ctx, pod, c, typ, a.Reasons[c.Name], sandboxID, sbCfg, st, vols, pe); err != nil {
 			w.recordStartError(pod, c, err)
 			errMu.Lock()
 			errs = append(errs, fmt.Errorf("start %s: %w", c.Name, err))
@@ -427,6 +428,7 @@ func (r *Runner) sandboxConfig(pod *v1.Pod, attempt int) *engine.SandboxConfig {
 		Labels:                pod.Labels,
 		Source:                pod.Annotations[annotationSource],
 		GracePeriod:           gracePeriod(pod),
+		Spec:                  sandboxRecord(pod),
 	}
 	for _, c := range allContainers(pod) {
 		for _, p := range c.Ports {
@@ -547,8 +549,9 @@ func (r *Runner) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container, 
 	return nil
 }
 
-// startContainer makes and starts one container in the sandbox.
-func (r *Runner) startContainer(ctx context.Context, pod *v1.Pod, c *v1.Container, typ engine.ContainerType,
+// startContainer makes and starts one container in the sandbox; why is
+// the reason compute-actions gave, for the log.
+func (r *Runner) startContainer(ctx context.Context, pod *v1.Pod, c *v1.Container, typ engine.ContainerType, why string,
 	sandboxID string, sbCfg *engine.SandboxConfig, st *podState, vols map[string]volumeSource, pe podEnv) error {
 	if sandboxID == "" {
 		return errors.New("no sandbox")
@@ -575,7 +578,7 @@ func (r *Runner) startContainer(ctx context.Context, pod *v1.Pod, c *v1.Containe
 		return err
 	}
 	r.log.Info("container started", "pod", podKey(pod), "container", c.Name, "type", string(typ),
-		"id", shortID(id), "attempt", attempt)
+		"id", shortID(id), "attempt", attempt, "reason", why)
 	if attempt > 0 {
 		r.backoff.Next(backoffKey(pod, c), r.lastFinished(st, c.Name))
 	}
@@ -619,6 +622,7 @@ func (r *Runner) containerConfig(pod *v1.Pod, c *v1.Container, typ engine.Contai
 		Attempt:       attempt,
 		Hash:          ContainerHash(c),
 		ResourcesHash: ResourcesHash(c),
+		Spec:          containerRecord(c),
 		Image:         c.Image,
 		Command:       expansion.All(c.Command, lookup),
 		Args:          expansion.All(c.Args, lookup),

@@ -48,6 +48,27 @@ type sandboxSpec struct {
 // SandboxHash is the hash of the sandbox-level part of a pod spec: network
 // mode, ports, DNS, hostname, volumes and the pod security context.
 func SandboxHash(pod *v1.Pod) string {
+	return hashJSON(sandboxSpecOf(pod))
+}
+
+// Records of what the hashes were taken of are kept with the sandbox and
+// the containers (engine.SandboxConfig.Spec, ContainerConfig.Spec): their
+// JSON, from which Plan says which fields changed. They serve no decision:
+// the hashes do.
+
+// sandboxRecord is the record kept with the pod's sandbox.
+func sandboxRecord(pod *v1.Pod) string {
+	return string(mustJSON(sandboxSpecOf(pod)))
+}
+
+// containerRecord is the record kept with a container: its whole spec,
+// resources included.
+func containerRecord(c *v1.Container) string {
+	return string(mustJSON(c))
+}
+
+// sandboxSpecOf is the sandbox-level part of the pod's spec.
+func sandboxSpecOf(pod *v1.Pod) sandboxSpec {
 	s := sandboxSpec{
 		HostNetwork: pod.Spec.HostNetwork,
 		HostPID:     pod.Spec.HostPID,
@@ -71,17 +92,21 @@ func SandboxHash(pod *v1.Pod) string {
 			}
 		}
 	}
-	return hashJSON(s)
+	return s
 }
 
 func hashJSON(v any) string {
+	sum := sha256.Sum256(mustJSON(v))
+	return hex.EncodeToString(sum[:8])
+}
+
+func mustJSON(v any) []byte {
 	b, err := json.Marshal(v)
 	if err != nil {
 		// The API types always marshal; a failure is a programming error.
 		panic("hash: " + err.Error())
 	}
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:8])
+	return b
 }
 
 // allContainers returns the init containers followed by the app containers.

@@ -235,7 +235,7 @@ func annotateErrors(pods []*v1.Pod, sources []string, errs map[string]error) []*
 		origin := p.Annotations[manifest.AnnotationSource]
 		for _, src := range sources {
 			err := errs[src]
-			if err == nil || !fromSource(origin, src) {
+			if err == nil || !FromSource(origin, src) {
 				continue
 			}
 			msg := err.Error()
@@ -263,9 +263,11 @@ func annotateErrors(pods []*v1.Pod, sources []string, errs map[string]error) []*
 	return out
 }
 
-// fromSource reports whether a pod defined at origin (an absolute file path
-// or a URL) comes from the configured source src.
-func fromSource(origin, src string) bool {
+// FromSource reports whether a pod defined at origin (an absolute file path
+// or a URL: its podrun.io/source annotation, and its sandbox's Source)
+// comes from the source src as given (a file, a directory - its files, not
+// recursively -, a URL, or "-").
+func FromSource(origin, src string) bool {
 	if isURL(src) {
 		return origin == src
 	}

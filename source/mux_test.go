@@ -232,3 +232,27 @@ func TestAnnotateWarnings(t *testing.T) {
 		t.Errorf("after the fix: %q", w)
 	}
 }
+
+func TestFromSource(t *testing.T) {
+	const dir = "/etc/kubernetes/manifests"
+	cases := []struct {
+		origin, src string
+		want        bool
+	}{
+		{dir + "/etcd.yaml", dir, true},
+		{dir + "/etcd.yaml", dir + "/", true},
+		{dir + "/etcd.yaml", dir + "/etcd.yaml", true},
+		{dir + "/etcd.yaml", dir + "/kube-apiserver.yaml", false},
+		{dir + "/sub/etcd.yaml", dir, false}, // not recursive
+		{"/etc/kubernetes/other.yaml", dir, false},
+		{"https://config.example/pods.yaml", "https://config.example/pods.yaml", true},
+		{"https://config.example/pods.yaml", "https://config.example/other.yaml", false},
+		{"-", "-", true},
+		{"-", dir, false},
+	}
+	for _, c := range cases {
+		if got := FromSource(c.origin, c.src); got != c.want {
+			t.Errorf("FromSource(%q, %q) = %v, want %v", c.origin, c.src, got, c.want)
+		}
+	}
+}

@@ -42,6 +42,9 @@ const (
 	// reports the image ID instead once the tag has moved).
 	LabelImage       = "io.podrun.container.image"
 	LabelSandboxHash = "io.podrun.sandbox.hash"
+	// LabelSandboxSpec and LabelContainerSpec keep the configs' Spec.
+	LabelSandboxSpec   = "io.podrun.sandbox.spec"
+	LabelContainerSpec = "io.podrun.container.spec"
 	// LabelPodSource and LabelGracePeriod keep, on the sandbox, where the
 	// pod was defined and its termination grace period (a Go duration).
 	LabelPodSource   = "io.podrun.pod.source"

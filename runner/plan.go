@@ -1,0 +1,347 @@
+package runner
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"reflect"
+	"sort"
+	"strconv"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/util/flowcontrol"
+	"k8s.io/utils/clock"
+
+	"github.com/podrun/podrun/engine"
+)
+
+// What Plan says a sync would do to a pod (PodPlan.Action).
+const (
+	PlanCreate    = "create"    // nothing of the pod is in the runtime
+	PlanRecreate  = "recreate"  // a new sandbox, and so every container anew
+	PlanUpdate    = "update"    // the sandbox stays; Steps say what changes
+	PlanRemove    = "remove"    // no manifest of its source defines it now
+	PlanUnchanged = "unchanged" // nothing would change
+)
+
+// The steps of an update (PlanStep.Action).
+const (
+	StepStart           = "start"            // a container that does not run is started
+	StepRestart         = "restart"          // a running container is stopped and made anew
+	StepStop            = "stop"             // a running container is stopped for good
+	StepUpdateResources = "update-resources" // resources changed in place, no restart
+	StepStopSandbox     = "stop-sandbox"     // a sandbox that must not run is stopped
+)
+
+// reasonUndefined is why Plan removes a pod.
+const reasonUndefined = "no manifest of its source defines it now"
+
+// PodPlan is what one sync of a pod would change, as Plan computes it.
+type PodPlan struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	UID       string `json:"uid"`
+	// Source is where the pod is defined (a file's absolute path, a URL),
+	// or was, for one to remove.
+	Source string `json:"source,omitempty"`
+	// Action is PlanCreate, PlanRecreate, PlanUpdate, PlanRemove or
+	// PlanUnchanged.
+	Action string `json:"action"`
+	// Reason says why a pod is recreated or removed.
+	Reason string `json:"reason,omitempty"`
+	// Diff is what changed in the sandbox's spec, when that is why the pod
+	// is recreated.
+	Diff
+	// Steps say what an update does, container by container.
+	Steps []PlanStep `json:"steps,omitempty"`
+}
+
+// PlanStep is one thing an update does.
+type PlanStep struct {
+	// Action is StepStart, StepRestart, StepStop, StepUpdateResources or
+	// StepStopSandbox.
+	Action string `json:"action"`
+	// Container is the container acted on (none for StepStopSandbox).
+	Container string `json:"container,omitempty"`
+	Reason    string `json:"reason"`
+	// Diff is what changed in the container's spec, when its spec or its
+	// resources changed.
+	Diff
+}
+
+// Diff is what changed between the spec an object was made from and the
+// one it would be made from now.
+type Diff struct {
+	Changes []FieldChange `json:"changes,omitempty"`
+	// Unrecorded means the object keeps no record of the spec it was made
+	// from (a podrun older than the record made it): that it changed is
+	// known, from its hash, but not what.
+	Unrecorded bool `json:"unrecorded,omitempty"`
+}
+
+// FieldChange is one field that changed. Field is a path in the spec's
+// JSON (`image`, `env[FOO].value`, `ports[0].hostPort`: items of lists
+// whose items have names are named); Old and New are its JSON values,
+// empty where the field is unset.
+type FieldChange struct {
+	Field string          `json:"field"`
+	Old   json.RawMessage `json:"old,omitempty"`
+	New   json.RawMessage `json:"new,omitempty"`
+}
+
+// Plan says what a sync of each of pods would change now, from the
+// runtime's state, by the runner's own decision (computePodActions), as a
+// new podrun would make it: with no crash-loop back-off held and no probe
+// verdict (what `podrun once` does). The pods come back in the order
+// given, followed by the pods of the runtime that no pod given defines and
+// whose source owned reports as one of its own (see PlanRemove), sorted
+// by namespace and name; owned nil reports none.
+//
+// Removing leftovers that run nothing (dead containers of an older
+// sandbox, a never started container the spec no longer needs) is not a
+// change: each sync does it by the way.
+func Plan(ctx context.Context, rt engine.Runtime, pods []*v1.Pod, owned func(source string) bool) ([]PodPlan, error) {
+	states, err := listPods(ctx, rt)
+	if err != nil {
+		return nil, err
+	}
+	backoff := newBackoff(clock.RealClock{})
+	out := make([]PodPlan, 0, len(pods))
+	desired := make(map[string]bool, len(pods))
+	for _, pod := range pods {
+		uid := string(pod.UID)
+		desired[uid] = true
+		out = append(out, planPod(pod, states[uid].clone(), backoff))
+	}
+	var removes []PodPlan
+	for uid, st := range states {
+		sb := st.latestSandbox()
+		if desired[uid] || sb == nil || owned == nil || !owned(sb.Source) {
+			continue
+		}
+		removes = append(removes, PodPlan{Namespace: sb.Pod.Namespace, Name: sb.Pod.Name, UID: uid,
+			Source: sb.Source, Action: PlanRemove, Reason: reasonUndefined})
+	}
+	sort.Slice(removes, func(i, j int) bool {
+		a, b := removes[i], removes[j]
+		if a.Namespace != b.Namespace {
+			return a.Namespace < b.Namespace
+		}
+		return a.Name < b.Name
+	})
+	return append(out, removes...), nil
+}
+
+// planPod is what a sync of pod would change, from its state st.
+func planPod(pod *v1.Pod, st *podState, backoff *flowcontrol.Backoff) PodPlan {
+	p := PodPlan{Namespace: pod.Namespace, Name: pod.Name, UID: string(pod.UID),
+		Source: pod.Annotations[annotationSource], Action: PlanUnchanged}
+	if len(st.Sandboxes) == 0 && len(st.Containers) == 0 {
+		p.Action = PlanCreate
+		return p
+	}
+	a := computePodActions(pod, st, backoff, nil)
+	if a.CreateSandbox {
+		p.Action, p.Reason = PlanRecreate, a.SandboxReason
+		if sb := st.latestSandbox(); sb != nil && a.SandboxReason == reasonSandboxChanged {
+			p.Diff = diffRecords(sb.Spec, sandboxRecord(pod))
+		}
+		return p
+	}
+	p.Steps = planSteps(pod, st, a)
+	if len(p.Steps) > 0 {
+		p.Action = PlanUpdate
+	}
+	return p
+}
+
+// planSteps turns an update's actions into steps, in the order of the
+// pod's containers (init containers first), then the containers no longer
+// in the spec, then sandboxes.
+func planSteps(pod *v1.Pod, st *podState, a *podActions) []PlanStep {
+	byName := map[string]*PlanStep{}
+	var names []string
+	add := func(name string, s PlanStep) *PlanStep {
+		if _, ok := byName[name]; !ok {
+			names = append(names, name)
+		}
+		byName[name] = &s
+		return byName[name]
+	}
+	// changed is what changed in the container named name since its
+	// latest run was made.
+	changed := func(c *v1.Container) Diff {
+		if last := st.latest(c.Name, ""); last != nil {
+			return diffRecords(last.Spec, containerRecord(c))
+		}
+		return Diff{}
+	}
+	start := func(c *v1.Container) {
+		s := add(c.Name, PlanStep{Action: StepStart, Container: c.Name, Reason: a.Reasons[c.Name]})
+		if s.Reason == reasonSpecChanged {
+			s.Diff = changed(c)
+		}
+	}
+	if a.StartInit != nil {
+		start(a.StartInit)
+	}
+	for _, c := range a.StartApps {
+		start(c)
+	}
+	for _, c := range a.StartCreated {
+		add(c.Name, PlanStep{Action: StepStart, Container: c.Name, Reason: a.Reasons[c.Name]})
+	}
+	for _, k := range a.Kill {
+		name := k.Container.Name
+		switch s := byName[name]; {
+		case s == nil:
+			add(name, PlanStep{Action: StepStop, Container: name, Reason: k.Reason})
+		case s.Action == StepStart:
+			s.Action = StepRestart
+		}
+	}
+	for _, c := range a.UpdateResources {
+		if byName[c.Name] == nil {
+			add(c.Name, PlanStep{Action: StepUpdateResources, Container: c.Name, Reason: a.Reasons[c.Name], Diff: changed(c)})
+		}
+	}
+
+	rank := map[string]int{}
+	for i, c := range allContainers(pod) {
+		rank[c.Name] = i + 1
+	}
+	sort.SliceStable(names, func(i, j int) bool {
+		ri, rj := rank[names[i]], rank[names[j]]
+		switch {
+		case ri != 0 && rj != 0:
+			return ri < rj
+		case ri != 0 || rj != 0:
+			return ri != 0
+		}
+		return names[i] < names[j]
+	})
+	steps := make([]PlanStep, 0, len(names)+len(a.StopSandboxes)+1)
+	for _, n := range names {
+		steps = append(steps, *byName[n])
+	}
+	for range a.StopSandboxes {
+		steps = append(steps, PlanStep{Action: StepStopSandbox, Reason: reasonNotLatest})
+	}
+	if a.StopSandbox {
+		steps = append(steps, PlanStep{Action: StepStopSandbox, Reason: reasonPodFinished})
+	}
+	return steps
+}
+
+// diffRecords compares a record an object was made with (old, empty when
+// it kept none) with the one it would be made with now.
+func diffRecords(old, now string) Diff {
+	var a, b any
+	if old == "" || json.Unmarshal([]byte(old), &a) != nil || json.Unmarshal([]byte(now), &b) != nil {
+		return Diff{Unrecorded: true}
+	}
+	var d Diff
+	diffValues("", a, b, &d.Changes)
+	return d
+}
+
+// diffValues appends the changes from a to b below path: objects field by
+// field, lists of named items name by name, other lists of objects of the
+// same length item by item, and anything else (scalars, lists of scalars
+// such as a command) whole.
+func diffValues(path string, a, b any, out *[]FieldChange) {
+	if reflect.DeepEqual(a, b) {
+		return
+	}
+	switch av := a.(type) {
+	case map[string]any:
+		if bv, ok := b.(map[string]any); ok {
+			keys := make([]string, 0, len(av)+len(bv))
+			for k := range av {
+				keys = append(keys, k)
+			}
+			for k := range bv {
+				if _, ok := av[k]; !ok {
+					keys = append(keys, k)
+				}
+			}
+			sort.Strings(keys)
+			for _, k := range keys {
+				p := k
+				if path != "" {
+					p = path + "." + k
+				}
+				diffValues(p, av[k], bv[k], out)
+			}
+			return
+		}
+	case []any:
+		bv, ok := b.([]any)
+		if !ok {
+			break
+		}
+		an, aok := byItemName(av)
+		bn, bok := byItemName(bv)
+		if aok && bok {
+			seen := map[string]bool{}
+			for _, items := range [][]any{av, bv} {
+				for _, it := range items {
+					name := it.(map[string]any)["name"].(string)
+					if !seen[name] {
+						seen[name] = true
+						diffValues(path+"["+name+"]", an[name], bn[name], out)
+					}
+				}
+			}
+			return
+		}
+		if len(av) == len(bv) && allObjects(av) && allObjects(bv) {
+			for i := range av {
+				diffValues(path+"["+strconv.Itoa(i)+"]", av[i], bv[i], out)
+			}
+			return
+		}
+	}
+	*out = append(*out, FieldChange{Field: path, Old: rawJSON(a), New: rawJSON(b)})
+}
+
+// byItemName indexes a list whose items are all objects with a distinct
+// name.
+func byItemName(items []any) (map[string]any, bool) {
+	out := make(map[string]any, len(items))
+	for _, it := range items {
+		obj, ok := it.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		name, ok := obj["name"].(string)
+		if _, dup := out[name]; !ok || dup {
+			return nil, false
+		}
+		out[name] = obj
+	}
+	return out, true
+}
+
+func allObjects(items []any) bool {
+	for _, it := range items {
+		if _, ok := it.(map[string]any); !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// rawJSON is v as compact JSON, nil for an unset field.
+func rawJSON(v any) json.RawMessage {
+	if v == nil {
+		return nil
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil
+	}
+	return bytes.TrimSpace(b.Bytes())
+}
