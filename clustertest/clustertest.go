@@ -42,7 +42,7 @@ import (
 )
 
 // Version is the Kubernetes release hack/k8s.sh builds and these tests run.
-const Version = "v1.34.4"
+const Version = "v1.37.2"
 
 // ServiceCIDR is the apiserver's --service-cluster-ip-range.
 const ServiceCIDR = "10.96.0.0/12"

@@ -11,9 +11,9 @@ import (
 	"time"
 )
 
-// kubeadmKubeletConfig is /var/lib/kubelet/config.yaml as kubeadm v1.34
-// writes it, plus a staticPodURL with headers and two fields podrun does
-// not implement.
+// kubeadmKubeletConfig is /var/lib/kubelet/config.yaml as kubeadm v1.37
+// writes it (the same as v1.34's), plus a staticPodURL with headers and
+// two fields podrun does not implement.
 const kubeadmKubeletConfig = `apiVersion: kubelet.config.k8s.io/v1beta1
 authentication:
   anonymous:

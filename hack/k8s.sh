@@ -4,11 +4,11 @@
 # kube-controller-manager, kube-scheduler and kubectl from k8s.io/kubernetes,
 # and etcd from go.etcd.io/etcd/server/v3, all from the Go module proxy
 # (no registry, no GitHub), and makes the local Docker images kubeadm's
-# static pods name (registry.k8s.io/kube-apiserver:v1.34.4, ...), each a
+# static pods name (registry.k8s.io/kube-apiserver:v1.37.2, ...), each a
 # busybox-static rootfs with the binary in /usr/local/bin.
 #
 # Binaries are cached outside the checkout, keyed by version:
-#   ${PODRUN_CACHE:-/var/cache/podrun}/k8s/v1.34.4/{kubeadm,kube-apiserver,...,etcd}
+#   ${PODRUN_CACHE:-/var/cache/podrun}/k8s/v1.37.2/{kubeadm,kube-apiserver,...,etcd}
 # A warm run checks the cache and the images' labels and does nothing else
 # (under a second); a cold run takes 5-9 min on 2 cores and about 4 GiB of Go
 # build and module caches besides the ~400 MiB of binaries. A lock keeps
@@ -19,7 +19,7 @@
 # made: the tests want CoreDNS's pull to fail.
 set -euo pipefail
 
-K8S_VERSION=v1.34.4
+K8S_VERSION=v1.37.2
 # Bump when the recipe below changes what a cached build holds.
 RECIPE=1
 CACHE_ROOT=${PODRUN_CACHE:-/var/cache/podrun}/k8s
@@ -92,14 +92,9 @@ build() {
 	grep -q "k8s.io/client-go v0.0.0 => k8s.io/client-go $stage" "$work/k8s/go.mod" ||
 		die "no staging replaces found in $kdir/go.mod"
 
-	# The etcd kubeadm deploys for this minor (SupportedEtcdVersion), as image
-	# tag (3.6.5-0) and module version (v3.6.5).
-	local minor etcd_tag etcd_mod
+	local minor
 	minor=${K8S_VERSION#v1.}
 	minor=${minor%%.*}
-	etcd_tag=$(sed -n 's/^[[:space:]]*'"$minor"': "\([0-9.]*-[0-9]*\)",$/\1/p' "$kdir/cmd/kubeadm/app/constants/constants.go")
-	[ -n "$etcd_tag" ] || die "no etcd version for 1.$minor in kubeadm's constants"
-	etcd_mod=v${etcd_tag%-*}
 
 	local ld=(-s -w)
 	local pkg
@@ -116,6 +111,21 @@ build() {
 			$(printf 'k8s.io/kubernetes/cmd/%s ' "${K8S_BINS[@]}")
 	)
 	log "kubernetes binaries built in $(($(date +%s) - t0)) s"
+	"$out/kubeadm" version -o short | grep -qx "$K8S_VERSION" ||
+		die "kubeadm says $("$out/kubeadm" version -o short), want $K8S_VERSION"
+
+	# The image names kubeadm itself asks for, and among them the etcd it
+	# deploys for this version, as image tag (3.7.0-0) and module version
+	# (v3.7.0). Asked of kubeadm, not read from its constants: its
+	# SupportedEtcdVersion map may lack this minor (v1.37.2's stops at 36),
+	# and kubeadm then falls back to the nearest entry.
+	"$out/kubeadm" config images list --kubernetes-version "$K8S_VERSION" >"$out/IMAGES"
+	local etcd_tag etcd_mod
+	etcd_tag=$(sed -n 's#^'"$REGISTRY"'/etcd:\([0-9.]*-[0-9]*\)$#\1#p' "$out/IMAGES")
+	[ -n "$etcd_tag" ] || die "kubeadm names no $REGISTRY/etcd image: $(cat "$out/IMAGES")"
+	etcd_mod=v${etcd_tag%-*}
+	grep -qx "$REGISTRY/kube-apiserver:$K8S_VERSION" "$out/IMAGES" ||
+		die "kubeadm wants other images: $(cat "$out/IMAGES")"
 
 	t0=$(date +%s)
 	mkdir -p "$work/etcd"
@@ -129,12 +139,7 @@ build() {
 	)
 	log "etcd $etcd_mod built in $(($(date +%s) - t0)) s"
 
-	"$out/kubeadm" version -o short | grep -qx "$K8S_VERSION" ||
-		die "kubeadm says $("$out/kubeadm" version -o short), want $K8S_VERSION"
 	"$out/etcd" --version | grep -q "etcd Version: ${etcd_mod#v}" || die "etcd says $("$out/etcd" --version)"
-	# The image names kubeadm itself asks for.
-	"$out/kubeadm" config images list --kubernetes-version "$K8S_VERSION" >"$out/IMAGES"
-	grep -qx "$REGISTRY/etcd:$etcd_tag" "$out/IMAGES" || die "kubeadm wants other images: $(cat "$out/IMAGES")"
 
 	cat >"$out/kube-proxy" <<-'EOF'
 		#!/bin/sh
