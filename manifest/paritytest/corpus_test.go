@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -192,6 +193,10 @@ func decode(text string) M {
 	if err != nil {
 		panic(err)
 	}
+	return decodeJSON(j)
+}
+
+func decodeJSON(j []byte) M {
 	d := json.NewDecoder(bytes.NewReader(j))
 	d.UseNumber()
 	var doc M
@@ -206,7 +211,7 @@ func clone(doc M) M {
 	if err != nil {
 		panic(err)
 	}
-	return decode(string(j))
+	return decodeJSON(j)
 }
 
 func toYAML(doc M) []byte {
@@ -307,8 +312,11 @@ func (b *corpusBuilder) text(name, field string, asJSON bool, body string) {
 	b.add(Case{Name: name, Field: field, Body: []byte(body), JSON: asJSON})
 }
 
-// corpus is the whole corpus, in a fixed order.
-func corpus() []Case {
+// corpus is the whole corpus, in a fixed order, built once per test
+// binary (the tests only read it).
+var corpus = sync.OnceValue(buildCorpus)
+
+func buildCorpus() []Case {
 	b := newCorpusBuilder()
 	addBases(b)
 	addMetadataCases(b)
