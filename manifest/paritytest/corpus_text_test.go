@@ -1,0 +1,73 @@
+package paritytest
+
+// Manifests written by hand: what a document cannot hold (duplicate keys,
+// a tab, a comment) and what YAML and JSON make of values (octal, yes/no,
+// numbers where strings belong).
+func addTextCases(b *corpusBuilder) {
+	const head = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n  containers:\n  - name: app\n    image: podrun/busybox:test\n"
+	yaml := func(name, field, body string) { b.text("text/"+name, field, false, body) }
+	json := func(name, field, body string) { b.text("text/"+name, field, true, body) }
+
+	yaml("dup-key", "metadata.name", "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\n  name: web2\nspec:\n  containers:\n  - name: app\n    image: podrun/busybox:test\n")
+	yaml("dup-key-in-list", "spec.containers[0].image", head+"    image: podrun/busybox:other\n")
+	json("dup-key-json", "metadata.name", `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"web","name":"web2"},"spec":{"containers":[{"name":"app","image":"podrun/busybox:test"}]}}`)
+	json("dup-key-json-nested", "spec.containers[0].name", `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"web"},"spec":{"containers":[{"name":"app","name":"b","image":"podrun/busybox:test"}]}}`)
+	yaml("tab-indent", "", "apiVersion: v1\nkind: Pod\nmetadata:\n\tname: web\nspec:\n  containers:\n  - name: app\n    image: podrun/busybox:test\n")
+	yaml("comments", "", "# a pod\napiVersion: v1 # the core group\nkind: Pod\nmetadata:\n  name: web # its name\nspec:\n  containers:\n  # one container\n  - name: app\n    image: podrun/busybox:test\n")
+	yaml("crlf", "", "apiVersion: v1\r\nkind: Pod\r\nmetadata:\r\n  name: web\r\nspec:\r\n  containers:\r\n  - name: app\r\n    image: podrun/busybox:test\r\n")
+	yaml("bom", "", "\ufeff"+head)
+	yaml("document-marker", "", "---\n"+head+"...\n")
+	yaml("flow-style", "", "{apiVersion: v1, kind: Pod, metadata: {name: web}, spec: {containers: [{name: app, image: 'podrun/busybox:test'}]}}\n")
+	yaml("anchors", "", "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\n  labels: &l {app: web}\n  annotations: *l\nspec:\n  containers:\n  - name: app\n    image: podrun/busybox:test\n")
+	yaml("merge-key", "", "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n  containers:\n  - &c\n    name: app\n    image: podrun/busybox:test\n  - <<: *c\n    name: app2\n")
+	yaml("port-string", "spec.containers[0].ports[0].containerPort", head+"    ports:\n    - containerPort: \"80\"\n")
+	yaml("port-float", "spec.containers[0].ports[0].containerPort", head+"    ports:\n    - containerPort: 80.5\n")
+	yaml("port-float-whole", "spec.containers[0].ports[0].containerPort", head+"    ports:\n    - containerPort: 80.0\n")
+	yaml("port-hex", "spec.containers[0].ports[0].containerPort", head+"    ports:\n    - containerPort: 0x50\n")
+	yaml("port-underscore", "spec.containers[0].ports[0].containerPort", head+"    ports:\n    - containerPort: 8_080\n")
+	yaml("mode-octal", "spec.volumes[0].configMap.defaultMode", head+"  volumes:\n  - name: c\n    configMap:\n      name: c\n      defaultMode: 0644\n")
+	yaml("mode-0o-octal", "spec.volumes[0].configMap.defaultMode", head+"  volumes:\n  - name: c\n    configMap:\n      name: c\n      defaultMode: 0o644\n")
+	yaml("mode-string", "spec.volumes[0].configMap.defaultMode", head+"  volumes:\n  - name: c\n    configMap:\n      name: c\n      defaultMode: \"0644\"\n")
+	yaml("bool-yes", "spec.containers[0].tty", head+"    tty: yes\n    stdin: on\n")
+	yaml("bool-string", "spec.containers[0].tty", head+"    tty: \"true\"\n")
+	yaml("bool-number", "spec.containers[0].tty", head+"    tty: 1\n")
+	yaml("command-string", "spec.containers[0].command", head+"    command: sleep 1\n")
+	yaml("args-numbers", "spec.containers[0].args", head+"    args: [sleep, 1]\n")
+	yaml("env-value-number", "spec.containers[0].env[0].value", head+"    env:\n    - name: N\n      value: 1\n")
+	yaml("env-value-bool-yes", "spec.containers[0].env[0].value", head+"    env:\n    - name: N\n      value: yes\n")
+	yaml("label-yes", "metadata.labels", "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\n  labels:\n    enabled: yes\nspec:\n  containers:\n  - name: app\n    image: podrun/busybox:test\n")
+	yaml("label-key-number", "metadata.labels", "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\n  labels:\n    1: one\nspec:\n  containers:\n  - name: app\n    image: podrun/busybox:test\n")
+	yaml("run-as-user-overflow", "spec.securityContext.runAsUser", head+"  securityContext:\n    runAsUser: 9223372036854775808\n")
+	yaml("grace-float", "spec.terminationGracePeriodSeconds", head+"  terminationGracePeriodSeconds: 30.0\n")
+	yaml("grace-exponent", "spec.terminationGracePeriodSeconds", head+"  terminationGracePeriodSeconds: 3e1\n")
+	yaml("quantity-number", "spec.containers[0].resources.limits", head+"    resources:\n      limits:\n        cpu: 0.5\n        memory: 1e9\n")
+	yaml("null-containers", "spec.containers", "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n  containers: ~\n")
+	yaml("null-values", "", head+"    command: null\n    env: ~\n  volumes: null\n")
+	yaml("list-for-map", "metadata.labels", "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\n  labels: [app]\nspec:\n  containers:\n  - name: app\n    image: podrun/busybox:test\n")
+	yaml("map-for-list", "spec.containers", "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n  containers:\n    name: app\n    image: podrun/busybox:test\n")
+	yaml("unknown-top", "", head+"extra: field\n")
+	yaml("unknown-spec", "spec", head+"  restartPolicyy: Never\n")
+	yaml("kind-missing", "kind", "apiVersion: v1\nmetadata:\n  name: web\nspec:\n  containers:\n  - name: app\n    image: podrun/busybox:test\n")
+	yaml("api-version-missing", "apiVersion", "kind: Pod\nmetadata:\n  name: web\nspec:\n  containers:\n  - name: app\n    image: podrun/busybox:test\n")
+	yaml("type-missing", "", "metadata:\n  name: web\nspec:\n  containers:\n  - name: app\n    image: podrun/busybox:test\n")
+	yaml("kind-lower", "kind", "apiVersion: v1\nkind: pod\nmetadata:\n  name: web\nspec:\n  containers:\n  - name: app\n    image: podrun/busybox:test\n")
+	yaml("api-version-v2", "apiVersion", "apiVersion: v2\nkind: Pod\nmetadata:\n  name: web\nspec:\n  containers:\n  - name: app\n    image: podrun/busybox:test\n")
+	yaml("api-version-core", "apiVersion", "apiVersion: core/v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n  containers:\n  - name: app\n    image: podrun/busybox:test\n")
+	yaml("api-version-apps", "apiVersion", "apiVersion: apps/v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n  containers:\n  - name: app\n    image: podrun/busybox:test\n")
+	yaml("scalar-document", "", "just a string\n")
+	json("json-trailing-comma", "", `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"web",},"spec":{"containers":[{"name":"app","image":"podrun/busybox:test"}]}}`)
+	json("json-compact", "", `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"web"},"spec":{"containers":[{"name":"app","image":"podrun/busybox:test"}]}}`)
+	json("json-case-mismatch", "spec.containers[0].Image", `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"web"},"spec":{"containers":[{"name":"app","Image":"podrun/busybox:test"}]}}`)
+	json("json-number-string", "spec.containers[0].ports[0].containerPort", `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"web"},"spec":{"containers":[{"name":"app","image":"podrun/busybox:test","ports":[{"containerPort":"80"}]}]}}`)
+	json("json-big-int", "spec.securityContext.runAsUser", `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"web"},"spec":{"securityContext":{"runAsUser":1e3},"containers":[{"name":"app","image":"podrun/busybox:test"}]}}`)
+	json("json-null-metadata", "metadata", `{"apiVersion":"v1","kind":"Pod","metadata":null,"spec":{"containers":[{"name":"app","image":"podrun/busybox:test"}]}}`)
+	// A few mutations written as JSON, where podrun's decoder takes
+	// another path.
+	b.mutJSON("text/json-name-upper", "minimal", set("metadata.name", "Web"))
+	b.mutJSON("text/json-unknown-field", "minimal", set("spec.containers[0].imagee", "x"))
+	b.mutJSON("text/json-grace-negative", "minimal", set("spec.terminationGracePeriodSeconds", -1))
+	b.mutJSON("text/json-port-65536", "full", set("spec.containers[0].ports[0].containerPort", 65536))
+	b.mutJSON("text/json-env-name-digit", "full", set("spec.containers[0].env[0].name", "1VAR"))
+	b.mutJSON("text/json-readiness-grace", "full", set("spec.containers[0].readinessProbe.terminationGracePeriodSeconds", 10))
+	json("json-escaped-name", "metadata.name", `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"w\u0065b"},"spec":{"containers":[{"name":"app","image":"podrun/busybox:test"}]}}`)
+}
