@@ -102,7 +102,7 @@ func sortByLine(list ErrorList) {
 // document decodes one document and adds what it defines to the snapshot.
 func (p *parser) document(doc document) {
 	before := len(p.errs)
-	loc := locator{line: doc.line}
+	loc := locator{line: doc.line, keys: keyIndex{}}
 	var root yaml.Node
 	if err := yaml.Unmarshal(doc.data, &root); err == nil && root.Kind != 0 {
 		loc.root = &root
