@@ -138,7 +138,7 @@ func newRootCmd(g *globalOptions) *cobra.Command {
 		newLogsCmd(g, nil),
 		newValidateCmd(g, nil),
 		newPauseCmd(),
-		newVersionCmd(g),
+		newVersionCmd(g, nil),
 		newInfoCmd(g, nil),
 	)
 	return root
