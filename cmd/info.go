@@ -2,7 +2,6 @@ package cmd
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"text/tabwriter"
@@ -10,7 +9,6 @@ import (
 
 	"github.com/docker/go-units"
 	"github.com/spf13/cobra"
-	"sigs.k8s.io/yaml"
 
 	"github.com/podrun/podrun/engine/docker"
 	"github.com/podrun/podrun/node"
@@ -78,18 +76,8 @@ func infoRun(ctx context.Context, opts *infoOptions) error {
 	if err != nil {
 		fmt.Fprintf(opts.ErrOut, "podrun: some facts are missing: %v\n", err)
 	}
-	switch opts.Output {
-	case "json":
-		enc := json.NewEncoder(opts.Out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(facts)
-	case "yaml":
-		b, err := yaml.Marshal(facts)
-		if err != nil {
-			return err
-		}
-		_, err = opts.Out.Write(b)
-		return err
+	if opts.Output != "table" {
+		return writeStructured(opts.Out, opts.Output, facts)
 	}
 	return writeFactsTable(opts.Out, facts)
 }

@@ -143,10 +143,7 @@ func writePodTable(w io.Writer, pods []*v1.Pod, wide bool, now time.Time) error 
 			}
 			restarts += cs.RestartCount
 		}
-		age := "-"
-		if !p.CreationTimestamp.IsZero() {
-			age = duration.HumanDuration(now.Sub(p.CreationTimestamp.Time))
-		}
+		age := podAge(p, now)
 		status := podStatusText(p)
 		if p.Annotations[source.AnnotationSourceError] != "" {
 			status += " (manifest invalid: last good kept)"
@@ -182,6 +179,22 @@ func writePodTable(w io.Writer, pods []*v1.Pod, wide bool, now time.Time) error 
 		fmt.Fprintln(w, p)
 	}
 	return nil
+}
+
+// podAge is the AGE column: kubectl's, from the pod's creationTimestamp,
+// which the apiserver sets on a pod of the API (and Docker's view takes
+// from the pod's oldest sandbox). A static pod has none, as the kubelet's
+// do not; a running watch reports when it first started the pod, its
+// status.startTime. "-" when neither is known.
+func podAge(p *v1.Pod, now time.Time) string {
+	since := p.CreationTimestamp
+	if since.IsZero() && p.Status.StartTime != nil {
+		since = *p.Status.StartTime
+	}
+	if since.IsZero() {
+		return "-"
+	}
+	return duration.HumanDuration(now.Sub(since.Time))
 }
 
 // podStatusText is kubectl's STATUS column: a container's waiting or

@@ -66,13 +66,19 @@ func writeList(w io.Writer, format string, pods []*v1.Pod) error {
 		cp.APIVersion, cp.Kind = "v1", "Pod"
 		list.Items = append(list.Items, *cp)
 	}
+	return writeStructured(w, format, list)
+}
+
+// writeStructured writes v as indented JSON (format "json") or as YAML,
+// the -o json and -o yaml of every command.
+func writeStructured(w io.Writer, format string, v any) error {
 	var out []byte
 	var err error
 	if format == "json" {
-		out, err = json.MarshalIndent(list, "", "  ")
+		out, err = json.MarshalIndent(v, "", "  ")
 		out = append(out, '\n')
 	} else {
-		out, err = yaml.Marshal(list)
+		out, err = yaml.Marshal(v)
 	}
 	if err != nil {
 		return err

@@ -143,7 +143,7 @@ func newRootCmd(g *globalOptions) *cobra.Command {
 		newValidateCmd(g, nil),
 		newPlanCmd(g, nil),
 		newPauseCmd(),
-		newVersionCmd(g),
+		newVersionCmd(g, nil),
 		newInfoCmd(g, nil),
 	)
 	// Wrong arguments are bad input, as wrong flags are
@@ -163,8 +163,9 @@ func newRootCmd(g *globalOptions) *cobra.Command {
 
 // loadConfig fills every flag not set on the command line from PODRUN_<FLAG>
 // or the config file, in that order. The file is podrun's own (flag names
-// as keys) or a KubeletConfiguration (the file kubeadm writes for the
-// kubelet), whose fields podrun does not implement are returned.
+// as keys; a key that is no flag of any command is an error) or a
+// KubeletConfiguration (the file kubeadm writes for the kubelet), whose
+// fields podrun does not implement are returned.
 func loadConfig(v *viper.Viper, cmd *cobra.Command, file string) ([]string, error) {
 	v.SetEnvPrefix("PODRUN")
 	v.SetEnvKeyReplacer(strings.NewReplacer("-", "_"))
@@ -186,6 +187,9 @@ func loadConfig(v *viper.Viper, cmd *cobra.Command, file string) ([]string, erro
 			v.SetConfigType("yaml")
 			if err := v.ReadConfig(bytes.NewReader(data)); err != nil {
 				return nil, fmt.Errorf("config file %s: %w", file, err)
+			}
+			if err := unknownConfigKeys(file, data, configKeys(cmd.Root())); err != nil {
+				return nil, err
 			}
 		}
 	}

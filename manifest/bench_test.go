@@ -1,9 +1,14 @@
 package manifest
 
 import (
+	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/metrics"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -64,4 +69,88 @@ func BenchmarkParseAllKubeadm(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// largeManifest is a file of n small pods, one document each, as a
+// generator writes them.
+func largeManifest(n int) []byte {
+	var buf bytes.Buffer
+	buf.Grow(n * 120)
+	for i := range n {
+		fmt.Fprintf(&buf, "apiVersion: v1\nkind: Pod\nmetadata:\n  name: pod-%06d\nspec:\n  containers:\n  - name: app\n    image: busybox:1.36\n---\n", i)
+	}
+	return buf.Bytes()
+}
+
+// BenchmarkParseLarge parses one file of many small pods: 10k, 20k, and as
+// many as fit in MaxFileSize (about 90k). Parsing must stay linear in the
+// file's size; issue 13 measured 168 s and 549 MB for a 10 MiB file.
+// Besides time and allocations per parse it reports pods/s, the peak of
+// the live heap during a parse (sampled) and the process's peak RSS (a
+// high-water mark of the whole process: meaningful for the largest case
+// run alone, -bench 'ParseLarge/max').
+//
+//	go test -run '^$' -bench ParseLarge -benchtime 3x ./manifest/
+func BenchmarkParseLarge(b *testing.B) {
+	perPod := len(largeManifest(1))
+	for _, tc := range []struct {
+		name string
+		pods int
+	}{{"pods=10k", 10000}, {"pods=20k", 20000}, {"max", MaxFileSize / perPod}} {
+		b.Run(tc.name, func(b *testing.B) {
+			data := largeManifest(tc.pods)
+			opts := Options{NodeName: "bench-node", Now: func() time.Time { return time.Unix(0, 0) }}
+			b.SetBytes(int64(len(data)))
+			b.ReportAllocs()
+			runtime.GC()
+			peak := sampleHeap()
+			for b.Loop() {
+				snap, err := Parse("/etc/kubernetes/manifests/large.yaml", data, opts)
+				if err != nil || len(snap.Pods) != tc.pods {
+					b.Fatalf("parse: %v (%d pods, want %d)", err, len(snap.Pods), tc.pods)
+				}
+			}
+			heap := peak()
+			b.ReportMetric(float64(tc.pods)*float64(b.N)/b.Elapsed().Seconds(), "pods/s")
+			b.ReportMetric(float64(heap)/(1<<20), "peak-heap-MB")
+			b.ReportMetric(float64(maxRSS())/(1<<20), "peak-RSS-MB")
+		})
+	}
+}
+
+// sampleHeap samples the bytes of heap objects (live and not yet swept)
+// every millisecond until the returned function is called, which returns
+// the highest sample.
+func sampleHeap() func() uint64 {
+	stop := make(chan struct{})
+	done := make(chan uint64)
+	go func() {
+		s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+		var peak uint64
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		for {
+			metrics.Read(s)
+			peak = max(peak, s[0].Value.Uint64())
+			select {
+			case <-stop:
+				done <- peak
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return func() uint64 {
+		close(stop)
+		return <-done
+	}
+}
+
+// maxRSS is the process's peak resident set size.
+func maxRSS() int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return ru.Maxrss << 10 // KiB on Linux
 }

@@ -128,3 +128,23 @@ func Claim(snaps []*Snapshot) Claimed {
 	}
 	return out
 }
+
+// definedName is what a definition claims within one Parse: its kind,
+// namespace and name (a pod's name with the node suffix).
+type definedName struct{ kind, namespace, name string }
+
+// claimName records obj as the definition of kind/namespace/name, or, when
+// an earlier document of the same parse defined it, returns that one. A
+// map rather than a scan of the snapshot's lists: a generated file of 90k
+// pods made that scan quadratic.
+func (p *parser) claimName(kind, namespace, name string, obj any) (first any, taken bool) {
+	k := definedName{kind, namespace, name}
+	if first, taken := p.names[k]; taken {
+		return first, true
+	}
+	if p.names == nil {
+		p.names = map[definedName]any{}
+	}
+	p.names[k] = obj
+	return nil, false
+}

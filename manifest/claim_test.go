@@ -83,3 +83,34 @@ func TestClaim(t *testing.T) {
 		t.Errorf("b first: pods %v, conflicts %+v", swapped.Pods, swapped.Conflicts)
 	}
 }
+
+// TestConflictsInOneFile: within one file a kind, namespace and name is
+// defined once; the same name in another kind or namespace is no conflict.
+func TestConflictsInOneFile(t *testing.T) {
+	cm := func(ns, name string) string {
+		return "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: " + name + "\n  namespace: " + ns + "\ndata:\n  k: v\n"
+	}
+	secret := func(ns, name string) string {
+		return "apiVersion: v1\nkind: Secret\nmetadata:\n  name: " + name + "\n  namespace: " + ns + "\nstringData:\n  p: w\n"
+	}
+	docs := []string{
+		cm("default", "x"), secret("default", "x"), cm("other", "x"), secret("other", "x"), podNamed("x"),
+		cm("default", "x"), secret("other", "x"), // names at lines 45 and 53
+	}
+	snap, err := Parse("f.yaml", []byte(strings.Join(docs, "---\n")), testOptions())
+	list, _ := err.(ErrorList)
+	var got []string
+	for _, e := range list {
+		got = append(got, e.Error())
+	}
+	want := []string{
+		"f.yaml:45: metadata.name: ConfigMap default/x conflicts with the ConfigMap defined at f.yaml:4; the first one is kept",
+		"f.yaml:53: metadata.name: Secret other/x conflicts with the Secret defined at f.yaml:28; the first one is kept",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("errors:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if len(snap.ConfigMaps) != 2 || len(snap.Secrets) != 2 || len(snap.Pods) != 1 {
+		t.Errorf("kept %d ConfigMaps, %d Secrets, %d pods; want 2, 2, 1", len(snap.ConfigMaps), len(snap.Secrets), len(snap.Pods))
+	}
+}

@@ -33,6 +33,8 @@ type parser struct {
 	snap     *Snapshot
 	errs     ErrorList
 	fields   *fieldTree // supportedPodFields, built on first use
+	// names holds what is defined so far, for conflicts (claimName).
+	names map[definedName]any
 }
 
 // origin is where an object is defined: the line of its metadata.name;
@@ -173,7 +175,7 @@ func sortByLine(list ErrorList) {
 // document decodes one document and adds what it defines to the snapshot.
 func (p *parser) document(doc document) {
 	before := len(p.errs)
-	loc := locator{line: doc.line}
+	loc := locator{line: doc.line, keys: keyIndex{}}
 	var root yaml.Node
 	if err := yaml.Unmarshal(doc.data, &root); err == nil && root.Kind != 0 {
 		loc.root = &root
@@ -468,12 +470,10 @@ func (p *parser) pod(loc locator, raw []byte, m map[string]any, tainted bool) {
 	}
 	name := pod.Name
 	applyIdentity(pod, p.opts.NodeName, p.identity, p.seen)
-	for _, other := range p.snap.Pods {
-		if other.Namespace == pod.Namespace && other.Name == pod.Name {
-			p.errorAt(loc, "metadata.name", fmt.Sprintf("pod %s/%s conflicts with the pod defined at %s; the first one is kept",
-				pod.Namespace, name, p.snap.origins[other]))
-			return
-		}
+	if other, taken := p.claimName("Pod", pod.Namespace, pod.Name, pod); taken {
+		p.errorAt(loc, "metadata.name", fmt.Sprintf("pod %s/%s conflicts with the pod defined at %s; the first one is kept",
+			pod.Namespace, name, p.snap.origins[other]))
+		return
 	}
 	p.snap.Pods = append(p.snap.Pods, pod)
 	o := p.origin(loc)
@@ -497,12 +497,10 @@ func (p *parser) configMap(loc locator, raw []byte, m map[string]any, tainted bo
 	if tainted || len(p.errs) > before {
 		return
 	}
-	for _, other := range p.snap.ConfigMaps {
-		if other.Namespace == cm.Namespace && other.Name == cm.Name {
-			p.errorAt(loc, "metadata.name", fmt.Sprintf("ConfigMap %s/%s conflicts with the ConfigMap defined at %s; the first one is kept",
-				cm.Namespace, cm.Name, p.snap.origins[other]))
-			return
-		}
+	if other, taken := p.claimName("ConfigMap", cm.Namespace, cm.Name, cm); taken {
+		p.errorAt(loc, "metadata.name", fmt.Sprintf("ConfigMap %s/%s conflicts with the ConfigMap defined at %s; the first one is kept",
+			cm.Namespace, cm.Name, p.snap.origins[other]))
+		return
 	}
 	p.snap.ConfigMaps = append(p.snap.ConfigMaps, cm)
 	p.snap.origins[cm] = p.origin(loc)
@@ -522,12 +520,10 @@ func (p *parser) secret(loc locator, raw []byte, m map[string]any, tainted bool)
 	if tainted || len(p.errs) > before {
 		return
 	}
-	for _, other := range p.snap.Secrets {
-		if other.Namespace == s.Namespace && other.Name == s.Name {
-			p.errorAt(loc, "metadata.name", fmt.Sprintf("Secret %s/%s conflicts with the Secret defined at %s; the first one is kept",
-				s.Namespace, s.Name, p.snap.origins[other]))
-			return
-		}
+	if other, taken := p.claimName("Secret", s.Namespace, s.Name, s); taken {
+		p.errorAt(loc, "metadata.name", fmt.Sprintf("Secret %s/%s conflicts with the Secret defined at %s; the first one is kept",
+			s.Namespace, s.Name, p.snap.origins[other]))
+		return
 	}
 	p.snap.Secrets = append(p.snap.Secrets, s)
 	p.snap.origins[s] = p.origin(loc)

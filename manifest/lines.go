@@ -128,6 +128,9 @@ type locator struct {
 	// (the YAML tree could not be built) or the path leads nowhere.
 	line   int
 	prefix string
+	// keys indexes the large mappings of the document, shared by the
+	// locators of its List items; nil scans every mapping.
+	keys keyIndex
 }
 
 // field is the path as reported to the user: the prefix and the path.
@@ -146,12 +149,12 @@ func (l locator) field(path string) string {
 
 // child returns a locator for the object at path below l (a List item).
 func (l locator) child(path string) locator {
-	return locator{root: l.node(path), offset: l.offset, line: l.lineOf(path), prefix: l.field(path)}
+	return locator{root: l.node(path), offset: l.offset, line: l.lineOf(path), prefix: l.field(path), keys: l.keys}
 }
 
 // node returns the node at path, or nil.
 func (l locator) node(path string) *yaml.Node {
-	n, _, complete := walkPath(l.root, parsePath(path))
+	n, _, complete := l.keys.walkPath(l.root, parsePath(path))
 	if !complete {
 		return nil
 	}
@@ -165,7 +168,7 @@ func (l locator) lineOf(path string) int {
 	if l.root == nil {
 		return l.line
 	}
-	_, line, _ := walkPath(l.root, parsePath(path))
+	_, line, _ := l.keys.walkPath(l.root, parsePath(path))
 	if line == 0 {
 		return l.line
 	}
@@ -176,7 +179,7 @@ func (l locator) lineOf(path string) int {
 // deepest part found (the key's line for a mapping entry, which is where a
 // user looks for a field), and whether the whole path was found. Aliases are
 // followed, and merge keys ("<<") searched, as YAML resolves them.
-func walkPath(n *yaml.Node, path []string) (*yaml.Node, int, bool) {
+func (ix keyIndex) walkPath(n *yaml.Node, path []string) (*yaml.Node, int, bool) {
 	n = resolve(n)
 	if n == nil {
 		return nil, 0, false
@@ -185,7 +188,7 @@ func walkPath(n *yaml.Node, path []string) (*yaml.Node, int, bool) {
 	for _, elem := range path {
 		switch n.Kind {
 		case yaml.MappingNode:
-			key, val := mappingEntry(n, elem, 0)
+			key, val := ix.mappingEntry(n, elem, 0)
 			if val == nil {
 				return n, line, false
 			}
@@ -205,21 +208,71 @@ func walkPath(n *yaml.Node, path []string) (*yaml.Node, int, bool) {
 	return n, line, true
 }
 
+// keyIndex indexes the keys of a document's large mappings, each built on
+// its first lookup. Finding the line of every problem by scanning its
+// mapping was quadratic: 20k bad label or ConfigMap keys in one mapping
+// took seconds. Smaller mappings are scanned, which is as fast and
+// allocates nothing. A nil keyIndex scans every mapping.
+type keyIndex map[*yaml.Node]*mappingKeys
+
+// indexedMappingSize is the number of entries from which a mapping's keys
+// are indexed.
+const indexedMappingSize = 32
+
+// mappingKeys is the index of one mapping's Content.
+type mappingKeys struct {
+	first  map[string]int // a scalar key's first position
+	merges []int          // the positions of merge keys ("<<")
+}
+
+// keysOf returns the index of mapping m, or nil when m is to be scanned.
+func (ix keyIndex) keysOf(m *yaml.Node) *mappingKeys {
+	if ix == nil || len(m.Content) < 2*indexedMappingSize {
+		return nil
+	}
+	if k, ok := ix[m]; ok {
+		return k
+	}
+	k := &mappingKeys{first: make(map[string]int, len(m.Content)/2)}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		switch key := m.Content[i]; {
+		case key.Tag == "!!merge":
+			k.merges = append(k.merges, i)
+		case key.Kind == yaml.ScalarNode:
+			if _, dup := k.first[key.Value]; !dup {
+				k.first[key.Value] = i
+			}
+		}
+	}
+	ix[m] = k
+	return k
+}
+
 // mappingEntry finds key name in mapping m, looking through merge keys.
 // depth guards against merge cycles in malformed input.
-func mappingEntry(m *yaml.Node, name string, depth int) (key, val *yaml.Node) {
+func (ix keyIndex) mappingEntry(m *yaml.Node, name string, depth int) (key, val *yaml.Node) {
 	if depth > 16 {
 		return nil, nil
 	}
-	for i := 0; i+1 < len(m.Content); i += 2 {
-		if k := m.Content[i]; k.Kind == yaml.ScalarNode && k.Value == name && k.Tag != "!!merge" {
-			return k, m.Content[i+1]
+	var merges []int
+	if keys := ix.keysOf(m); keys != nil {
+		if i, ok := keys.first[name]; ok {
+			return m.Content[i], m.Content[i+1]
+		}
+		merges = keys.merges
+	} else {
+		for i := 0; i+1 < len(m.Content); i += 2 {
+			if k := m.Content[i]; k.Kind == yaml.ScalarNode && k.Value == name && k.Tag != "!!merge" {
+				return k, m.Content[i+1]
+			}
+		}
+		for i := 0; i+1 < len(m.Content); i += 2 {
+			if m.Content[i].Tag == "!!merge" {
+				merges = append(merges, i)
+			}
 		}
 	}
-	for i := 0; i+1 < len(m.Content); i += 2 {
-		if m.Content[i].Tag != "!!merge" {
-			continue
-		}
+	for _, i := range merges {
 		merged := resolve(m.Content[i+1])
 		sources := []*yaml.Node{merged}
 		if merged != nil && merged.Kind == yaml.SequenceNode {
@@ -227,7 +280,7 @@ func mappingEntry(m *yaml.Node, name string, depth int) (key, val *yaml.Node) {
 		}
 		for _, s := range sources {
 			if s = resolve(s); s != nil && s.Kind == yaml.MappingNode {
-				if k, v := mappingEntry(s, name, depth+1); v != nil {
+				if k, v := ix.mappingEntry(s, name, depth+1); v != nil {
 					return k, v
 				}
 			}

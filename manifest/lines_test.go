@@ -2,8 +2,12 @@ package manifest
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
+	"strings"
 	"testing"
+
+	yaml "go.yaml.in/yaml/v3"
 )
 
 func TestSplitDocuments(t *testing.T) {
@@ -84,4 +88,43 @@ func TestLineOfAMissingFieldIsItsParent(t *testing.T) {
 	// container.
 	errs := parseErrors(t, "pod.yaml", "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n  containers:\n  - name: app\n")
 	findError(t, errs, 7, "spec.containers[0].image", "Required value")
+}
+
+// TestKeyIndex: a large mapping's index finds what a scan finds: the first
+// of duplicate keys, keys of a merged mapping, and nothing for a missing
+// key.
+func TestKeyIndex(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("base: &base\n  merged: 1\nbig:\n  <<: *base\n")
+	for i := range 2 * indexedMappingSize {
+		fmt.Fprintf(&b, "  k%d: %d\n", i, i)
+	}
+	b.WriteString("  k3: again\n")
+	var root yaml.Node
+	if err := yaml.Unmarshal([]byte(b.String()), &root); err != nil {
+		t.Fatal(err)
+	}
+	scan := locator{root: &root, line: 1}
+	indexed := locator{root: &root, line: 1, keys: keyIndex{}}
+	paths := []string{"big.merged", "big.k0", "big.k3", "big.missing", "big.k3.deeper", "base.merged"}
+	for i := range 2 * indexedMappingSize {
+		paths = append(paths, fmt.Sprintf("big.k%d", i))
+	}
+	for _, p := range paths {
+		if got, want := indexed.lineOf(p), scan.lineOf(p); got != want {
+			t.Errorf("lineOf(%s) = %d indexed, %d scanned", p, got, want)
+		}
+		if got, want := indexed.node(p), scan.node(p); got != want {
+			t.Errorf("node(%s) differs: %v, %v", p, got, want)
+		}
+	}
+	if got := indexed.lineOf("big.k3"); got != 8 {
+		t.Errorf("big.k3 at line %d, want 8 (its first definition)", got)
+	}
+	if got := indexed.lineOf("big.merged"); got != 2 {
+		t.Errorf("big.merged at line %d, want 2 (in the merged mapping)", got)
+	}
+	if len(indexed.keys) != 1 {
+		t.Errorf("%d mappings indexed, want only the large one", len(indexed.keys))
+	}
 }

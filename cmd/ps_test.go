@@ -1,0 +1,73 @@
+package cmd
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	testingclock "k8s.io/utils/clock/testing"
+)
+
+func TestPodAge(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	at := func(ago time.Duration) metav1.Time { return metav1.NewTime(now.Add(-ago)) }
+	started := at(90 * time.Second)
+	tests := []struct {
+		name string
+		pod  v1.Pod
+		want string
+	}{
+		{"a static pod from the daemon: status.startTime", v1.Pod{Status: v1.PodStatus{StartTime: &started}}, "90s"},
+		{"creationTimestamp, as kubectl", v1.Pod{ObjectMeta: metav1.ObjectMeta{CreationTimestamp: at(3 * time.Hour)},
+			Status: v1.PodStatus{StartTime: &started}}, "3h"},
+		{"neither", v1.Pod{}, "-"},
+		{"a zero startTime", v1.Pod{Status: v1.PodStatus{StartTime: &metav1.Time{}}}, "-"},
+	}
+	for _, tc := range tests {
+		if got := podAge(&tc.pod, now); got != tc.want {
+			t.Errorf("%s: age %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestPsThroughTheDaemon runs `ps` against a running watch's HTTP server,
+// as a user does: the pods come from /pods (Docker is not asked), and AGE
+// counts from when watch started the pod.
+func TestPsThroughTheDaemon(t *testing.T) {
+	e := newCmdEnv(t)
+	t0 := time.Now().Truncate(time.Second)
+	e.fake.SetClock(func() time.Time { return t0 })
+	e.write("web.yaml", webPod("web"))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	_, port, _ := net.SplitHostPort(addr)
+
+	var out bytes.Buffer
+	ps := func() bool {
+		out.Reset()
+		g := *e.g
+		g.Out, g.Clock = &out, testingclock.NewFakeClock(t0.Add(90*time.Second))
+		opts := &psOptions{globalOptions: &g, Daemon: addr,
+			Engine: func(context.Context) (baseEngine, error) { return nil, errors.New("ps asked Docker") }}
+		if err := psRun(context.Background(), opts); err != nil {
+			return false // the server is not up yet
+		}
+		return strings.Contains(out.String(), "Running")
+	}
+	err = e.watch([]string{"--path", e.dir, "--healthz-port", port}, func() bool { return e.running("web-node1") != nil && ps() })
+	wantExit(t, "watch", err, exitOK)
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 2 || strings.Join(strings.Fields(lines[1]), " ") != "default web-node1 1/1 Running 0 90s" {
+		t.Errorf("ps through the daemon:\n%s", out.String())
+	}
+}
