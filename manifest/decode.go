@@ -202,11 +202,14 @@ func (p *parser) document(doc document) {
 	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(data, &obj); err != nil {
 		// Only JSON written by a person can be malformed here.
 		line := loc.line
+		msg := "invalid JSON: " + strings.TrimPrefix(err.Error(), "json: ")
 		if isSyntax, off := sigsjson.SyntaxErrorOffset(err); isSyntax && doc.json {
 			line = doc.lineOfOffset(off)
+			if loc.root != nil {
+				msg += " (podrun, as the kubelet, reads a document that starts with '{' as JSON; this one is YAML in flow style: start it with a key)"
+			}
 		}
-		p.errs = append(p.errs, &Error{Source: p.display, Line: line,
-			Message: "invalid JSON: " + strings.TrimPrefix(err.Error(), "json: ")})
+		p.errs = append(p.errs, &Error{Source: p.display, Line: line, Message: msg})
 		return
 	}
 
@@ -216,6 +219,14 @@ func (p *parser) document(doc document) {
 		for _, d := range dups {
 			p.errs = append(p.errs, &Error{Source: p.display, Line: d.line + loc.offset, Field: d.path,
 				Message: fmt.Sprintf("duplicate field (first given at line %d)", d.firstLine+loc.offset)})
+		}
+		if p.opts.Strict {
+			var overrides []mergeOverride
+			findMergeOverrides(loc.root, "", &overrides)
+			for _, o := range overrides {
+				p.errs = append(p.errs, &Error{Source: p.display, Line: o.line + loc.offset, Field: o.path,
+					Message: "duplicate field: it overrides the value a merge key (<<) gives it, which YAML and the kubelet allow and kube-apiserver's strict decoding does not (--strict)"})
+			}
 		}
 	}
 
@@ -250,13 +261,13 @@ func (p *parser) object(loc locator, raw []byte, m map[string]any, defaultKind s
 		p.errorAt(loc, "kind", wrongType("string", m["kind"]))
 		return
 	case kind == "":
-		p.errorAt(loc, "kind", "Required value: every object needs apiVersion and kind (apiVersion: v1, kind: Pod)")
+		p.errorAt(loc, "kind", "Required value: podrun, as the kubelet, needs apiVersion and kind in every object (apiVersion: v1, kind: Pod)")
 		return
 	case !apiOK && m["apiVersion"] != nil:
 		p.errorAt(loc, "apiVersion", wrongType("string", m["apiVersion"]))
 		return
 	case apiVersion == "":
-		p.errorAt(loc, "apiVersion", fmt.Sprintf("Required value: every object needs apiVersion and kind (apiVersion: v1, kind: %s)", kind))
+		p.errorAt(loc, "apiVersion", fmt.Sprintf("Required value: podrun, as the kubelet, needs apiVersion and kind in every object (apiVersion: v1, kind: %s)", kind))
 		return
 	}
 

@@ -374,6 +374,60 @@ func findDuplicateKeys(n *yaml.Node, path string, out *[]duplicateKey) {
 	}
 }
 
+// mergeOverride is a key given explicitly in a mapping that also merges
+// ("<<") a mapping holding it.
+type mergeOverride struct {
+	path string
+	line int // of the explicit key, in document lines
+}
+
+// findMergeOverrides lists the keys that override a merged one. YAML allows
+// it (the explicit key wins), and so does the kubelet; kube-apiserver's
+// strict decoding does not.
+func findMergeOverrides(n *yaml.Node, path string, out *[]mergeOverride) {
+	if n == nil {
+		return
+	}
+	switch n.Kind {
+	case yaml.DocumentNode:
+		for _, c := range n.Content {
+			findMergeOverrides(c, path, out)
+		}
+	case yaml.SequenceNode:
+		for i, c := range n.Content {
+			findMergeOverrides(c, path+"["+strconv.Itoa(i)+"]", out)
+		}
+	case yaml.MappingNode:
+		merged := map[string]bool{}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Tag != "!!merge" {
+				continue
+			}
+			sources := []*yaml.Node{resolve(n.Content[i+1])}
+			if sources[0] != nil && sources[0].Kind == yaml.SequenceNode {
+				sources = sources[0].Content
+			}
+			for _, src := range sources {
+				if src = resolve(src); src != nil && src.Kind == yaml.MappingNode {
+					for j := 0; j+1 < len(src.Content); j += 2 {
+						merged[src.Content[j].Value] = true
+					}
+				}
+			}
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k := n.Content[i]
+			childPath := joinPath(path, k.Value)
+			if k.Tag != "!!merge" && merged[k.Value] {
+				*out = append(*out, mergeOverride{path: childPath, line: k.Line})
+			}
+			if k.Tag != "!!merge" {
+				findMergeOverrides(n.Content[i+1], childPath, out)
+			}
+		}
+	}
+}
+
 // joinPath appends a field name to a path.
 func joinPath(path, name string) string {
 	if path == "" {

@@ -11,11 +11,13 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	podutil "k8s.io/kubernetes/pkg/api/pod"
 	core "k8s.io/kubernetes/pkg/apis/core"
 	corev1 "k8s.io/kubernetes/pkg/apis/core/v1"
 	corevalidation "k8s.io/kubernetes/pkg/apis/core/validation"
 	"k8s.io/kubernetes/pkg/capabilities"
+	"k8s.io/kubernetes/pkg/features"
 )
 
 // A pod is valid when kube-apiserver would create it and podrun can run it.
@@ -41,7 +43,7 @@ const KubernetesVersion = "v1.37.2"
 // check that the static pod name (<name>-<nodeName>) is valid too. It does
 // not change pod.
 func validatePod(pod *v1.Pod, nodeName string) field.ErrorList {
-	errs := apiValidatePod(pod)
+	errs := append(apiValidatePod(pod), priorityAdmission(&pod.Spec)...)
 	reported := make(map[string]bool, len(errs))
 	for _, e := range errs {
 		reported[e.Field] = true
@@ -62,6 +64,12 @@ func apiValidatePod(pod *v1.Pod) field.ErrorList {
 	capabilities.Initialize(capabilities.Capabilities{AllowPrivileged: true})
 	defaulted := pod.DeepCopy()
 	corev1.SetObjectDefaults_Pod(defaulted)
+	// As the API server's create: the field manager replaces managedFields,
+	// and a name is generated from generateName before validation.
+	defaulted.ManagedFields = nil
+	if defaulted.Name == "" && defaulted.GenerateName != "" {
+		defaulted.Name = generatedName(defaulted.GenerateName)
+	}
 	var internal core.Pod
 	if err := corev1.Convert_v1_Pod_To_core_Pod(defaulted, &internal, nil); err != nil {
 		return field.ErrorList{field.InternalError(nil, fmt.Errorf("convert the pod to the API's internal form: %w", err))}
@@ -69,10 +77,98 @@ func apiValidatePod(pod *v1.Pod) field.ErrorList {
 	// As the pod registry's PrepareForCreate: fields of disabled features
 	// are dropped, pod-level resources defaulted from the containers'.
 	podutil.DropDisabledPodFields(&internal, nil)
+	mergeLabelKeys(&internal)
 	podutil.DefaultPodLevelResources(&internal)
 	opts := podutil.GetValidationOptionsFromPodSpecAndMeta(&internal.Spec, nil, &internal.ObjectMeta, nil)
 	opts.ResourceIsPod = true
 	return corevalidation.ValidatePodCreate(&internal, opts)
+}
+
+// mergeLabelKeys does what the pod registry's PrepareForCreate does with
+// the matchLabelKeys (and mismatchLabelKeys) of pod affinity terms and
+// topology spread constraints: each key the pod has as a label becomes a
+// requirement of the term's labelSelector. Validation then finds a key
+// given both ways.
+func mergeLabelKeys(pod *core.Pod) {
+	add := func(sel *metav1.LabelSelector, keys []string, op metav1.LabelSelectorOperator) {
+		for _, key := range keys {
+			if value, ok := pod.Labels[key]; ok {
+				sel.MatchExpressions = append(sel.MatchExpressions, metav1.LabelSelectorRequirement{Key: key, Operator: op, Values: []string{value}})
+			}
+		}
+	}
+	term := func(t *core.PodAffinityTerm) {
+		if t.LabelSelector != nil {
+			add(t.LabelSelector, t.MatchLabelKeys, metav1.LabelSelectorOpIn)
+			add(t.LabelSelector, t.MismatchLabelKeys, metav1.LabelSelectorOpNotIn)
+		}
+	}
+	gates := utilfeature.DefaultFeatureGate
+	if a := pod.Spec.Affinity; a != nil && gates.Enabled(features.MatchLabelKeysInPodAffinity) {
+		if pa := a.PodAffinity; pa != nil {
+			for i := range pa.RequiredDuringSchedulingIgnoredDuringExecution {
+				term(&pa.RequiredDuringSchedulingIgnoredDuringExecution[i])
+			}
+			for i := range pa.PreferredDuringSchedulingIgnoredDuringExecution {
+				term(&pa.PreferredDuringSchedulingIgnoredDuringExecution[i].PodAffinityTerm)
+			}
+		}
+		if pa := a.PodAntiAffinity; pa != nil {
+			for i := range pa.RequiredDuringSchedulingIgnoredDuringExecution {
+				term(&pa.RequiredDuringSchedulingIgnoredDuringExecution[i])
+			}
+			for i := range pa.PreferredDuringSchedulingIgnoredDuringExecution {
+				term(&pa.PreferredDuringSchedulingIgnoredDuringExecution[i].PodAffinityTerm)
+			}
+		}
+	}
+	if gates.Enabled(features.MatchLabelKeysInPodTopologySpread) && gates.Enabled(features.MatchLabelKeysInPodTopologySpreadSelectorMerge) {
+		for i := range pod.Spec.TopologySpreadConstraints {
+			if c := &pod.Spec.TopologySpreadConstraints[i]; c.LabelSelector != nil {
+				add(c.LabelSelector, c.MatchLabelKeys, metav1.LabelSelectorOpIn)
+			}
+		}
+	}
+}
+
+// generatedName is a name as the API server generates one from
+// generateName: the prefix, cut to leave room, and five characters.
+func generatedName(prefix string) string {
+	const suffix, maxPrefix = "xxxxx", validation.DNS1123SubdomainMaxLength - 5
+	return prefix[:min(len(prefix), maxPrefix)] + suffix
+}
+
+// systemPriorityClasses are the PriorityClasses every cluster has, with
+// their values.
+var systemPriorityClasses = map[string]int32{
+	"system-node-critical":    2000001000,
+	"system-cluster-critical": 2000000000,
+}
+
+// priorityAdmission is kube-apiserver's Priority admission of a create for
+// the classes podrun knows: a priority or preemptionPolicy given must be
+// the class's. Other class names are the cluster's to know; podrun accepts
+// them (a mirror pod of one is refused by the API server if it lacks it).
+func priorityAdmission(spec *v1.PodSpec) field.ErrorList {
+	var want int32
+	known := spec.PriorityClassName == ""
+	if v, ok := systemPriorityClasses[spec.PriorityClassName]; ok {
+		want, known = v, true
+	}
+	if !known {
+		return nil
+	}
+	var errs field.ErrorList
+	fld := field.NewPath("spec")
+	if spec.Priority != nil && *spec.Priority != want {
+		errs = append(errs, field.Forbidden(fld.Child("priority"), fmt.Sprintf(
+			"must not differ from the priority of its class (%d), as kube-apiserver's Priority admission requires", want)))
+	}
+	if p := spec.PreemptionPolicy; p != nil && *p != v1.PreemptLowerPriority {
+		errs = append(errs, field.Forbidden(fld.Child("preemptionPolicy"), fmt.Sprintf(
+			"must not differ from the policy of its class (%s), as kube-apiserver's Priority admission requires", v1.PreemptLowerPriority)))
+	}
+	return errs
 }
 
 // podrunChecks are what podrun refuses that the API server accepts. Each

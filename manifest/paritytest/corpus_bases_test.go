@@ -226,7 +226,6 @@ spec:
       limits:
         cpu: "1"
         memory: 128Mi
-        ephemeral-storage: 2Gi
     volumeMounts:
     - name: scratch
       mountPath: /scratch
@@ -303,7 +302,8 @@ spec:
 
 // sched holds the scheduling fields a cluster uses and one machine does
 // not: node selector, affinity of every kind, tolerations, topology
-// spread, readiness gates, priority, preemption, scheduler name.
+// spread, priority, preemption, scheduler name. (Readiness gates, which
+// podrun refuses, are its mutations.)
 const sched = `
 apiVersion: v1
 kind: Pod
@@ -373,8 +373,6 @@ spec:
     matchLabelKeys: [pod-template-hash]
     nodeAffinityPolicy: Honor
     nodeTaintsPolicy: Ignore
-  readinessGates:
-  - conditionType: example.com/ready
   containers:
   - name: app
     image: podrun/busybox:test

@@ -3,7 +3,7 @@ package paritytest
 // Cases that set the fields the rest of the corpus does not reach, each
 // valid where it can be, so that every field of every type a Pod holds is
 // in the corpus (TestCorpusCoversEveryField); and one case for each field
-// podrun's API types know that Kubernetes v1.34 does not.
+// added since Kubernetes v1.34 (podrun's API types and harness are v1.37).
 func addFieldCases(b *corpusBuilder) {
 	vol := func(name string, src M) {
 		src["name"] = "data"
@@ -98,7 +98,7 @@ func addFieldCases(b *corpusBuilder) {
 		"spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].preference.matchFields",
 		L{M{"key": "metadata.name", "operator": "NotIn", "values": L{"node2"}}}))
 
-	// Fields of k8s.io/api v0.37 that Kubernetes v1.34 does not have.
+	// Fields added since Kubernetes v1.34.
 	b.mut("new/bind-mount-options", "full", set(c+".volumeMounts[0].bindMountOptions", L{"nodev"}))
 	b.mut("new/cm-default-user", "full", set("spec.volumes[3].configMap.defaultUser", 1000))
 	b.mut("new/secret-default-user", "full", set("spec.volumes[4].secret.defaultUser", 1000))

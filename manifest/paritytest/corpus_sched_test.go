@@ -86,6 +86,7 @@ func addSchedulingCases(b *corpusBuilder) {
 	b.mut("sched/readiness-gate-space", "sched", set("spec.readinessGates[0].conditionType", "bad type"))
 	b.mut("sched/readiness-gate-empty", "sched", set("spec.readinessGates[0].conditionType", ""))
 	b.mut("sched/readiness-gate-plain", "sched", set("spec.readinessGates[0].conditionType", "Ready"))
+	b.mut("sched/readiness-gate-ok", "sched", set("spec.readinessGates[0].conditionType", "example.com/ready"))
 
 	// Scheduler and priority.
 	b.mut("sched/scheduler-name-odd", "sched", set("spec.schedulerName", "My Scheduler"))

@@ -68,8 +68,8 @@ func (r *report) markdown() string {
 	fmt.Fprintf(&b, "## podrun accepts, the apiserver rejects (%d)\n\n", len(accepts))
 	b.WriteString("Each is a test failure. The apiserver's status code: 400 undecodable, 403 refused by an\n" +
 		"admission plugin, 404 no such namespace, 422 invalid. The first table is what podrun accepts\n" +
-		"without a word; the second what it accepts with a warning about the field (\"not supported\n" +
-		"yet by podrun, ignored\"), which `--strict` would make an error once `Options.Strict` does so.\n\n")
+		"without a word; the second what it accepts with a warning about the field (which podrun is\n" +
+		"given with `Strict`, so such a warning is an error and should not occur).\n\n")
 	var silent, warned []result
 	for _, res := range accepts {
 		if res.warnedAboutField() {
