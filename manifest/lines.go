@@ -128,6 +128,9 @@ type locator struct {
 	// (the YAML tree could not be built) or the path leads nowhere.
 	line   int
 	prefix string
+	// doc is the document the object is in, so that a locator kept
+	// without its node tree (detached) can find lines later (FieldAt).
+	doc *docRef
 }
 
 // field is the path as reported to the user: the prefix and the path.
@@ -146,7 +149,7 @@ func (l locator) field(path string) string {
 
 // child returns a locator for the object at path below l (a List item).
 func (l locator) child(path string) locator {
-	return locator{root: l.node(path), offset: l.offset, line: l.lineOf(path), prefix: l.field(path)}
+	return locator{root: l.node(path), offset: l.offset, line: l.lineOf(path), prefix: l.field(path), doc: l.doc}
 }
 
 // node returns the node at path, or nil.
