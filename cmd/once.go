@@ -11,6 +11,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
 
+	"github.com/podrun/podrun/manifest"
 	"github.com/podrun/podrun/runner"
 )
 
@@ -95,6 +96,24 @@ func onceRun(ctx context.Context, opts *onceOptions) error {
 	d := mergeArgs(updates)
 	if err := conflictError(d.Conflicts); err != nil {
 		return err
+	}
+	// Between objects: a privileged container without --allow-privileged
+	// is refused here, where its line is known; a reference to an object
+	// no argument defines is a warning (the containers wait with
+	// CreateContainerConfigError); two pods' host ports are the sync
+	// core's to decide (the later pod is refused, and the report says so).
+	var privileged manifest.ErrorList
+	for _, p := range crossCheck(updates, d, opts.AllowPrivileged) {
+		switch p.Reason {
+		case runner.ReasonPrivileged:
+			privileged = append(privileged, p.Error)
+		case runner.ReasonNodePorts:
+		default:
+			opts.Log.Warn(p.Error.Error())
+		}
+	}
+	if len(privileged) > 0 {
+		return badInput(privileged)
 	}
 	podUps, refused := podUpdates(d.Changes, opts.AllowPrivileged)
 	if len(refused) > 0 {
