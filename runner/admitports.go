@@ -15,9 +15,14 @@ import (
 // (its admission runs the scheduler's NodePorts predicate against the pods
 // it admitted before): a pod that asks for a host port an admitted pod
 // holds is refused. Refused, it is Failed with ReasonNodePorts and never
-// started, and it holds nothing; it is asked again when its manifest
-// changes (the kubelet asks a static pod again then, as a new pod) or when
-// podrun starts again.
+// started, and it holds nothing. It is asked again when its manifest
+// changes (the kubelet asks a static pod again then, as a new pod), when
+// podrun starts again, and - a static pod, unlike with the kubelet - when
+// the pod that held the port is removed or no longer asks for it: so that
+// what runs depends on what the sources say, not on the order their
+// updates came in (a manifest moved from one --path to another, the new
+// one read first). A pod from the apiserver stays refused, as the
+// kubelet's: its controller makes another.
 //
 // Who holds a port:
 //   - a pod that already runs as its spec says (its latest sandbox runs,
@@ -59,8 +64,10 @@ func newPortAdmission() *portAdmission {
 // set records the desired spec of a pod the runner was given. A new pod is
 // undecided until its worker asks; so is one refused before (its manifest
 // changed), and one admitted whose host ports changed (its new sandbox
-// needs them free).
-func (a *portAdmission) set(pod *v1.Pod) {
+// needs them free). It returns the refused pods to ask again (their
+// workers are to be woken): those the pod held ports from, when it holds
+// them no more.
+func (a *portAdmission) set(pod *v1.Pod) []string {
 	ports := HostPorts(pod)
 	uid := string(pod.UID)
 	a.mu.Lock()
@@ -69,23 +76,51 @@ func (a *portAdmission) set(pod *v1.Pod) {
 	switch {
 	case len(ports) == 0:
 		delete(a.claims, uid)
-		return
+		return a.released(uid)
 	case c == nil:
 		a.seq++
 		a.claims[uid] = &portClaim{seq: a.seq, pod: pod, ports: ports}
-		return
+		return nil
 	case c.state == claimRefused, !samePorts(c.ports, ports):
 		c.state, c.conflict = claimUndecided, nil
 	}
 	c.pod, c.ports = pod, ports
+	if c.state == claimUndecided {
+		return a.released(uid)
+	}
+	return nil
 }
 
 // remove forgets a pod that is removed: its ports are free for new pods.
-func (a *portAdmission) remove(uid string) {
+// It returns the refused pods to ask again, as set does.
+func (a *portAdmission) remove(uid string) []string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	delete(a.claims, uid)
+	return a.released(uid)
 }
+
+// released makes the refused static pods that uid held a port from
+// undecided, and returns them.
+func (a *portAdmission) released(uid string) []string {
+	var again []string
+	for id, c := range a.claims {
+		if c.state == claimRefused && string(c.conflict.Holder.UID) == uid &&
+			c.pod.Annotations[annotationConfigSource] != configSourceAPI {
+			c.state, c.conflict = claimUndecided, nil
+			again = append(again, id)
+		}
+	}
+	return again
+}
+
+// The kind of source a pod came from (kubernetes.io/config.source, as the
+// manifest package sets it): a pod of the apiserver is not asked again
+// when a port it was refused is freed.
+const (
+	annotationConfigSource = "kubernetes.io/config.source"
+	configSourceAPI        = "api"
+)
 
 // samePorts reports whether two pods' host ports are the same ports (not
 // necessarily asked for by the same containers).

@@ -152,6 +152,9 @@ func (c *PortConflict) statusMessage() string {
 	if src := c.Holder.Annotations[annotationSource]; src != "" {
 		holderAt += " in " + src
 	}
-	return fmt.Sprintf("%s: %s.hostPort: %s; change one of the ports, or remove that pod: this pod is admitted again "+
-		"when its manifest changes", messageNodePorts, c.Port.Field, c.Describe(holderAt))
+	hint := "; change one of the ports, or remove that pod: this pod is tried again when its manifest changes or that pod goes"
+	if c.Pod.Annotations[annotationConfigSource] == configSourceAPI {
+		hint = "" // as the kubelet's: its controller makes another
+	}
+	return fmt.Sprintf("%s: %s.hostPort: %s%s", messageNodePorts, c.Port.Field, c.Describe(holderAt), hint)
 }

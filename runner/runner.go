@@ -312,7 +312,7 @@ func (r *Runner) apply(ctx context.Context, u PodUpdate) {
 		uid := string(pod.UID)
 		w := r.workers[uid]
 		if u.Op == OpRemove {
-			r.ports.remove(uid)
+			r.wakeLocked(r.ports.remove(uid))
 			if w != nil {
 				w.remove()
 			}
@@ -324,9 +324,9 @@ func (r *Runner) apply(ctx context.Context, u PodUpdate) {
 		// the API object is gone.
 		deleting := pod.DeletionTimestamp != nil
 		if deleting {
-			r.ports.remove(uid)
+			r.wakeLocked(r.ports.remove(uid))
 		} else {
-			r.ports.set(pod)
+			r.wakeLocked(r.ports.set(pod))
 		}
 		if w == nil {
 			w = newPodWorker(r, pod)
@@ -351,6 +351,11 @@ func (r *Runner) apply(ctx context.Context, u PodUpdate) {
 func (r *Runner) wakePods(uids []string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.wakeLocked(uids)
+}
+
+// wakeLocked is wakePods with r.mu held.
+func (r *Runner) wakeLocked(uids []string) {
 	for _, uid := range uids {
 		if w := r.workers[uid]; w != nil {
 			w.wake(0)
