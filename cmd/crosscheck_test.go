@@ -104,7 +104,7 @@ spec:
 	}
 }
 
-// TestOnceRefusesTheLaterPodOfAHostPort: once runs the first pod and
+// TestOnceRefusesTheLaterPodOfAHostPort: once brings the first pod up and
 // reports the second as refused (Failed, NodePorts, and why, under the
 // table): exit 1, as for any pod that failed.
 func TestOnceRefusesTheLaterPodOfAHostPort(t *testing.T) {
@@ -114,7 +114,8 @@ func TestOnceRefusesTheLaterPodOfAHostPort(t *testing.T) {
 	err := e.once(a, b, "--timeout", "10s")
 	wantExit(t, "once", err, exitPodFailed, "pods failed: [default/b-node1]")
 	report := e.out.String()
-	for _, s := range []string{"default    b-node1  Failed   -          NodePorts",
+	for _, s := range []string{"default    a-node1  Running  app        Running",
+		"default    b-node1  Failed   -          NodePorts",
 		"default/b-node1: Pod was rejected: Predicate NodePorts failed: node(s) didn't have free ports for the requested pod ports: " +
 			"spec.containers[0].ports[0].hostPort: host port 8080/TCP of container app is held by pod default/a-node1 " +
 			"(spec.containers[0].ports[0].hostPort in " + a + ")"} {
@@ -122,7 +123,9 @@ func TestOnceRefusesTheLaterPodOfAHostPort(t *testing.T) {
 			t.Errorf("report lacks %q:\n%s", s, report)
 		}
 	}
-	eventually(t, "a running", func() bool { return e.running("a-node1") != nil })
+	if e.running("a-node1") == nil {
+		t.Error("the first pod does not run")
+	}
 	if n := len(e.containers("b-node1")); n != 0 {
 		t.Errorf("the refused pod has %d containers", n)
 	}

@@ -230,12 +230,18 @@ func currentPods(r *runner.Runner, pods []*v1.Pod) ([]*v1.Pod, bool) {
 }
 
 // conditionMet reports whether every pod meets cond, and whether any pod has
-// failed (which ends the wait).
+// failed (which ends the wait). A pod refused its host ports (reason
+// NodePorts) has failed too, but never started: it does not end the wait,
+// so that the pod holding the port is reported up; it fails the run at the
+// end.
 func conditionMet(pods []*v1.Pod, cond string) (met, failed bool) {
 	met = true
 	for _, p := range pods {
 		switch p.Status.Phase {
 		case v1.PodFailed:
+			if p.Status.Reason == runner.ReasonNodePorts {
+				continue
+			}
 			failed = true
 		case v1.PodSucceeded:
 		case v1.PodRunning:
