@@ -189,6 +189,10 @@ func TestConditionMet(t *testing.T) {
 		{"running but not ready", []*v1.Pod{pod(v1.PodRunning, v1.RestartPolicyAlways, running)}, waitReady, false, false},
 		{"ready", []*v1.Pod{withReady(pod(v1.PodRunning, v1.RestartPolicyAlways, running))}, waitReady, true, false},
 		{"failed ends the wait", []*v1.Pod{pod(v1.PodFailed, v1.RestartPolicyNever), pod(v1.PodPending, v1.RestartPolicyAlways)}, waitComplete, false, true},
+		{"refused its host ports: the others are waited for", []*v1.Pod{nodePorts(pod(v1.PodFailed, v1.RestartPolicyAlways)),
+			pod(v1.PodPending, v1.RestartPolicyAlways)}, waitRunning, false, false},
+		{"refused its host ports: the others are up", []*v1.Pod{nodePorts(pod(v1.PodFailed, v1.RestartPolicyAlways)),
+			pod(v1.PodRunning, v1.RestartPolicyAlways, running)}, waitRunning, true, false},
 	}
 	for _, c := range cases {
 		met, failed := conditionMet(c.pods, c.cond)
@@ -196,6 +200,12 @@ func TestConditionMet(t *testing.T) {
 			t.Errorf("%s: met %v failed %v, want %v %v", c.name, met, failed, c.met, c.failed)
 		}
 	}
+}
+
+// nodePorts makes p a pod refused its host ports.
+func nodePorts(p *v1.Pod) *v1.Pod {
+	p.Status.Reason = "NodePorts"
+	return p
 }
 
 func withReady(p *v1.Pod) *v1.Pod {

@@ -119,7 +119,7 @@ func TestOnceRunExitCodes(t *testing.T) {
 		{name: "invalid manifest", manifest: webPod("web") + "    bogus: 1\n", setup: func(e *cmdEnv) { e.g.Strict = true },
 			code: exitBadInput, says: []string{"web.yaml:15: spec.containers[0].bogus: unknown field"}},
 		{name: "privileged refused", manifest: privilegedPod("web"),
-			code: exitBadInput, says: []string{"pod default/web-node1: container app is privileged; pass --allow-privileged"}},
+			code: exitBadInput, says: []string{"web.yaml:15: spec.containers[0].securityContext.privileged: container app is privileged; pass --allow-privileged"}},
 		{name: "privileged allowed", manifest: privilegedPod("web"), args: []string{"--allow-privileged", "--timeout", "10s"},
 			code: exitOK, connects: true, started: true},
 		{name: "no pods", manifest: "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\ndata:\n  k: v\n", code: exitOK},

@@ -56,6 +56,9 @@ func readArgs(ctx context.Context, g *globalOptions, paths []string) ([]source.U
 				continue
 			}
 			snap, err = manifest.Parse("-", data, opts)
+			if err == nil {
+				err = manifest.NoteEmpty(snap, opts)
+			}
 		} else {
 			snap, err = manifest.ReadPath(p, opts)
 		}
@@ -83,6 +86,9 @@ type desired struct {
 	Conflicts []source.Conflict
 	// Warnings are what the manifests had dropped (manifestWarnings).
 	Warnings []string
+	// Updates are the arguments' snapshots, which know where their
+	// objects are written (crossCheck).
+	Updates []source.Update
 	// from is the argument each pod (by UID) came from.
 	from map[types.UID]string
 }
@@ -125,6 +131,7 @@ func mergeArgs(updates []source.Update) *desired {
 	d.ConfigMaps, d.Secrets = m.Objects()
 	d.Conflicts = m.Conflicts()
 	d.Warnings = manifestWarnings(updates)
+	d.Updates = updates
 	return d
 }
 
@@ -161,11 +168,16 @@ func conflictError(conflicts []source.Conflict) error {
 	if len(conflicts) == 0 {
 		return nil
 	}
+	return badInput(conflictList(conflicts))
+}
+
+// conflictList is the conflicts' problems, one per definition left out.
+func conflictList(conflicts []source.Conflict) manifest.ErrorList {
 	list := make(manifest.ErrorList, len(conflicts))
 	for i, c := range conflicts {
 		list[i] = c.Problem
 	}
-	return badInput(list)
+	return list
 }
 
 // conflictLog logs the conflicts between `watch`'s sources as they come
@@ -216,7 +228,10 @@ func admitPod(pod *v1.Pod, allowPrivileged bool) error {
 // podUpdates turns the merged sources' changes into runner updates, for
 // `once` and `watch` alike. A pod admitPod refuses is left out (its last
 // accepted spec, if any, stays), as is a change of an unknown kind; refused
-// says why, one error each.
+// says why, one error each. Consecutive changes of one kind are one
+// update, in order: the runner's host-port admission then sees pods that
+// come together (the sources' first snapshots, once's arguments) together,
+// and decides among them by their order alone.
 func podUpdates(changes []source.PodChange, allowPrivileged bool) (updates []runner.PodUpdate, refused []error) {
 	for _, c := range changes {
 		var op runner.Op
@@ -236,6 +251,10 @@ func podUpdates(changes []source.PodChange, allowPrivileged bool) (updates []run
 				refused = append(refused, err)
 				continue
 			}
+		}
+		if n := len(updates); n > 0 && updates[n-1].Op == op {
+			updates[n-1].Pods = append(updates[n-1].Pods, c.Pod)
+			continue
 		}
 		updates = append(updates, runner.PodUpdate{Op: op, Pods: []*v1.Pod{c.Pod}})
 	}

@@ -11,6 +11,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
 
+	"github.com/podrun/podrun/manifest"
 	"github.com/podrun/podrun/runner"
 )
 
@@ -91,6 +92,25 @@ func onceRun(ctx context.Context, opts *onceOptions) error {
 	d, err := readMerged(ctx, opts.globalOptions, opts.Paths)
 	if err != nil {
 		return err
+	}
+	// Between objects: a privileged container without --allow-privileged
+	// is refused here, where its line is known; a reference to an object
+	// no argument defines is a warning (the containers wait with
+	// CreateContainerConfigError); two pods' host ports are the sync
+	// core's to decide (the later pod is refused, and the report says so).
+	var privileged manifest.ErrorList
+	for _, p := range crossCheck(d, opts.AllowPrivileged) {
+		switch p.Reason {
+		case runner.ReasonPrivileged:
+			privileged = append(privileged, p.Error)
+		case runner.ReasonNodePorts:
+		default:
+			// Now, not under the report: the wait may be long.
+			opts.Log.Warn(p.Error.Error())
+		}
+	}
+	if len(privileged) > 0 {
+		return badInput(privileged)
 	}
 	podUps, refused := podUpdates(d.Changes, opts.AllowPrivileged)
 	if len(refused) > 0 {
@@ -214,12 +234,18 @@ func currentPods(r *runner.Runner, pods []*v1.Pod) ([]*v1.Pod, bool) {
 }
 
 // conditionMet reports whether every pod meets cond, and whether any pod has
-// failed (which ends the wait).
+// failed (which ends the wait). A pod refused its host ports (reason
+// NodePorts) has failed too, but never started: it does not end the wait,
+// so that the pod holding the port is reported up; it fails the run at the
+// end.
 func conditionMet(pods []*v1.Pod, cond string) (met, failed bool) {
 	met = true
 	for _, p := range pods {
 		switch p.Status.Phase {
 		case v1.PodFailed:
+			if p.Status.Reason == runner.ReasonNodePorts {
+				continue
+			}
 			failed = true
 		case v1.PodSucceeded:
 		case v1.PodRunning:

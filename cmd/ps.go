@@ -137,6 +137,9 @@ func writePodTable(w io.Writer, pods []*v1.Pod, wide bool, now time.Time) error 
 	var problems []string
 	for _, p := range pods {
 		ready, restarts := 0, int32(0)
+		// As kubectl: of the spec's containers (a pod refused admission
+		// has no container status).
+		total := max(len(p.Status.ContainerStatuses), len(p.Spec.Containers))
 		for _, cs := range p.Status.ContainerStatuses {
 			if cs.Ready {
 				ready++
@@ -148,10 +151,13 @@ func writePodTable(w io.Writer, pods []*v1.Pod, wide bool, now time.Time) error 
 		if p.Annotations[source.AnnotationSourceError] != "" {
 			status += " (manifest invalid: last good kept)"
 		}
-		line := fmt.Sprintf("%s\t%s\t%d/%d\t%s\t%d\t%s", p.Namespace, p.Name, ready, len(p.Status.ContainerStatuses),
+		line := fmt.Sprintf("%s\t%s\t%d/%d\t%s\t%d\t%s", p.Namespace, p.Name, ready, total,
 			status, restarts, age)
 		if e := p.Annotations[source.AnnotationSourceError]; e != "" && wide {
 			problems = append(problems, fmt.Sprintf("%s/%s: %s", p.Namespace, p.Name, e))
+		}
+		if m := p.Status.Message; m != "" && wide {
+			problems = append(problems, fmt.Sprintf("%s/%s: %s", p.Namespace, p.Name, m))
 		}
 		if w := p.Annotations[source.AnnotationManifestWarnings]; w != "" && wide {
 			for _, line := range strings.Split(w, "\n") {
@@ -174,7 +180,8 @@ func writePodTable(w io.Writer, pods []*v1.Pod, wide bool, now time.Time) error 
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	// Manifest problems under the table: they are long and name lines.
+	// Manifest problems and pods' own messages under the table: they are
+	// long and name lines.
 	for _, p := range problems {
 		fmt.Fprintln(w, p)
 	}
@@ -200,6 +207,11 @@ func podAge(p *v1.Pod, now time.Time) string {
 // podStatusText is kubectl's STATUS column: a container's waiting or
 // terminated reason when there is one, else the phase.
 func podStatusText(p *v1.Pod) string {
+	if p.Status.Reason != "" {
+		// The pod's own reason, as kubectl shows it: NodePorts for a pod
+		// refused admission.
+		return p.Status.Reason
+	}
 	for _, cs := range p.Status.InitContainerStatuses {
 		if w := cs.State.Waiting; w != nil && w.Reason != "" && w.Reason != "PodInitializing" {
 			return "Init:" + w.Reason

@@ -38,10 +38,21 @@ func writeReport(w io.Writer, format string, pods []*v1.Pod) error {
 	}
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAMESPACE\tPOD\tPHASE\tCONTAINER\tSTATE\tRESTARTS\tEXIT CODE")
+	// A pod's own message (a pod refused admission, with reason
+	// NodePorts, says which port and which pod holds it) is long: it goes
+	// under the table.
+	var notes []string
 	for _, p := range sorted {
 		statuses := append(append([]v1.ContainerStatus(nil), p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...)
+		if p.Status.Message != "" {
+			notes = append(notes, fmt.Sprintf("%s/%s: %s", p.Namespace, p.Name, p.Status.Message))
+		}
 		if len(statuses) == 0 {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t-\t-\t-\t-\n", p.Namespace, p.Name, phase(p))
+			state := "-"
+			if p.Status.Reason != "" {
+				state = p.Status.Reason
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t-\t%s\t-\t-\n", p.Namespace, p.Name, phase(p), state)
 		}
 		for i, cs := range statuses {
 			name := cs.Name
@@ -55,7 +66,13 @@ func writeReport(w io.Writer, format string, pods []*v1.Pod) error {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", p.Namespace, p.Name, phase(p), name, stateText(cs), cs.RestartCount, exit)
 		}
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, n := range notes {
+		fmt.Fprintln(w, n)
+	}
+	return nil
 }
 
 func writeList(w io.Writer, format string, pods []*v1.Pod) error {

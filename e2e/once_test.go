@@ -131,7 +131,9 @@ func ids(e *env) []string {
 	return out
 }
 
-func TestOnceUnknownFieldStartsNothing(t *testing.T) {
+// TestOnceStrictUnknownFieldStartsNothing: with --strict an unknown field
+// is bad input, and nothing of any argument starts.
+func TestOnceStrictUnknownFieldStartsNothing(t *testing.T) {
 	e := newEnv(t)
 	e.write("good.yaml", sleepPod("good", 1))
 	p := e.write("bad.yaml", `apiVersion: v1
@@ -144,7 +146,7 @@ spec:
     image: `+testImage+`
     imagePullPolicyy: Never
 `)
-	r := e.podrun(time.Minute, "once", e.dir)
+	r := e.podrun(time.Minute, "once", "--strict", e.dir)
 	if r.code != 2 {
 		t.Fatalf("want exit 2, got %d\n%s", r.code, r.stderr)
 	}

@@ -44,6 +44,8 @@ type origin struct {
 	line     int
 	field    string
 	warnings []string
+	// loc finds the lines of the object's other fields (FieldAt).
+	loc locator
 }
 
 func (o origin) String() string {
@@ -175,7 +177,7 @@ func sortByLine(list ErrorList) {
 // document decodes one document and adds what it defines to the snapshot.
 func (p *parser) document(doc document) {
 	before := len(p.errs)
-	loc := locator{line: doc.line, keys: keyIndex{}}
+	loc := locator{line: doc.line, keys: keyIndex{}, doc: newDocRef(doc)}
 	var root yaml.Node
 	if err := yaml.Unmarshal(doc.data, &root); err == nil && root.Kind != 0 {
 		loc.root = &root
@@ -493,7 +495,7 @@ func (p *parser) pod(loc locator, raw []byte, m map[string]any, tainted bool) {
 }
 
 func (p *parser) origin(loc locator) origin {
-	return origin{source: p.display, line: loc.lineOf("metadata.name"), field: loc.field("metadata.name")}
+	return origin{source: p.display, line: loc.lineOf("metadata.name"), field: loc.field("metadata.name"), loc: loc.detached()}
 }
 
 func (p *parser) configMap(loc locator, raw []byte, m map[string]any, tainted bool) {

@@ -131,6 +131,9 @@ type locator struct {
 	// keys indexes the large mappings of the document, shared by the
 	// locators of its List items; nil scans every mapping.
 	keys keyIndex
+	// doc is the document the object is in, so that a locator kept
+	// without its node tree (detached) can find lines later (FieldAt).
+	doc *docRef
 }
 
 // field is the path as reported to the user: the prefix and the path.
@@ -149,7 +152,7 @@ func (l locator) field(path string) string {
 
 // child returns a locator for the object at path below l (a List item).
 func (l locator) child(path string) locator {
-	return locator{root: l.node(path), offset: l.offset, line: l.lineOf(path), prefix: l.field(path), keys: l.keys}
+	return locator{root: l.node(path), offset: l.offset, line: l.lineOf(path), prefix: l.field(path), keys: l.keys, doc: l.doc}
 }
 
 // node returns the node at path, or nil.

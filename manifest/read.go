@@ -27,7 +27,8 @@ func manifestExtensions() []string { return []string{".yaml", ".yml", ".json"} }
 // debug level, once per file and call). An entry with a manifest's name
 // that is not a readable regular file (a directory, a FIFO, a symlink loop)
 // is an error. A file named explicitly is read whatever its name. Files over
-// MaxFileSize are an error.
+// MaxFileSize are an error; a file that holds no document is a warning
+// (NoteEmpty).
 //
 // The pods of all files are merged into one Snapshot with Source = path;
 // pods are identified by each file's absolute path. Problems of all files are
@@ -54,6 +55,9 @@ func ReadPath(path string, opts Options) (*Snapshot, error) {
 			opts.Logger.Debug("manifest file vanished while reading", "path", f)
 			continue
 		}
+		if err == nil {
+			err = NoteEmpty(snap, opts)
+		}
 		var list ErrorList
 		switch {
 		case errors.As(err, &list):
@@ -77,6 +81,26 @@ func ReadPath(path string, opts Options) (*Snapshot, error) {
 		ioErrs = append(ioErrs, invalid)
 	}
 	return merged, errors.Join(ioErrs...)
+}
+
+// NoteEmpty is what a one-shot read (ReadPath, a command's standard
+// input) does with a snapshot that holds no document (a blank file, only
+// comments): it adds a warning that the source is empty, or with
+// opts.Strict returns that as an error (an ErrorList). A file that defines
+// nothing is most often a mistake (a failed copy, an editor's unsaved
+// buffer), but not one worth refusing the other manifests for. The live
+// sources keep the last good snapshot of an empty file instead (an error:
+// a truncated file must not remove pods).
+func NoteEmpty(snap *Snapshot, opts Options) error {
+	if snap == nil || snap.Documents() > 0 {
+		return nil
+	}
+	e := &Error{Source: snap.Source, Message: "empty: no YAML or JSON document (blank, or only comments), so it defines nothing"}
+	if opts.Strict {
+		return ErrorList{e}
+	}
+	snap.Warnings = append(snap.Warnings, e.Error())
+	return nil
 }
 
 // ReadFile reads and parses one manifest file. It is ReadPath for a single

@@ -66,7 +66,7 @@ func makeEnv(pod *v1.Pod, c *v1.Container, objs *Objects, pe podEnv) ([]engine.E
 				if optional(ref.Optional) {
 					continue
 				}
-				return nil, configErrorf("configmap %q not found", ref.Name)
+				return nil, errObjectNotFound(KindConfigMap, ref.Name)
 			}
 			for _, k := range sortedKeys(cm.Data) {
 				set(from.Prefix+k, cm.Data[k])
@@ -78,7 +78,7 @@ func makeEnv(pod *v1.Pod, c *v1.Container, objs *Objects, pe podEnv) ([]engine.E
 				if optional(ref.Optional) {
 					continue
 				}
-				return nil, configErrorf("secret %q not found", ref.Name)
+				return nil, errObjectNotFound(KindSecret, ref.Name)
 			}
 			for _, k := range sortedKeys(sec.Data) {
 				set(from.Prefix+k, string(sec.Data[k]))
@@ -126,14 +126,14 @@ func envValueFrom(pod *v1.Pod, c *v1.Container, from *v1.EnvVarSource, objs *Obj
 			if optional(ref.Optional) {
 				return "", false, nil
 			}
-			return "", false, configErrorf("configmap %q not found", ref.Name)
+			return "", false, errObjectNotFound(KindConfigMap, ref.Name)
 		}
 		v, ok := cm.Data[ref.Key]
 		if !ok {
 			if optional(ref.Optional) {
 				return "", false, nil
 			}
-			return "", false, configErrorf("key %q not found in configmap %q", ref.Key, ref.Name)
+			return "", false, errKeyNotFound(KindConfigMap, ref.Name, ref.Key)
 		}
 		return v, true, nil
 	case from.SecretKeyRef != nil:
@@ -143,14 +143,14 @@ func envValueFrom(pod *v1.Pod, c *v1.Container, from *v1.EnvVarSource, objs *Obj
 			if optional(ref.Optional) {
 				return "", false, nil
 			}
-			return "", false, configErrorf("secret %q not found", ref.Name)
+			return "", false, errObjectNotFound(KindSecret, ref.Name)
 		}
 		v, ok := sec.Data[ref.Key]
 		if !ok {
 			if optional(ref.Optional) {
 				return "", false, nil
 			}
-			return "", false, configErrorf("key %q not found in secret %q", ref.Key, ref.Name)
+			return "", false, errKeyNotFound(KindSecret, ref.Name, ref.Key)
 		}
 		return string(v), true, nil
 	}

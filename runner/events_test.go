@@ -70,3 +70,20 @@ func TestPodEventsRecorded(t *testing.T) {
 	h.updates <- runner.PodUpdate{Op: runner.OpRemove, Pods: []*v1.Pod{pod}}
 	events.wait(t, h, "default/web-node1 spec.containers{app} Normal Killing: Stopping container app")
 }
+
+// A pod refused its host ports gets the kubelet's NodePorts event; a pull
+// without a pull secret that is missing gets FailedToRetrieveImagePullSecret.
+func TestRefusalAndMissingPullSecretEvents(t *testing.T) {
+	fake := newFake(t)
+	events := &eventLog{}
+	h := start(t, fake, func(c *runner.Config) { c.Events = events })
+	a := portPod("a", "a-node1", hostPort(8080))
+	b := portPod("b", "b-node1", hostPort(8080))
+	pulled := newPod("u3", "pulled-node1", v1.RestartPolicyAlways, map[string][]string{"app": {"serve"}})
+	pulled.Spec.Containers[0].Image = "remote:1"
+	pulled.Spec.ImagePullSecrets = []v1.LocalObjectReference{{Name: "regcred"}}
+	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{a, b, pulled}}
+	events.wait(t, h, "default/b-node1  Warning NodePorts: Predicate NodePorts failed: node(s) didn't have free ports")
+	events.wait(t, h, "default/pulled-node1  Warning FailedToRetrieveImagePullSecret: Unable to retrieve some image pull secrets (regcred)")
+	h.waitStatus("u3", "running", allRunning)
+}

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -75,19 +76,25 @@ func AdmitReason(err error) (string, bool) {
 
 // podPullCredentials are the credentials of the pod's imagePullSecrets for
 // image, from the Secrets of the sources. A secret that is missing or of the
-// wrong kind is logged and skipped, as the kubelet does.
+// wrong kind is logged and skipped, as the kubelet does (with its event).
 func (r *Runner) podPullCredentials(pod *v1.Pod, image string) []engine.AuthConfig {
 	if len(pod.Spec.ImagePullSecrets) == 0 {
 		return nil
 	}
 	var secrets []*v1.Secret
+	var missing []string
 	for _, ref := range pod.Spec.ImagePullSecrets {
 		s := r.cfg.Objects.Secret(pod.Namespace, ref.Name)
 		if s == nil {
 			r.log.Warn("image pull secret not found; pulling without it", "pod", podKey(pod), "secret", ref.Name)
+			missing = append(missing, ref.Name)
 			continue
 		}
 		secrets = append(secrets, s)
+	}
+	if len(missing) > 0 {
+		r.event(pod, "", v1.EventTypeWarning, "FailedToRetrieveImagePullSecret",
+			"Unable to retrieve some image pull secrets (%s); attempting to pull the image may not succeed.", strings.Join(missing, ", "))
 	}
 	k, err := engine.KeyringFromSecrets(secrets)
 	if err != nil {

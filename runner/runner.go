@@ -121,6 +121,8 @@ type Runner struct {
 	backoff *flowcontrol.Backoff
 	cache   *podCache
 	pulls   singleflight.Group
+	// ports is the host-port admission (admitports.go).
+	ports *portAdmission
 
 	mu      sync.Mutex
 	workers map[string]*podWorker
@@ -169,6 +171,7 @@ func New(cfg Config) *Runner {
 		converged: map[string]bool{},
 		changed:   make(chan struct{}),
 		removing:  map[string]bool{},
+		ports:     newPortAdmission(),
 	}
 	if cfg.Metrics != nil {
 		r.rt = countingRuntime{Runtime: cfg.Runtime, m: cfg.Metrics}
@@ -309,6 +312,7 @@ func (r *Runner) apply(ctx context.Context, u PodUpdate) {
 		uid := string(pod.UID)
 		w := r.workers[uid]
 		if u.Op == OpRemove {
+			r.wakeLocked(r.ports.remove(uid))
 			if w != nil {
 				w.remove()
 			}
@@ -319,6 +323,11 @@ func (r *Runner) apply(ctx context.Context, u PodUpdate) {
 		// kubelet handles a graceful delete; its source drops it once
 		// the API object is gone.
 		deleting := pod.DeletionTimestamp != nil
+		if deleting {
+			r.wakeLocked(r.ports.remove(uid))
+		} else {
+			r.wakeLocked(r.ports.set(pod))
+		}
 		if w == nil {
 			w = newPodWorker(r, pod)
 			w.removed = deleting
@@ -342,6 +351,11 @@ func (r *Runner) apply(ctx context.Context, u PodUpdate) {
 func (r *Runner) wakePods(uids []string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.wakeLocked(uids)
+}
+
+// wakeLocked is wakePods with r.mu held.
+func (r *Runner) wakeLocked(uids []string) {
 	for _, uid := range uids {
 		if w := r.workers[uid]; w != nil {
 			w.wake(0)

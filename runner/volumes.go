@@ -371,7 +371,7 @@ func addConfigMapFiles(files map[string]volumeFile, pod *v1.Pod, objs *Objects, 
 		if optional(opt) {
 			return nil
 		}
-		return configErrorf("configmap %q not found", name)
+		return errObjectNotFound(KindConfigMap, name)
 	}
 	data := make(map[string][]byte, len(cm.Data)+len(cm.BinaryData))
 	for k, v := range cm.Data {
@@ -389,7 +389,7 @@ func addSecretFiles(files map[string]volumeFile, pod *v1.Pod, objs *Objects, nam
 		if optional(opt) {
 			return nil
 		}
-		return configErrorf("secret %q not found", name)
+		return errObjectNotFound(KindSecret, name)
 	}
 	return addKeyFiles(files, sec.Data, items, def, "secret "+strconv.Quote(name), optional(opt))
 }

@@ -154,22 +154,23 @@ func TestHeldStartDoesNotSpin(t *testing.T) {
 }
 
 // TestFailingSandboxBacksOff: a sandbox that cannot start (its host port is
-// taken) is tried again with back-off, not in a loop (each try is a new
-// sandbox), and the pod comes up at the first try after the port is free.
+// taken, by a sandbox the runner does not know, so that its admission
+// cannot tell) is tried again with back-off, not in a loop (each try is a
+// new sandbox), and the pod comes up at the first try after the port is
+// free.
 func TestFailingSandboxBacksOff(t *testing.T) {
 	fake := newFake(t)
 	h := startQuiet(t, fake, fake, nil)
-	withPort := func(uid, name string) *v1.Pod {
-		p := newPod(uid, name, v1.RestartPolicyAlways, map[string][]string{"app": {"run"}})
-		p.Spec.Containers[0].Ports = []v1.ContainerPort{{ContainerPort: 80, HostPort: 8080, Protocol: v1.ProtocolTCP}}
-		return p
+	port := engine.PortMapping{Protocol: "TCP", ContainerPort: 80, HostPort: 8080}
+	holder, err := fake.RunSandbox(context.Background(), &engine.SandboxConfig{
+		Pod: engine.PodRef{UID: "u1", Name: "holder-node1", Namespace: "default"}, Image: "pause:1", Ports: []engine.PortMapping{port}})
+	if err != nil {
+		t.Fatal(err)
 	}
-	holder := withPort("u1", "holder-node1")
-	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{holder}}
-	h.waitStatus("u1", "running", allRunning)
 
 	fake.ResetCalls()
-	taker := withPort("u2", "taker-node1")
+	taker := newPod("u2", "taker-node1", v1.RestartPolicyAlways, map[string][]string{"app": {"run"}})
+	taker.Spec.Containers[0].Ports = []v1.ContainerPort{{ContainerPort: 80, HostPort: 8080, Protocol: v1.ProtocolTCP}}
 	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{taker}}
 	runs := calls(fake, "RunSandbox")
 	h.waitIdle("sandbox runs", runs, 1)
@@ -179,11 +180,9 @@ func TestFailingSandboxBacksOff(t *testing.T) {
 		h.waitIdle("sandbox runs", runs, i+2)
 	}
 
-	h.updates <- runner.PodUpdate{Op: runner.OpRemove, Pods: []*v1.Pod{holder}}
-	waitUntil(t, "the holder's removal", func() bool {
-		_, ok := h.r.Pod("u1")
-		return !ok
-	})
+	if err := fake.RemoveSandbox(context.Background(), holder); err != nil {
+		t.Fatal(err)
+	}
 	if p, _ := h.r.Pod("u2"); allRunning(p) {
 		t.Fatal("the pod came up before the end of its back-off")
 	}

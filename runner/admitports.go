@@ -1,0 +1,253 @@
+package runner
+
+import (
+	"context"
+	"sort"
+	"strings"
+	"sync"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/podrun/podrun/engine"
+)
+
+// portAdmission is the sync core's host-port admission, the kubelet's
+// (its admission runs the scheduler's NodePorts predicate against the pods
+// it admitted before): a pod that asks for a host port an admitted pod
+// holds is refused. Refused, it is Failed with ReasonNodePorts and never
+// started, and it holds nothing. It is asked again when its manifest
+// changes (the kubelet asks a static pod again then, as a new pod), when
+// podrun starts again, and - a static pod, unlike with the kubelet - when
+// the pod that held the port is removed or no longer asks for it: so that
+// what runs depends on what the sources say, not on the order their
+// updates came in (a manifest moved from one --path to another, the new
+// one read first). A pod from the apiserver stays refused, as the
+// kubelet's: its controller makes another.
+//
+// Who holds a port:
+//   - a pod that already runs as its spec says (its latest sandbox runs,
+//     with the spec's sandbox hash, so with these ports) is admitted
+//     whatever else asks: a restarted podrun adopts it, never a pod that
+//     comes first in the sources but does not run;
+//   - then the pods in the order the runner was given them (the sources'
+//     priority order at start, and the order of later additions).
+//
+// Pods without host ports are not tracked. A pod's claim goes when the
+// pod is removed (not when its teardown ends: a pod that moves to another
+// manifest must not be refused its own ports by its former self).
+type portAdmission struct {
+	mu     sync.Mutex
+	seq    uint64
+	claims map[string]*portClaim // by pod UID
+}
+
+type claimState int
+
+const (
+	claimUndecided claimState = iota
+	claimAdmitted
+	claimRefused
+)
+
+type portClaim struct {
+	seq      uint64 // the order the runner was given the pod in
+	pod      *v1.Pod
+	ports    []HostPort
+	state    claimState
+	conflict *PortConflict // why it is refused
+}
+
+func newPortAdmission() *portAdmission {
+	return &portAdmission{claims: map[string]*portClaim{}}
+}
+
+// set records the desired spec of a pod the runner was given. A new pod is
+// undecided until its worker asks; so is one refused before (its manifest
+// changed), and one admitted whose host ports changed (its new sandbox
+// needs them free). It returns the refused pods to ask again (their
+// workers are to be woken): those the pod held ports from, when it holds
+// them no more.
+func (a *portAdmission) set(pod *v1.Pod) []string {
+	ports := HostPorts(pod)
+	uid := string(pod.UID)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	c := a.claims[uid]
+	switch {
+	case len(ports) == 0:
+		delete(a.claims, uid)
+		return a.released(uid)
+	case c == nil:
+		a.seq++
+		a.claims[uid] = &portClaim{seq: a.seq, pod: pod, ports: ports}
+		return nil
+	case c.state == claimRefused, !samePorts(c.ports, ports):
+		c.state, c.conflict = claimUndecided, nil
+	}
+	c.pod, c.ports = pod, ports
+	if c.state == claimUndecided {
+		return a.released(uid)
+	}
+	return nil
+}
+
+// remove forgets a pod that is removed: its ports are free for new pods.
+// It returns the refused pods to ask again, as set does.
+func (a *portAdmission) remove(uid string) []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.claims, uid)
+	return a.released(uid)
+}
+
+// released makes the refused static pods that uid held a port from
+// undecided, and returns them.
+func (a *portAdmission) released(uid string) []string {
+	var again []string
+	for id, c := range a.claims {
+		if c.state == claimRefused && string(c.conflict.Holder.UID) == uid &&
+			c.pod.Annotations[annotationConfigSource] != configSourceAPI {
+			c.state, c.conflict = claimUndecided, nil
+			again = append(again, id)
+		}
+	}
+	return again
+}
+
+// The kind of source a pod came from (kubernetes.io/config.source, as the
+// manifest package sets it): a pod of the apiserver is not asked again
+// when a port it was refused is freed.
+const (
+	annotationConfigSource = "kubernetes.io/config.source"
+	configSourceAPI        = "api"
+)
+
+// samePorts reports whether two pods' host ports are the same ports (not
+// necessarily asked for by the same containers).
+func samePorts(a, b []HostPort) bool {
+	key := func(ps []HostPort) string {
+		keys := make([]string, len(ps))
+		for i, p := range ps {
+			keys[i] = p.String()
+		}
+		sort.Strings(keys)
+		return strings.Join(keys, ",")
+	}
+	return key(a) == key(b)
+}
+
+// admitHostPorts returns why pod (its runtime state st, as its worker
+// just saw it) is refused its host ports, or nil when it is admitted (or
+// asks for none). An undecided pod is decided with every other undecided
+// one, so that the order of the decisions is the rule's, not that of the
+// workers' first syncs; that asks the runtime whether each runs. An error
+// (the runtime cannot say) decides nothing: a pod that runs must never be
+// refused for want of knowing it.
+func (r *Runner) admitHostPorts(ctx context.Context, pod *v1.Pod, st *podState) (*PortConflict, error) {
+	a := r.ports
+	uid := string(pod.UID)
+	a.mu.Lock()
+	c := a.claims[uid]
+	if c == nil || c.state != claimUndecided {
+		var conflict *PortConflict
+		if c != nil {
+			conflict = c.conflict
+		}
+		a.mu.Unlock()
+		return conflict, nil
+	}
+	a.mu.Unlock()
+
+	finished := r.finishedPods()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var undecided []*portClaim
+	var holders []*v1.Pod
+	for id, c := range a.claims {
+		switch {
+		case c.state == claimUndecided:
+			undecided = append(undecided, c)
+		case c.state == claimAdmitted && !finished[id]:
+			holders = append(holders, c.pod)
+		}
+	}
+	sort.Slice(undecided, func(i, j int) bool { return undecided[i].seq < undecided[j].seq })
+	running := make([]bool, len(undecided))
+	for i, u := range undecided {
+		ust := st
+		if string(u.pod.UID) != uid {
+			var err error
+			if ust, err = r.cache.refresh(ctx, string(u.pod.UID)); err != nil {
+				return nil, err
+			}
+		}
+		sb := ust.latestSandbox()
+		running[i] = sb != nil && sb.State == engine.StateRunning && sb.Hash == SandboxHash(u.pod)
+	}
+	for i, u := range undecided {
+		if running[i] {
+			u.state = claimAdmitted
+			holders = append(holders, u.pod)
+		}
+	}
+	for i, u := range undecided {
+		if running[i] {
+			continue
+		}
+		if conflict := FindPortConflict(u.pod, u.ports, holders); conflict != nil {
+			u.state, u.conflict = claimRefused, conflict
+			msg := conflict.statusMessage()
+			r.log.Warn("pod rejected", "pod", podKey(u.pod), "reason", ReasonNodePorts, "message", msg)
+			r.event(u.pod, "", v1.EventTypeWarning, ReasonNodePorts, "%s", strings.TrimPrefix(msg, "Pod was rejected: "))
+			continue
+		}
+		u.state = claimAdmitted
+		holders = append(holders, u.pod)
+	}
+	if c := a.claims[uid]; c != nil {
+		return c.conflict, nil
+	}
+	return nil, nil // removed meanwhile: its next sync tears it down
+}
+
+// finishedPods are the pods whose last status is Succeeded or Failed:
+// their sandboxes are stopped, and they hold no port (as the kubelet's
+// admission counts only active pods).
+func (r *Runner) finishedPods() map[string]bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := map[string]bool{}
+	for uid, p := range r.status {
+		if p.Status.Phase == v1.PodSucceeded || p.Status.Phase == v1.PodFailed {
+			out[uid] = true
+		}
+	}
+	return out
+}
+
+// syncRefused is the sync of a pod refused its host ports: nothing of it
+// may run (what runs of it is of a spec whose ports it no longer asks
+// for), and its status is the kubelet's for a rejected pod: Failed, with
+// the reason and message.
+func (w *podWorker) syncRefused(ctx context.Context, pod *v1.Pod, st *podState, conflict *PortConflict) (*podActions, bool, error) {
+	r := w.r
+	r.probes.RemovePod(w.uid)
+	a := &podActions{}
+	for _, sb := range st.Sandboxes {
+		a.KillPod = a.KillPod || (sb.State != engine.StateExited && sb.State != engine.StateCreated)
+	}
+	a.KillPod = a.KillPod || len(runningContainers(st)) > 0
+	var err error
+	if a.KillPod {
+		if err = r.killPod(ctx, pod, st, gracePeriod(pod)); err != nil && ctx.Err() == nil {
+			r.log.Warn("stop refused pod", "pod", podKey(pod), "err", err)
+		}
+	}
+	out := pod.DeepCopy()
+	out.Status = v1.PodStatus{Phase: v1.PodFailed, Reason: ReasonNodePorts, Message: conflict.statusMessage(), HostIP: r.cfg.HostIP}
+	if r.cfg.HostIP != "" {
+		out.Status.HostIPs = []v1.HostIP{{IP: r.cfg.HostIP}}
+	}
+	r.publish(out, false, !a.KillPod)
+	return a, a.KillPod, err
+}
