@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
@@ -213,10 +212,5 @@ func shortValue(v json.RawMessage) string {
 	if len(v) == 0 {
 		return "(unset)"
 	}
-	s := string(v)
-	if utf8.RuneCountInString(s) <= maxValueRunes {
-		return s
-	}
-	r := []rune(s)
-	return string(r[:maxValueRunes-3]) + "..."
+	return cutRunes(string(v), maxValueRunes)
 }
