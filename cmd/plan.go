@@ -98,7 +98,7 @@ func planRun(ctx context.Context, opts *planOptions) error {
 		}
 		return false
 	}
-	plans, err := runner.Plan(ctx, rt, d.Pods(), owned)
+	plans, err := runner.Plan(ctx, rt, opts.RootDir, d.Pods(), owned)
 	if err != nil {
 		err = fmt.Errorf("list this node's pods: %w", err)
 		if errors.Is(err, engine.ErrUnavailable) {
@@ -196,7 +196,7 @@ const (
 // writeDiff prints a diff as "field: old -> new" lines under indent.
 func writeDiff(b *strings.Builder, indent, what string, d runner.Diff) {
 	if d.Unrecorded {
-		fmt.Fprintf(b, "%s(which fields changed is not known: the %s was made by a podrun that kept no record of its spec)\n", indent, what)
+		fmt.Fprintf(b, "%s(which fields changed is not known: no record of the spec the %s was made from is kept: an older podrun made it, or the record was lost)\n", indent, what)
 	}
 	for i, c := range d.Changes {
 		if i == maxDiffLines {
