@@ -37,6 +37,11 @@ DNS, hostname -, or it is not running), update it (start, restart or stop
 which containers, update which resources in place), remove it, or leave it
 unchanged, with the fields that changed. Nothing is changed.
 
+The fields come from the specs once and watch keep under --root-dir when
+they make a pod's sandbox and containers: give plan the same --root-dir.
+Without them (a pod made by an older podrun) plan says what changes, but
+not which fields.
+
 A pod to remove is one podrun runs on this node from a file of a directory
 given, a file given or a URL given, that the manifests no longer define.
 Pods from other sources are not looked at. (once itself never removes a
