@@ -12,6 +12,8 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/podrun/podrun/engine"
 )
@@ -36,6 +38,14 @@ func TestSpecRecordRoundTrip(t *testing.T) {
 	pod := confinedPod("uid-1", nil, "")
 	c := &pod.Spec.Containers[0]
 	c.Env = []v1.EnvVar{{Name: "MODE", Value: "ü <&>"}}
+	// What the JSON of a container holds beyond strings reads back to the
+	// same hashes: quantities (one not in canonical form), int-or-string.
+	c.Resources = v1.ResourceRequirements{
+		Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("0.5"), v1.ResourceMemory: resource.MustParse("64Mi")},
+		Limits:   v1.ResourceList{v1.ResourceMemory: resource.MustParse("1e9")},
+	}
+	c.ReadinessProbe = &v1.Probe{ProbeHandler: v1.ProbeHandler{HTTPGet: &v1.HTTPGetAction{Path: "/", Port: intstr.FromString("http")}},
+		PeriodSeconds: 3}
 	for range 2 { // a second write of the same spec replaces the file
 		if sbErr, cErr := keepBoth(e.root, pod); sbErr != nil || cErr != nil {
 			t.Fatal(sbErr, cErr)
