@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 	v1 "k8s.io/api/core/v1"
@@ -240,5 +241,36 @@ func TestReportTable(t *testing.T) {
 		if !strings.Contains(b.String(), s) {
 			t.Errorf("yaml report lacks %q:\n%s", s, b.String())
 		}
+	}
+}
+
+// TestOneLineCutsOnARune: a long waiting message is cut to 120 runes,
+// never inside a UTF-8 character, on one line.
+func TestOneLineCutsOnARune(t *testing.T) {
+	cases := []struct{ in, want string }{
+		{"short\nmessage", "short message"},
+		{strings.Repeat("a", 120), strings.Repeat("a", 120)},
+		// 116 ASCII bytes then "é" (2 bytes): cut by bytes at 117, the
+		// "é" would lose its second byte.
+		{strings.Repeat("a", 116) + strings.Repeat("é", 10), strings.Repeat("a", 116) + "é..."},
+		{strings.Repeat("日本", 70), strings.Repeat("日本", 58) + "日..."},
+		{strings.Repeat("\xff", 130), strings.Repeat("\xff", 117) + "..."},
+	}
+	for _, c := range cases {
+		got := oneLine(c.in)
+		if got != c.want {
+			t.Errorf("oneLine(%q) = %q, want %q", c.in, got, c.want)
+		}
+		if utf8.ValidString(c.in) && !utf8.ValidString(got) {
+			t.Errorf("oneLine(%q) = %q: not UTF-8", c.in, got)
+		}
+		if n := utf8.RuneCountInString(got); n > maxLineRunes {
+			t.Errorf("oneLine(%q) is %d runes", c.in, n)
+		}
+	}
+	cs := v1.ContainerStatus{State: v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: "CreateContainerConfigError",
+		Message: strings.Repeat("ü", 200)}}}
+	if got := stateText(cs); !utf8.ValidString(got) || !strings.HasSuffix(got, "ü...)") {
+		t.Errorf("stateText = %q", got)
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
@@ -37,6 +36,11 @@ recreate it (and why: its sandbox changed - hostNetwork, ports, volumes,
 DNS, hostname -, or it is not running), update it (start, restart or stop
 which containers, update which resources in place), remove it, or leave it
 unchanged, with the fields that changed. Nothing is changed.
+
+The fields come from the specs once and watch keep under --root-dir when
+they make a pod's sandbox and containers: give plan the same --root-dir.
+Without them (a pod made by an older podrun) plan says what changes, but
+not which fields.
 
 A pod to remove is one podrun runs on this node from a file of a directory
 given, a file given or a URL given, that the manifests no longer define.
@@ -99,7 +103,7 @@ func planRun(ctx context.Context, opts *planOptions) error {
 		}
 		return false
 	}
-	plans, err := runner.Plan(ctx, rt, d.Pods(), owned)
+	plans, err := runner.Plan(ctx, rt, opts.RootDir, d.Pods(), owned)
 	if err != nil {
 		err = fmt.Errorf("list this node's pods: %w", err)
 		if errors.Is(err, engine.ErrUnavailable) {
@@ -197,7 +201,7 @@ const (
 // writeDiff prints a diff as "field: old -> new" lines under indent.
 func writeDiff(b *strings.Builder, indent, what string, d runner.Diff) {
 	if d.Unrecorded {
-		fmt.Fprintf(b, "%s(which fields changed is not known: the %s was made by a podrun that kept no record of its spec)\n", indent, what)
+		fmt.Fprintf(b, "%s(which fields changed is not known: no record of the spec the %s was made from is kept: an older podrun made it, or the record was lost)\n", indent, what)
 	}
 	for i, c := range d.Changes {
 		if i == maxDiffLines {
@@ -213,10 +217,5 @@ func shortValue(v json.RawMessage) string {
 	if len(v) == 0 {
 		return "(unset)"
 	}
-	s := string(v)
-	if utf8.RuneCountInString(s) <= maxValueRunes {
-		return s
-	}
-	r := []rune(s)
-	return string(r[:maxValueRunes-3]) + "..."
+	return cutRunes(string(v), maxValueRunes)
 }

@@ -246,7 +246,7 @@ func TestWritePlanText(t *testing.T) {
       args: "` + strings.Repeat("x", maxValueRunes-4) + `... -> ["x"]
   stop container old: container removed from the pod spec
   restart container legacy: container spec changed
-      (which fields changed is not known: the container was made by a podrun that kept no record of its spec)
+      (which fields changed is not known: no record of the spec the container was made from is kept: an older podrun made it, or the record was lost)
   stop sandbox: not the pod's latest sandbox
 plan: 0 create, 0 recreate, 1 update, 0 remove, 0 unchanged
 `

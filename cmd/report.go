@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"unicode/utf8"
 
 	v1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
@@ -141,10 +142,25 @@ func stateText(cs v1.ContainerStatus) string {
 	return "Unknown"
 }
 
+// maxLineRunes is how long oneLine lets a message be.
+const maxLineRunes = 120
+
+// oneLine is s on one line, cut to maxLineRunes.
 func oneLine(s string) string {
-	s = strings.ReplaceAll(s, "\n", " ")
-	if len(s) > 120 {
-		s = s[:117] + "..."
+	return cutRunes(strings.ReplaceAll(s, "\n", " "), maxLineRunes)
+}
+
+// cutRunes is s cut to n runes (n > 3), the last three "..." when it is
+// cut: never inside a UTF-8 character. (A byte that is not UTF-8 counts
+// as one rune, and is kept or cut whole.)
+func cutRunes(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
 	}
-	return s
+	end := 0
+	for range n - 3 {
+		_, size := utf8.DecodeRuneInString(s[end:])
+		end += size
+	}
+	return s[:end] + "..."
 }

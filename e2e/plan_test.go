@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -51,6 +52,22 @@ func TestPlan(t *testing.T) {
 	contains(t, "plan of what runs", r.stdout, "pod default/pair-"+e.node+" ("+p+"): unchanged",
 		"pod default/solo-"+e.node+" ("+gone+"): unchanged", "0 update, 0 remove, 2 unchanged")
 
+	// The specs plan diffs against are in the pod directories, not in the
+	// labels every relist carries.
+	for _, c := range e.containers() {
+		for k, v := range c.Labels {
+			if strings.HasPrefix(k, "io.podrun.") && !strings.HasPrefix(k, "io.podrun.pod.label.") &&
+				(strings.HasSuffix(k, ".spec") || len(v) > 256) {
+				t.Errorf("container %.12s: label %s=%.60s...", c.ID, k, v)
+			}
+		}
+	}
+	for pattern, n := range map[string]int{"sandbox/*.json": 2, "containers/web/*.json": 1, "containers/worker/*.json": 1} {
+		if m, _ := filepath.Glob(filepath.Join(e.root, "pods", "*", "specs", pattern)); len(m) != n {
+			t.Errorf("spec records %s: %v, want %d", pattern, m, n)
+		}
+	}
+
 	// One container's env.
 	e.write("pair.yaml", planPod("pair", port, "b"))
 	r = e.podrun(time.Minute, "plan", p)
@@ -64,6 +81,13 @@ func TestPlan(t *testing.T) {
 	if r.stdout != want {
 		t.Fatalf("plan after an env edit:\n%s\nwant:\n%s", r.stdout, want)
 	}
+	// Another root dir has no records: the same plan, without the field.
+	r = e.podrun(time.Minute, "plan", p, "--root-dir", t.TempDir())
+	if r.code != 1 {
+		t.Fatalf("plan without records: exit %d, want 1\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	contains(t, "plan without records", r.stdout, "  restart container worker: container spec changed\n"+
+		"      (which fields changed is not known")
 	r = e.podrun(time.Minute, "plan", p, "-o", "json")
 	var doc struct {
 		Pods []struct {

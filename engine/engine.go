@@ -246,10 +246,6 @@ type SandboxConfig struct {
 	// them.
 	Source      string
 	GracePeriod time.Duration
-	// Spec is the caller's record of what Hash was taken of (podrun's:
-	// JSON), opaque to the runtime, kept with the sandbox and listed as
-	// given: a later podrun says from it what changed (`podrun plan`).
-	Spec string
 }
 
 // PortMapping publishes a container port on the host.
@@ -276,11 +272,9 @@ type Sandbox struct {
 	State     State
 	IP        string
 	CreatedAt time.Time
-	// Source, GracePeriod and Spec as given in SandboxConfig (zero when
-	// unknown).
+	// Source and GracePeriod as given in SandboxConfig (zero when unknown).
 	Source      string
 	GracePeriod time.Duration
-	Spec        string
 }
 
 // ContainerConfig is a container fully resolved for the runtime: env
@@ -295,10 +289,6 @@ type ContainerConfig struct {
 	// ResourcesHash is the hash of the container's resources; a change alone
 	// is applied in place where the runtime can.
 	ResourcesHash string
-	// Spec is the caller's record of what Hash and ResourcesHash were taken
-	// of (podrun's: JSON), opaque to the runtime, kept with the container
-	// and listed as given, as SandboxConfig.Spec.
-	Spec string
 
 	Image      string
 	Command    []string // replaces the image's entrypoint when set
@@ -367,7 +357,6 @@ type Container struct {
 	Attempt       int
 	Hash          string
 	ResourcesHash string
-	Spec          string // as ContainerConfig.Spec gave it
 	Image         string // as the config named it
 	ImageID       string // the image the container runs
 	State         State

@@ -38,7 +38,7 @@ func newState(pod *v1.Pod) *stateBuilder { return &stateBuilder{pod: pod, st: &p
 
 func (b *stateBuilder) sandbox(id string, attempt int, state engine.State) *stateBuilder {
 	b.st.Sandboxes = append(b.st.Sandboxes, &engine.Sandbox{ID: id, Attempt: attempt, State: state,
-		Hash: SandboxHash(b.pod), Spec: sandboxRecord(b.pod), CreatedAt: t0.Add(time.Duration(attempt) * time.Second)})
+		Hash: SandboxHash(b.pod), CreatedAt: t0.Add(time.Duration(attempt) * time.Second)})
 	return b
 }
 
@@ -53,7 +53,7 @@ func (b *stateBuilder) container(sandboxID, name string, attempt int, state engi
 	c := &engine.Container{ID: name + "-" + string(rune('0'+attempt)), SandboxID: sandboxID, Name: name, Type: typ,
 		Attempt: attempt, State: state, ExitCode: exit, CreatedAt: t0.Add(time.Duration(attempt) * time.Minute)}
 	if spec != nil {
-		c.Hash, c.ResourcesHash, c.Spec = ContainerHash(spec), ResourcesHash(spec), containerRecord(spec)
+		c.Hash, c.ResourcesHash = ContainerHash(spec), ResourcesHash(spec)
 	}
 	if state == engine.StateExited {
 		c.FinishedAt = c.CreatedAt.Add(time.Second)

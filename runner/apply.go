@@ -94,6 +94,7 @@ func (r *Runner) applyActions(ctx context.Context, pod *v1.Pod, st *podState, a 
 		if sb := st.latestSandbox(); sb != nil && sb.State == engine.StateCreated && sb.Hash == sbCfg.Hash {
 			sbCfg.Attempt = sb.Attempt
 		}
+		r.keepRecord(pod, podSandboxKey(pod), sandboxRecord(pod))
 		id, err := r.rt.RunSandbox(ctx, sbCfg)
 		if err != nil {
 			return fmt.Errorf("run sandbox: %w", err)
@@ -168,6 +169,12 @@ func (r *Runner) applyActions(ctx context.Context, pod *v1.Pod, st *podState, a 
 		}()
 	}
 	wg.Wait()
+	if a.CreateSandbox || a.StartInit != nil || len(a.StartApps) > 0 {
+		// Records were written: those nothing names now go.
+		if err := pruneRecords(r.cfg.RootDir, string(pod.UID), recordsKeptFor(pod, st)); err != nil {
+			r.log.Warn("prune spec records", "pod", podKey(pod), "err", err)
+		}
+	}
 
 	if a.StopSandbox && sandboxID != "" {
 		if err := r.rt.StopSandbox(ctx, sandboxID, grace); err != nil && !errors.Is(err, engine.ErrNotFound) {
@@ -428,7 +435,6 @@ func (r *Runner) sandboxConfig(pod *v1.Pod, attempt int) *engine.SandboxConfig {
 		Labels:                pod.Labels,
 		Source:                pod.Annotations[annotationSource],
 		GracePeriod:           gracePeriod(pod),
-		Spec:                  sandboxRecord(pod),
 	}
 	for _, c := range allContainers(pod) {
 		for _, p := range c.Ports {
@@ -564,6 +570,7 @@ func (r *Runner) startContainer(ctx context.Context, pod *v1.Pod, c *v1.Containe
 	if err != nil {
 		return err
 	}
+	r.keepRecord(pod, podContainerKey(c), containerRecord(c))
 	id, err := r.rt.CreateContainer(ctx, sandboxID, sbCfg, cfg)
 	if err != nil {
 		return fmt.Errorf("create: %w", err)
@@ -583,6 +590,20 @@ func (r *Runner) startContainer(ctx context.Context, pod *v1.Pod, c *v1.Containe
 		r.backoff.Next(backoffKey(pod, c), r.lastFinished(st, c.Name))
 	}
 	return nil
+}
+
+// keepRecord writes the spec record k of pod (records.go) before the
+// object is made, so that no object of this podrun lacks one; a failure is
+// logged and costs the pod nothing but plan's field diff.
+func (r *Runner) keepRecord(pod *v1.Pod, k recordKey, data []byte) {
+	if err := writeRecord(r.cfg.RootDir, string(pod.UID), k, data); err != nil {
+		what := "sandbox"
+		if !k.sandbox {
+			what = "container " + k.container
+		}
+		r.log.Warn("spec record not kept: plan will not say which fields of it change", "pod", podKey(pod),
+			"of", what, "err", err)
+	}
 }
 
 // lastFinished is when the previous run of name ended: the back-off counts
@@ -622,7 +643,6 @@ func (r *Runner) containerConfig(pod *v1.Pod, c *v1.Container, typ engine.Contai
 		Attempt:       attempt,
 		Hash:          ContainerHash(c),
 		ResourcesHash: ResourcesHash(c),
-		Spec:          containerRecord(c),
 		Image:         c.Image,
 		Command:       expansion.All(c.Command, lookup),
 		Args:          expansion.All(c.Args, lookup),

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"bytes"
 	"errors"
 	"io/fs"
 	"os"
@@ -18,13 +19,14 @@ import (
 // FuzzPodDirConfinement builds a pod from the fuzz input (its uid, volume
 // names, configMap keys and item paths, downwardAPI paths, subPath and
 // subPathExpr, container name and termination message path, the ConfigMap
-// itself), prepares its volumes and its container's mounts, plants symlinks
-// in the pod directory as the input says (what a container writing its
-// emptyDir, or anyone else, might do), does it all again, then removes the
-// pod directory, all against a root dir in a temporary directory. It checks
-// that nothing outside the root dir was made, changed or removed, and that
+// itself), prepares its volumes and its container's mounts, keeps and
+// reads back its spec records, plants symlinks in the pod directory as the
+// input says (what a container writing its emptyDir, or anyone else, might
+// do), does it all again, prunes the records, then removes the pod
+// directory, all against a root dir in a temporary directory. It checks
+// that nothing outside the root dir was made, changed or removed, that
 // every host path to be bound into a container resolves to a path under the
-// root dir.
+// root dir, and that a record read back is the one kept.
 //
 // The root dir lies a few levels below the temporary directory, and inputs
 // with more '..' elements than that are skipped, so that even a broken
@@ -75,6 +77,12 @@ func FuzzPodDirConfinement(f *testing.F) {
 			plant: []byte{6, 0, 5, 2, 8, 2, 9, 7}},
 		// A symlink to a directory inside the root, and a dangling one.
 		{uid: "u", names: "s,c,m", cmKey: "k", ctr: "c", subPath: "in", termPath: "/t", plant: []byte{12, 4, 3, 6}},
+		// The spec records' directories and files replaced by symlinks.
+		{uid: "u", names: "s,c,m", cmKey: "k", ctr: "c", termPath: "/t", plant: []byte{13, 0}},
+		{uid: "u", names: "s,c,m", cmKey: "k", ctr: "c", termPath: "/t", plant: []byte{14, 1, 15, 3}},
+		{uid: "u", names: "s,c,m", cmKey: "k", ctr: "c", termPath: "/t", plant: []byte{16, 4}},
+		{uid: "u", names: "s,c,m", cmKey: "k", ctr: "c", termPath: "/t", plant: []byte{17, 2, 18, 2}},
+		{uid: "u", names: "s,c,m", cmKey: "k", ctr: "../../../../../outside/dir", termPath: "/t"},
 	} {
 		if s.downward == "" {
 			s.downward = "d"
@@ -160,7 +168,24 @@ func FuzzPodDirConfinement(f *testing.F) {
 				t.Fatalf("%s %s resolves to %s, outside the root dir %s", what, p, real, realRoot)
 			}
 		}
+		ctrSpec := &pod.Spec.Containers[0]
+		sbKey, ctrKey := podSandboxKey(pod), podContainerKey(ctrSpec)
+		records := func() {
+			writeRecord(root, uid, sbKey, sandboxRecord(pod))
+			writeRecord(root, uid, ctrKey, containerRecord(ctrSpec))
+			recs := openRecords(root)
+			defer recs.Close()
+			sb := &engine.Sandbox{Hash: sbKey.hash}
+			c := &engine.Container{Name: ctr, Hash: ctrKey.hash, ResourcesHash: ctrKey.resources}
+			if got := recs.of(uid).sandbox(sb); got != nil && !bytes.Equal(got, sandboxRecord(pod)) {
+				t.Fatalf("sandbox record read as %s", got)
+			}
+			if got := recs.of(uid).container(c); got != nil && !bytes.Equal(got, containerRecord(ctrSpec)) {
+				t.Fatalf("container record read as %s", got)
+			}
+		}
 		setup := func() {
+			records()
 			vols, err := prepareVolumes(pod, podDir(root, uid), objs, podEnv{})
 			if err != nil {
 				return
@@ -179,9 +204,11 @@ func FuzzPodDirConfinement(f *testing.F) {
 
 		setup()
 		if checkName("uid", uid) == nil {
-			plantSymlinks(t, root, base, outside, uid, vn, itemPath, downward, subPath, ctr, int(attempt), plant)
+			plantSymlinks(t, root, base, outside, uid, vn, itemPath, downward, subPath, ctr, int(attempt), plant,
+				sbKey.file(), ctrKey.file())
 		}
 		setup()
+		pruneRecords(root, uid, map[recordKey]bool{sbKey: true})
 		rmErr := removePodDir(root, uid)
 
 		sameSnapshot(t, before, snapshot(t, base, root))
@@ -196,8 +223,10 @@ func FuzzPodDirConfinement(f *testing.F) {
 // plantSymlinks replaces paths in the pod directory of uid by symlinks, as
 // plant says: pairs of bytes, a place and a target. The places are made and
 // replaced through an os.Root of the root dir, so the planting itself never
-// leaves it; the targets are all in base.
-func plantSymlinks(t *testing.T, root, base, outside, uid string, vn []string, itemPath, downward, subPath, ctr string, attempt int, plant []byte) {
+// leaves it; the targets are all in base. sbRecord and ctrRecord are the
+// file names of the pod's spec records.
+func plantSymlinks(t *testing.T, root, base, outside, uid string, vn []string, itemPath, downward, subPath, ctr string, attempt int, plant []byte,
+	sbRecord, ctrRecord string) {
 	pod := filepath.Join("pods", uid)
 	empty := filepath.Join(pod, "volumes", "kubernetes.io~empty-dir", vn[0])
 	cfg := filepath.Join(pod, "volumes", "kubernetes.io~configmap", vn[1])
@@ -215,6 +244,12 @@ func plantSymlinks(t *testing.T, root, base, outside, uid string, vn []string, i
 		pod,
 		"pods",
 		filepath.Join(empty, filepath.Clean("/"+subPath)),
+		filepath.Join(pod, "specs"),
+		filepath.Join(pod, "specs", "sandbox"),
+		filepath.Join(pod, "specs", "containers"),
+		filepath.Join(pod, "specs", "containers", ctr),
+		filepath.Join(pod, "specs", "sandbox", sbRecord),
+		filepath.Join(pod, "specs", "containers", ctr, ctrRecord),
 	}
 	r, err := os.OpenRoot(root)
 	if err != nil {

@@ -51,20 +51,20 @@ func SandboxHash(pod *v1.Pod) string {
 	return hashJSON(sandboxSpecOf(pod))
 }
 
-// Records of what the hashes were taken of are kept with the sandbox and
-// the containers (engine.SandboxConfig.Spec, ContainerConfig.Spec): their
-// JSON, from which Plan says which fields changed. They serve no decision:
-// the hashes do.
+// Records of what the hashes were taken of are kept in the pod's
+// directory (records.go): their JSON, from which Plan says which fields
+// changed. They serve no decision: the hashes do.
 
-// sandboxRecord is the record kept with the pod's sandbox.
-func sandboxRecord(pod *v1.Pod) string {
-	return string(mustJSON(sandboxSpecOf(pod)))
+// sandboxRecord is the record of the pod's sandbox: the very JSON
+// SandboxHash is taken of.
+func sandboxRecord(pod *v1.Pod) []byte {
+	return mustJSON(sandboxSpecOf(pod))
 }
 
-// containerRecord is the record kept with a container: its whole spec,
-// resources included.
-func containerRecord(c *v1.Container) string {
-	return string(mustJSON(c))
+// containerRecord is the record of a container: its whole spec, resources
+// included.
+func containerRecord(c *v1.Container) []byte {
+	return mustJSON(c)
 }
 
 // sandboxSpecOf is the sandbox-level part of the pod's spec.

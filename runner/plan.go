@@ -73,9 +73,9 @@ type PlanStep struct {
 // one it would be made from now.
 type Diff struct {
 	Changes []FieldChange `json:"changes,omitempty"`
-	// Unrecorded means the object keeps no record of the spec it was made
-	// from (a podrun older than the record made it): that it changed is
-	// known, from its hash, but not what.
+	// Unrecorded means no record of the spec the object was made from is
+	// kept (a podrun older than the records made it, or its record was
+	// lost): that it changed is known, from its hash, but not what.
 	Unrecorded bool `json:"unrecorded,omitempty"`
 }
 
@@ -92,26 +92,30 @@ type FieldChange struct {
 // Plan says what a sync of each of pods would change now, from the
 // runtime's state, by the runner's own decision (computePodActions), as a
 // new podrun would make it: with no crash-loop back-off held and no probe
-// verdict (what `podrun once` does). The pods come back in the order
-// given, followed by the pods of the runtime that no pod given defines and
-// whose source owned reports as one of its own (see PlanRemove), sorted
-// by namespace and name; owned nil reports none.
+// verdict (what `podrun once` does). The fields that changed come from
+// the spec records under rootDir (records.go), which Plan only reads. The
+// pods come back in the order given, followed by the pods of the runtime
+// that no pod given defines and whose source owned reports as one of its
+// own (see PlanRemove), sorted by namespace and name; owned nil reports
+// none.
 //
 // Removing leftovers that run nothing (dead containers of an older
 // sandbox, a never started container the spec no longer needs) is not a
 // change: each sync does it by the way.
-func Plan(ctx context.Context, rt engine.Runtime, pods []*v1.Pod, owned func(source string) bool) ([]PodPlan, error) {
+func Plan(ctx context.Context, rt engine.Runtime, rootDir string, pods []*v1.Pod, owned func(source string) bool) ([]PodPlan, error) {
 	states, err := listPods(ctx, rt)
 	if err != nil {
 		return nil, err
 	}
+	recs := openRecords(rootDir)
+	defer recs.Close()
 	backoff := newBackoff(clock.RealClock{})
 	out := make([]PodPlan, 0, len(pods))
 	desired := make(map[string]bool, len(pods))
 	for _, pod := range pods {
 		uid := string(pod.UID)
 		desired[uid] = true
-		out = append(out, planPod(pod, states[uid].clone(), backoff))
+		out = append(out, planPod(pod, states[uid].clone(), backoff, recs.of(uid)))
 	}
 	var removes []PodPlan
 	for uid, st := range states {
@@ -132,8 +136,9 @@ func Plan(ctx context.Context, rt engine.Runtime, pods []*v1.Pod, owned func(sou
 	return append(out, removes...), nil
 }
 
-// planPod is what a sync of pod would change, from its state st.
-func planPod(pod *v1.Pod, st *podState, backoff *flowcontrol.Backoff) PodPlan {
+// planPod is what a sync of pod would change, from its state st; recs
+// are its objects' spec records.
+func planPod(pod *v1.Pod, st *podState, backoff *flowcontrol.Backoff, recs records) PodPlan {
 	p := PodPlan{Namespace: pod.Namespace, Name: pod.Name, UID: string(pod.UID),
 		Source: pod.Annotations[annotationSource], Action: PlanUnchanged}
 	if len(st.Sandboxes) == 0 && len(st.Containers) == 0 {
@@ -144,11 +149,11 @@ func planPod(pod *v1.Pod, st *podState, backoff *flowcontrol.Backoff) PodPlan {
 	if a.CreateSandbox {
 		p.Action, p.Reason = PlanRecreate, a.SandboxReason
 		if sb := st.latestSandbox(); sb != nil && a.SandboxReason == reasonSandboxChanged {
-			p.Diff = diffRecords(sb.Spec, sandboxRecord(pod))
+			p.Diff = diffRecords(recs.sandbox(sb), sandboxRecord(pod))
 		}
 		return p
 	}
-	p.Steps = planSteps(pod, st, a)
+	p.Steps = planSteps(pod, st, a, recs)
 	if len(p.Steps) > 0 {
 		p.Action = PlanUpdate
 	}
@@ -158,7 +163,7 @@ func planPod(pod *v1.Pod, st *podState, backoff *flowcontrol.Backoff) PodPlan {
 // planSteps turns an update's actions into steps, in the order of the
 // pod's containers (init containers first), then the containers no longer
 // in the spec, then sandboxes.
-func planSteps(pod *v1.Pod, st *podState, a *podActions) []PlanStep {
+func planSteps(pod *v1.Pod, st *podState, a *podActions, recs records) []PlanStep {
 	byName := map[string]*PlanStep{}
 	var names []string
 	add := func(name string, s PlanStep) *PlanStep {
@@ -172,7 +177,7 @@ func planSteps(pod *v1.Pod, st *podState, a *podActions) []PlanStep {
 	// latest run was made.
 	changed := func(c *v1.Container) Diff {
 		if last := st.latest(c.Name, ""); last != nil {
-			return diffRecords(last.Spec, containerRecord(c))
+			return diffRecords(recs.container(last), containerRecord(c))
 		}
 		return Diff{}
 	}
@@ -233,11 +238,11 @@ func planSteps(pod *v1.Pod, st *podState, a *podActions) []PlanStep {
 	return steps
 }
 
-// diffRecords compares a record an object was made with (old, empty when
-// it kept none) with the one it would be made with now.
-func diffRecords(old, now string) Diff {
+// diffRecords compares the record an object was made with (old, nil when
+// none is kept) with the one it would be made with now.
+func diffRecords(old, now []byte) Diff {
 	var a, b any
-	if old == "" || json.Unmarshal([]byte(old), &a) != nil || json.Unmarshal([]byte(now), &b) != nil {
+	if old == nil || json.Unmarshal(old, &a) != nil || json.Unmarshal(now, &b) != nil {
 		return Diff{Unrecorded: true}
 	}
 	var d Diff

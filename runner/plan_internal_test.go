@@ -38,8 +38,23 @@ func steps(p PodPlan) string {
 	return strings.Join(lines, "\n")
 }
 
-// runningPod is the state of pod running as its spec says, every
-// object recording the spec it was made from.
+// memRecords are spec records in memory, by key.
+type memRecords map[recordKey][]byte
+
+func (m memRecords) sandbox(sb *engine.Sandbox) []byte    { return m[sandboxKey(sb)] }
+func (m memRecords) container(c *engine.Container) []byte { return m[containerKey(c)] }
+
+// recordsOf are the records a runner keeps when it makes pod's sandbox
+// and containers.
+func recordsOf(pod *v1.Pod) memRecords {
+	m := memRecords{podSandboxKey(pod): sandboxRecord(pod)}
+	for _, c := range allContainers(pod) {
+		m[podContainerKey(c)] = containerRecord(c)
+	}
+	return m
+}
+
+// runningPod is the state of pod running as its spec says.
 func runningPod(pod *v1.Pod) *podState {
 	b := newState(pod).sandbox("sb0", 0, engine.StateRunning)
 	for _, c := range allContainers(pod) {
@@ -61,8 +76,8 @@ func isInit(pod *v1.Pod, name string) bool {
 	return false
 }
 
-func planOf(pod *v1.Pod, st *podState) PodPlan {
-	return planPod(pod, st, newBackoff(testclock.NewFakeClock(t0)))
+func planOf(pod *v1.Pod, st *podState, recs records) PodPlan {
+	return planPod(pod, st, newBackoff(testclock.NewFakeClock(t0)), recs)
 }
 
 func TestPlanPod(t *testing.T) {
@@ -84,6 +99,9 @@ func TestPlanPod(t *testing.T) {
 		// stepDiff is the diff of the first step.
 		stepDiff   string
 		unrecorded bool
+		// noRecords: the runtime's objects were made by a podrun that
+		// kept no record of their spec.
+		noRecords bool
 	}{
 		{name: "unchanged", action: PlanUnchanged},
 		{name: "nothing in the runtime", state: func(p *v1.Pod) *podState { return &podState{} }, action: PlanCreate},
@@ -169,18 +187,14 @@ func TestPlanPod(t *testing.T) {
 			action: PlanUpdate, steps: "start b: exited with code 2, restartPolicy Always",
 		},
 		{
-			name: "a spec without a record: changed, but not known how",
-			state: func(p *v1.Pod) *podState {
-				st := runningPod(p)
-				for i, c := range st.Containers {
-					cp := *c
-					cp.Spec = ""
-					st.Containers[i] = &cp
-				}
-				return st
-			},
+			name: "a spec without a record: changed, but not known how", noRecords: true,
 			edit:   func(p *v1.Pod) { p.Spec.Containers[0].Image = "img:2" },
 			action: PlanUpdate, steps: "restart a: container spec changed", unrecorded: true,
+		},
+		{
+			name: "a sandbox without a record", noRecords: true,
+			edit:   func(p *v1.Pod) { p.Spec.HostNetwork = true },
+			action: PlanRecreate, reason: reasonSandboxChanged, diff: "",
 		},
 	}
 	for _, tc := range cases {
@@ -192,11 +206,15 @@ func TestPlanPod(t *testing.T) {
 			} else {
 				st = runningPod(old)
 			}
+			recs := recordsOf(old)
+			if tc.noRecords {
+				recs = memRecords{}
+			}
 			pod := old.DeepCopy()
 			if tc.edit != nil {
 				tc.edit(pod)
 			}
-			p := planOf(pod, st)
+			p := planOf(pod, st, recs)
 			if p.Action != tc.action || p.Reason != tc.reason {
 				t.Fatalf("plan %s (%s), want %s (%s); steps:\n%s", p.Action, p.Reason, tc.action, tc.reason, steps(p))
 			}
@@ -205,6 +223,9 @@ func TestPlanPod(t *testing.T) {
 			}
 			if got := changes(p.Diff); got != tc.diff {
 				t.Errorf("pod diff:\n%s\nwant:\n%s", got, tc.diff)
+			}
+			if p.Unrecorded != (tc.noRecords && p.Action == PlanRecreate) {
+				t.Errorf("pod unrecorded = %v", p.Unrecorded)
 			}
 			if got := steps(p); got != tc.steps {
 				t.Errorf("steps:\n%s\nwant:\n%s", got, tc.steps)
@@ -232,7 +253,7 @@ func TestPlanPodFollowsComputePodActions(t *testing.T) {
 			st := tc.state(tc.pod)
 			backoff := newBackoff(testclock.NewFakeClock(t0))
 			a := computePodActions(tc.pod, st, backoff, nil)
-			p := planPod(tc.pod, st.clone(), newBackoff(testclock.NewFakeClock(t0)))
+			p := planPod(tc.pod, st.clone(), newBackoff(testclock.NewFakeClock(t0)), recordsOf(tc.pod))
 			wantAction := PlanUnchanged
 			switch {
 			case len(st.Sandboxes) == 0 && len(st.Containers) == 0:

@@ -56,9 +56,6 @@ func (r *Runtime) containerConfig(ctx context.Context, sbID string, sb *engine.S
 	}
 	labels[LabelContainerHash] = cfg.Hash
 	labels[LabelResourcesHash] = cfg.ResourcesHash
-	if cfg.Spec != "" {
-		labels[LabelContainerSpec] = cfg.Spec
-	}
 	labels[LabelSandboxID] = sbID
 	labels[LabelImage] = cfg.Image
 

@@ -28,7 +28,10 @@ import (
 	"github.com/podrun/podrun/engine"
 )
 
-// Labels podrun puts on every object it makes.
+// Labels podrun puts on every object it makes. Every relist (each second)
+// carries them all, so they hold identities and hashes, nothing large: the
+// specs the hashes were taken of are the caller's to keep (podrun keeps
+// them in its root dir, for plan).
 const (
 	LabelNode          = "io.podrun.node"
 	LabelPodUID        = "io.podrun.pod.uid"
@@ -42,9 +45,6 @@ const (
 	// reports the image ID instead once the tag has moved).
 	LabelImage       = "io.podrun.container.image"
 	LabelSandboxHash = "io.podrun.sandbox.hash"
-	// LabelSandboxSpec and LabelContainerSpec keep the configs' Spec.
-	LabelSandboxSpec   = "io.podrun.sandbox.spec"
-	LabelContainerSpec = "io.podrun.container.spec"
 	// LabelPodSource and LabelGracePeriod keep, on the sandbox, where the
 	// pod was defined and its termination grace period (a Go duration).
 	LabelPodSource   = "io.podrun.pod.source"

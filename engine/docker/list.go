@@ -111,7 +111,6 @@ func (r *Runtime) sandboxOf(ctx context.Context, c container.Summary) (*engine.S
 		CreatedAt:   time.Unix(c.Created, 0),
 		Source:      c.Labels[LabelPodSource],
 		GracePeriod: grace,
-		Spec:        c.Labels[LabelSandboxSpec],
 	}, nil
 }
 
@@ -243,7 +242,6 @@ func (r *Runtime) containerOf(ctx context.Context, c container.Summary) (*engine
 		Attempt:       attemptOf(c.Labels),
 		Hash:          c.Labels[LabelContainerHash],
 		ResourcesHash: c.Labels[LabelResourcesHash],
-		Spec:          c.Labels[LabelContainerSpec],
 		Image:         image,
 		ImageID:       c.ImageID,
 		State:         d.state,

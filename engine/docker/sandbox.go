@@ -44,9 +44,6 @@ func (r *Runtime) sandboxConfig(cfg *engine.SandboxConfig) (*container.Config, *
 	if cfg.GracePeriod > 0 {
 		labels[LabelGracePeriod] = cfg.GracePeriod.String()
 	}
-	if cfg.Spec != "" {
-		labels[LabelSandboxSpec] = cfg.Spec
-	}
 	for k, v := range cfg.Labels {
 		labels[LabelPodLabelPrefix+k] = v
 	}

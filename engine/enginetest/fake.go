@@ -477,7 +477,6 @@ func (f *Fake) createSandbox(cfg *engine.SandboxConfig) (*fakeSandbox, error) {
 		CreatedAt:   f.s.clock(),
 		Source:      cfg.Source,
 		GracePeriod: cfg.GracePeriod,
-		Spec:        cfg.Spec,
 	}
 	f.s.sandboxes[sb.sb.ID] = sb
 	f.s.names[key] = sb.sb.ID
@@ -640,7 +639,6 @@ func (f *Fake) CreateContainer(ctx context.Context, sandboxID string, sandbox *e
 		Attempt:       cfg.Attempt,
 		Hash:          cfg.Hash,
 		ResourcesHash: cfg.ResourcesHash,
-		Spec:          cfg.Spec,
 		Image:         cfg.Image,
 		ImageID:       img.ID,
 		State:         engine.StateCreated,

@@ -235,7 +235,6 @@ func (s *suite) sandboxConfig(name string) *engine.SandboxConfig {
 		Source:   "/etc/podrun/manifests/" + name + ".yaml",
 		// A grace period kept with the sandbox.
 		GracePeriod: 45 * time.Second,
-		Spec:        `{"hostNetwork":true,"note":"a \"quoted\" record, = and , in it"}`,
 	}
 }
 
@@ -247,7 +246,6 @@ func (s *suite) containerConfig(name string, p Process) *engine.ContainerConfig 
 		Type:          engine.ContainerTypeApp,
 		Hash:          "c-" + randHex(6),
 		ResourcesHash: "r-" + randHex(6),
-		Spec:          `{"name":"` + name + `","command":["a b","c=d"]}`,
 		Image:         s.env.Image,
 		Command:       argv[:1],
 		Args:          argv[1:],
@@ -339,9 +337,8 @@ func testSandboxLifecycle(t *testing.T, s *suite) {
 	if sb.Pod != cfg.Pod || sb.Attempt != cfg.Attempt || sb.Hash != cfg.Hash {
 		t.Errorf("listed identity = %+v/%d/%q, want %+v/%d/%q", sb.Pod, sb.Attempt, sb.Hash, cfg.Pod, cfg.Attempt, cfg.Hash)
 	}
-	if sb.Source != cfg.Source || sb.GracePeriod != cfg.GracePeriod || sb.Spec != cfg.Spec {
-		t.Errorf("listed source %q, grace period %s, spec %q; want %q, %s, %q",
-			sb.Source, sb.GracePeriod, sb.Spec, cfg.Source, cfg.GracePeriod, cfg.Spec)
+	if sb.Source != cfg.Source || sb.GracePeriod != cfg.GracePeriod {
+		t.Errorf("listed source %q, grace period %s; want %q, %s", sb.Source, sb.GracePeriod, cfg.Source, cfg.GracePeriod)
 	}
 	if sb.State != engine.StateRunning {
 		t.Errorf("state = %s, want running", sb.State)
@@ -620,11 +617,11 @@ func testContainerIdentity(t *testing.T, s *suite) {
 		}
 		want := engine.Container{
 			ID: id, SandboxID: sbID, Pod: sb.Pod, Name: cfg.Name, Type: cfg.Type,
-			Attempt: cfg.Attempt, Hash: cfg.Hash, ResourcesHash: cfg.ResourcesHash, Spec: cfg.Spec, Image: cfg.Image,
+			Attempt: cfg.Attempt, Hash: cfg.Hash, ResourcesHash: cfg.ResourcesHash, Image: cfg.Image,
 		}
 		got := engine.Container{
 			ID: c.ID, SandboxID: c.SandboxID, Pod: c.Pod, Name: c.Name, Type: c.Type,
-			Attempt: c.Attempt, Hash: c.Hash, ResourcesHash: c.ResourcesHash, Spec: c.Spec, Image: c.Image,
+			Attempt: c.Attempt, Hash: c.Hash, ResourcesHash: c.ResourcesHash, Image: c.Image,
 		}
 		if got != want {
 			t.Errorf("listed identity:\n got %+v\nwant %+v", got, want)
