@@ -493,3 +493,50 @@ func TestValidSpecialCases(t *testing.T) {
 		})
 	}
 }
+
+// TestAPIServerCreatePath: what kube-apiserver does around validation on a
+// create, podrun does too: the Priority admission of the system classes,
+// a name generated from generateName, managedFields set aside, and
+// matchLabelKeys merged into selectors.
+func TestAPIServerCreatePath(t *testing.T) {
+	errs := parseErrors(t, "pod.yaml", podWith("", "priorityClassName: system-node-critical\npriority: 5\n"))
+	findError(t, errs, 10, "spec.priority", "must not differ from the priority of its class (2000001000)")
+	errs = parseErrors(t, "pod.yaml", podWith("", "priority: 5\n"))
+	findError(t, errs, 9, "spec.priority", "must not differ from the priority of its class (0)")
+	errs = parseErrors(t, "pod.yaml", podWith("", "preemptionPolicy: Never\n"))
+	findError(t, errs, 9, "spec.preemptionPolicy", "Priority admission")
+	// A class podrun cannot know is the cluster's to check.
+	mustParse(t, "pod.yaml", podWith("", "priorityClassName: team-high\npriority: 5\n"))
+
+	// generateName: only podrun's own refusal, not the API's "name or
+	// generateName is required".
+	errs = parseErrors(t, "pod.yaml", strings.Replace(minimalPod, "name: web", "generateName: web-", 1))
+	if len(errs) != 1 || !strings.Contains(errs[0].Message, "podrun runs static pods") {
+		t.Errorf("generateName: %v", errs)
+	}
+	mustParse(t, "pod.yaml", strings.Replace(minimalPod, "name: web\n",
+		"name: web\n  managedFields:\n  - manager: x\n    operation: Bogus\n", 1))
+
+	errs = parseErrors(t, "pod.yaml", strings.Replace(minimalPod, "name: web\n", "name: web\n  labels: {app: web}\n", 1)+dedent(`
+		  topologySpreadConstraints:
+		  - maxSkew: 1
+		    topologyKey: zone
+		    whenUnsatisfiable: ScheduleAnyway
+		    labelSelector: {matchLabels: {app: web}}
+		    matchLabelKeys: [app]
+		`))
+	findError(t, errs, 11, "spec.topologySpreadConstraints[0][0]", "exists in both matchLabelKeys and labelSelector")
+}
+
+// TestMergeKeyOverride: YAML lets a key override one a merge key (<<)
+// gives, and so does the kubelet; kube-apiserver's strict decoding does
+// not, and neither does --strict.
+func TestMergeKeyOverride(t *testing.T) {
+	data := "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n  containers:\n  - &c\n    name: app\n    image: img:1\n  - <<: *c\n    name: app2\n"
+	snap := mustParse(t, "pod.yaml", data)
+	if got := snap.Pods[0].Spec.Containers[1]; got.Name != "app2" || got.Image != "img:1" {
+		t.Errorf("merged container = %s %s", got.Name, got.Image)
+	}
+	errs := parseStrictErrors(t, "pod.yaml", data)
+	findError(t, errs, 11, "spec.containers[1].name", "overrides the value a merge key (<<) gives it")
+}
