@@ -74,9 +74,9 @@ var realWorld = map[string]realWorldOutcome{
 	// supports (Kubernetes >= 1.32); the kubelet runs them (ImageVolume is GA
 	// from 1.36), podrun does not.
 	"kops-etcd-manager-main.yaml": {refused: []string{
-		`172: spec.volumes[3].image: Forbidden: podrun does not support this field: podrun does not implement it yet`,
-		`176: spec.volumes[4].image: Forbidden: podrun does not support this field: podrun does not implement it yet`,
-		`180: spec.volumes[5].image: Forbidden: podrun does not support this field: podrun does not implement it yet`,
+		`172: spec.volumes[3].image: Forbidden: podrun does not support this field: podrun does not mount images as volumes yet (Docker Engine 28 can, with the containerd image store; the runtime-fidelity work)`,
+		`176: spec.volumes[4].image: Forbidden: podrun does not support this field: podrun does not mount images as volumes yet (Docker Engine 28 can, with the containerd image store; the runtime-fidelity work)`,
+		`180: spec.volumes[5].image: Forbidden: podrun does not support this field: podrun does not mount images as volumes yet (Docker Engine 28 can, with the containerd image store; the runtime-fidelity work)`,
 	}},
 
 	// OpenShift.
@@ -88,7 +88,7 @@ var realWorld = map[string]realWorldOutcome{
 	"rke2-kube-apiserver.yaml": {},
 	// RKE2 with `selinux: true` labels its pods' processes.
 	"rke2-etcd-cis-selinux.yaml": {refused: []string{
-		`106: spec.securityContext.seLinuxOptions: Forbidden: podrun does not support this field: podrun does not implement it yet`,
+		`106: spec.securityContext.seLinuxOptions: Forbidden: podrun does not support this field: podrun does not pass SELinux labels to Docker yet`,
 	}},
 
 	// Typhoon (terraform-render-bootstrap).

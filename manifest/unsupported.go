@@ -146,12 +146,17 @@ var refusalReasons = map[string]string{
 	"spec.overhead":                                      "podrun runs every pod with Docker's default runtime, which has no overhead to account",
 	"spec.resources":                                     "pod-level resources need a pod cgroup, which podrun does not make yet",
 	"spec.resourceClaims":                                "dynamic resource allocation needs a cluster's resource drivers",
-	"spec.securityContext.fsGroup":                       "podrun does not change the ownership of volumes",
-	"spec.securityContext.fsGroupChangePolicy":           "podrun does not change the ownership of volumes",
-	"spec.hostUsers":                                     "podrun does not run pods in user namespaces",
-	"spec.shareProcessNamespace":                         "podrun does not share a process namespace between a pod's containers",
-	"spec.setHostnameAsFQDN":                             "podrun sets the pod's short hostname",
-	"spec.os.name":                                       "podrun runs Linux pods",
+	"spec.volumes[].image": "podrun does not mount images as volumes yet (Docker Engine 28 can, with the containerd " +
+		"image store; the runtime-fidelity work)",
+	"spec.securityContext.seLinuxOptions":                  "podrun does not pass SELinux labels to Docker yet",
+	"spec.containers[].securityContext.seLinuxOptions":     "podrun does not pass SELinux labels to Docker yet",
+	"spec.initContainers[].securityContext.seLinuxOptions": "podrun does not pass SELinux labels to Docker yet",
+	"spec.securityContext.fsGroup":                         "podrun does not change the ownership of volumes",
+	"spec.securityContext.fsGroupChangePolicy":             "podrun does not change the ownership of volumes",
+	"spec.hostUsers":             "podrun does not run pods in user namespaces",
+	"spec.shareProcessNamespace": "podrun does not share a process namespace between a pod's containers",
+	"spec.setHostnameAsFQDN":     "podrun sets the pod's short hostname",
+	"spec.os.name":               "podrun runs Linux pods",
 }
 
 // refusalReason is why podrun refuses the field at path.
