@@ -64,9 +64,17 @@ func (c Conflict) Problem(msg string) *Error {
 // snapshots are skipped.
 func Claim(snaps []*Snapshot) Claimed {
 	type name struct{ kind, namespace, name string }
+	// A claim is where to find the winner when a conflict names it: only
+	// then is its line looked up.
 	type claim struct {
 		snap int
-		at   string
+		obj  any
+	}
+	winnerAt := func(c claim) string {
+		if o := snaps[c.snap].Origin(c.obj); o != "" {
+			return o
+		}
+		return snaps[c.snap].Source
 	}
 	var out Claimed
 	names := map[name]claim{}
@@ -74,12 +82,6 @@ func Claim(snaps []*Snapshot) Claimed {
 	for i, snap := range snaps {
 		if snap == nil {
 			continue
-		}
-		at := func(obj any) string {
-			if o := snap.Origin(obj); o != "" {
-				return o
-			}
-			return snap.Source
 		}
 		lost := func(obj any, kind, what string, uid bool, first claim) {
 			o, ok := snap.origins[obj]
@@ -89,7 +91,7 @@ func Claim(snaps []*Snapshot) Claimed {
 			out.Conflicts = append(out.Conflicts, Conflict{
 				Loser: i, Winner: first.snap, Obj: obj, Kind: kind, UID: uid, What: what,
 				At:       Error{Source: o.source, Line: o.line, Field: o.field},
-				WinnerAt: first.at,
+				WinnerAt: winnerAt(first),
 			})
 		}
 		for _, pod := range snap.Pods {
@@ -103,7 +105,7 @@ func Claim(snaps []*Snapshot) Claimed {
 				lost(pod, "pod", fmt.Sprintf("pod UID %s", pod.UID), true, first)
 				continue
 			}
-			c := claim{snap: i, at: at(pod)}
+			c := claim{snap: i, obj: pod}
 			names[k], uids[pod.UID] = c, c
 			out.Pods = append(out.Pods, pod)
 		}
@@ -113,7 +115,7 @@ func Claim(snaps []*Snapshot) Claimed {
 				lost(cm, "ConfigMap", fmt.Sprintf("ConfigMap %s/%s", cm.Namespace, cm.Name), false, first)
 				continue
 			}
-			names[k] = claim{snap: i, at: at(cm)}
+			names[k] = claim{snap: i, obj: cm}
 			out.ConfigMaps = append(out.ConfigMaps, cm)
 		}
 		for _, sec := range snap.Secrets {
@@ -122,7 +124,7 @@ func Claim(snaps []*Snapshot) Claimed {
 				lost(sec, "Secret", fmt.Sprintf("Secret %s/%s", sec.Namespace, sec.Name), false, first)
 				continue
 			}
-			names[k] = claim{snap: i, at: at(sec)}
+			names[k] = claim{snap: i, obj: sec}
 			out.Secrets = append(out.Secrets, sec)
 		}
 	}
