@@ -64,8 +64,8 @@ func (c Conflict) Problem(msg string) *Error {
 // snapshots are skipped.
 func Claim(snaps []*Snapshot) Claimed {
 	type name struct{ kind, namespace, name string }
-	// A claim is where to find the winner when a conflict names it: only
-	// then is its line looked up.
+	// A claim is where the winner is found when a conflict names it: only
+	// then, as finding its line parses its document again.
 	type claim struct {
 		snap int
 		obj  any
@@ -84,13 +84,13 @@ func Claim(snaps []*Snapshot) Claimed {
 			continue
 		}
 		lost := func(obj any, kind, what string, uid bool, first claim) {
-			o, ok := snap.origins[obj]
-			if !ok {
-				o = origin{source: snap.Source}
+			at := Error{Source: snap.Source}
+			if o, ok := snap.origins[obj]; ok {
+				at = o.at()
 			}
 			out.Conflicts = append(out.Conflicts, Conflict{
 				Loser: i, Winner: first.snap, Obj: obj, Kind: kind, UID: uid, What: what,
-				At:       Error{Source: o.source, Line: o.line, Field: o.field},
+				At:       at,
 				WinnerAt: winnerAt(first),
 			})
 		}

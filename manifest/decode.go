@@ -1,6 +1,7 @@
 package manifest
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -22,7 +23,8 @@ import (
 // `yes` is true) and JSON is decoded into the v1 types, case-sensitively.
 // An unknown field is dropped, as the kubelet drops it, with a warning (an
 // error with Options.Strict); a duplicate field is an error. A go-yaml v3
-// node tree of the same document gives every problem its line.
+// node tree of the same document gives every problem its line; it is built
+// only for a document that has a problem to place (locator.attached).
 
 // parser collects the objects, errors and warnings of one Parse.
 type parser struct {
@@ -37,19 +39,24 @@ type parser struct {
 	names map[definedName]any
 }
 
-// origin is where an object is defined: the line of its metadata.name;
-// and the warnings of its definition.
+// origin is where an object is defined: its metadata.name; and the
+// warnings of its definition.
 type origin struct {
 	source   string
-	line     int
-	field    string
 	warnings []string
-	// loc finds the lines of the object's other fields (FieldAt).
+	// loc finds the lines of the object's fields (FieldAt), its name's
+	// among them.
 	loc locator
 }
 
+// at is where the object's metadata.name is written. Only a conflict asks,
+// so the line is found then (lineOnce), not at every parse.
+func (o origin) at() Error {
+	return Error{Source: o.source, Line: o.loc.lineOnce("metadata.name"), Field: o.loc.field("metadata.name")}
+}
+
 func (o origin) String() string {
-	return fmt.Sprintf("%s:%d", o.source, o.line)
+	return fmt.Sprintf("%s:%d", o.source, o.loc.lineOnce("metadata.name"))
 }
 
 func (p *parser) errorAt(loc locator, path, msg string) {
@@ -177,19 +184,16 @@ func sortByLine(list ErrorList) {
 // document decodes one document and adds what it defines to the snapshot.
 func (p *parser) document(doc document) {
 	before := len(p.errs)
-	loc := locator{line: doc.line, keys: keyIndex{}, doc: newDocRef(doc)}
-	var root yaml.Node
-	if err := yaml.Unmarshal(doc.data, &root); err == nil && root.Kind != 0 {
-		loc.root = &root
-		loc.offset = doc.line - 1
-		if c := resolve(&root); c != nil && c.Line > 0 {
-			loc.line = c.Line + loc.offset
-		}
-	}
+	ref := newDocRef(doc)
+	defer ref.release()
+	loc := locator{line: doc.line, keys: keyIndex{}, doc: ref}
 
 	data := doc.data
+	// A JSON document's keys are checked in its tree, as they always were.
+	checkKeys := doc.json
 	if !doc.json {
-		converted, err := sigsyaml.YAMLToJSON(doc.data)
+		converted, mayRepeat, err := p.yamlToJSON(doc.data)
+		checkKeys = mayRepeat
 		if err != nil {
 			line, msg := yamlErrorLine(err)
 			if doc.indentedWithTab(line) {
@@ -203,11 +207,12 @@ func (p *parser) document(doc document) {
 	var obj any
 	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(data, &obj); err != nil {
 		// Only JSON written by a person can be malformed here.
-		line := loc.line
+		at := loc.attached()
+		line := at.line
 		msg := "invalid JSON: " + strings.TrimPrefix(err.Error(), "json: ")
 		if isSyntax, off := sigsjson.SyntaxErrorOffset(err); isSyntax && doc.json {
 			line = doc.lineOfOffset(off)
-			if loc.root != nil {
+			if at.root != nil {
 				msg += " (podrun, as the kubelet, reads a document that starts with '{' as JSON; this one is YAML in flow style: start it with a key)"
 			}
 		}
@@ -215,21 +220,8 @@ func (p *parser) document(doc document) {
 		return
 	}
 
-	if loc.root != nil {
-		var dups []duplicateKey
-		findDuplicateKeys(loc.root, "", &dups)
-		for _, d := range dups {
-			p.errs = append(p.errs, &Error{Source: p.display, Line: d.line + loc.offset, Field: d.path,
-				Message: fmt.Sprintf("duplicate field (first given at line %d)", d.firstLine+loc.offset)})
-		}
-		if p.opts.Strict {
-			var overrides []mergeOverride
-			findMergeOverrides(loc.root, "", &overrides)
-			for _, o := range overrides {
-				p.errs = append(p.errs, &Error{Source: p.display, Line: o.line + loc.offset, Field: o.path,
-					Message: "duplicate field: it overrides the value a merge key (<<) gives it, which YAML and the kubelet allow and kube-apiserver's strict decoding does not (--strict)"})
-			}
-		}
+	if checkKeys {
+		p.keyErrors(loc.attached())
 	}
 
 	if obj == nil {
@@ -244,6 +236,74 @@ func (p *parser) document(doc document) {
 	p.object(loc, data, m, "", false, len(p.errs) > before)
 	// Report a document's problems in line order, whichever step found them.
 	sortByLine(p.errs[before:])
+}
+
+// yamlToJSON converts a YAML document to JSON as the kubelet does, and says
+// whether its keys are to be checked in its node tree (keyErrors): whether
+// it may give a key twice, or with Strict override a merged one. Most
+// documents do neither, and no tree is built for them: the strict
+// conversion, which fails on a key given twice, vouches for them, except
+// where it compares keys otherwise than the tree does (mayHideKeys).
+func (p *parser) yamlToJSON(data []byte) (converted []byte, checkKeys bool, err error) {
+	converted, err = sigsyaml.YAMLToJSONStrict(data)
+	if err == nil {
+		return converted, mayHideKeys(data) || p.opts.Strict && bytes.Contains(data, []byte("<<")), nil
+	}
+	// A key given twice, or not YAML: converted as the kubelet converts
+	// it, the tree says which.
+	converted, err = sigsyaml.YAMLToJSON(data)
+	return converted, true, err
+}
+
+// mayHideKeys reports whether a YAML document may give a key that the
+// strict conversion compares otherwise than keyErrors: by value, where
+// keyErrors compares the text (as its messages name keys). The two agree
+// on plain keys (written as they are: not quoted, tagged, anchored or
+// explicit), but for a key whose value is NaN, which equals nothing. In
+// block style a key is the first thing on its line, after the indentation
+// and any "- " of sequences; in flow style it follows a "{". The answer
+// errs on the safe side: a quoted list item, or "{" in a value, counts.
+func mayHideKeys(data []byte) bool {
+	if bytes.IndexByte(data, '{') >= 0 {
+		return true
+	}
+	for _, nan := range []string{".nan", ".NaN", ".NAN"} { // as YAML 1.1 writes it
+		if bytes.Contains(data, []byte(nan)) {
+			return true
+		}
+	}
+	for line := range bytes.Lines(data) {
+		line = bytes.TrimLeft(line, " \t")
+		for len(line) > 1 && line[0] == '-' && (line[1] == ' ' || line[1] == '\t') {
+			line = bytes.TrimLeft(line[1:], " \t")
+		}
+		if len(line) > 0 && strings.IndexByte(`"'!&?`, line[0]) >= 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// keyErrors reports the keys of a document (loc, attached) given twice in
+// one mapping, and with Strict those that override a merged key.
+func (p *parser) keyErrors(loc locator) {
+	if loc.root == nil {
+		return // not YAML: the JSON decoder finds them (decode)
+	}
+	var dups []duplicateKey
+	findDuplicateKeys(loc.root, "", &dups)
+	for _, d := range dups {
+		p.errs = append(p.errs, &Error{Source: p.display, Line: d.line + loc.offset, Field: d.path,
+			Message: fmt.Sprintf("duplicate field (first given at line %d)", d.firstLine+loc.offset)})
+	}
+	if p.opts.Strict {
+		var overrides []mergeOverride
+		findMergeOverrides(loc.root, "", &overrides)
+		for _, o := range overrides {
+			p.errs = append(p.errs, &Error{Source: p.display, Line: o.line + loc.offset, Field: o.path,
+				Message: "duplicate field: it overrides the value a merge key (<<) gives it, which YAML and the kubelet allow and kube-apiserver's strict decoding does not (--strict)"})
+		}
+	}
 }
 
 // object decodes one object: a document or a List item. defaultKind is the
@@ -356,8 +416,9 @@ type unknownField struct {
 // checking the rest of it means a user sees every problem in one run.
 func (p *parser) decode(loc locator, raw []byte, generic map[string]any, into any) (bad []string, unknown []unknownField, ok bool) {
 	opts := []sigsjson.StrictOption{sigsjson.DisallowUnknownFields}
-	if loc.root == nil {
+	if loc.doc != nil && loc.doc.json && loc.attached().root == nil {
 		// No node tree to find duplicate keys in: let the decoder do it.
+		// (JSON converted from YAML has none: they were found before.)
 		opts = append(opts, sigsjson.DisallowDuplicateFields)
 	}
 	t := reflect.TypeOf(into).Elem()
@@ -495,7 +556,7 @@ func (p *parser) pod(loc locator, raw []byte, m map[string]any, tainted bool) {
 }
 
 func (p *parser) origin(loc locator) origin {
-	return origin{source: p.display, line: loc.lineOf("metadata.name"), field: loc.field("metadata.name"), loc: loc.detached()}
+	return origin{source: p.display, loc: loc.detached()}
 }
 
 func (p *parser) configMap(loc locator, raw []byte, m map[string]any, tainted bool) {

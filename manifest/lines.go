@@ -121,6 +121,9 @@ func yamlErrorLine(err error) (int, string) {
 // object's node (a document's content, or a List item); lines of root are
 // document lines, which offset turns into file lines. prefix is prepended to
 // the reported field paths ("items[2]" for a List item).
+//
+// A locator of a parse starts without root: the document's tree is built
+// at the first line asked for (attached), which most documents never are.
 type locator struct {
 	root   *yaml.Node
 	offset int
@@ -131,8 +134,7 @@ type locator struct {
 	// keys indexes the large mappings of the document, shared by the
 	// locators of its List items; nil scans every mapping.
 	keys keyIndex
-	// doc is the document the object is in, so that a locator kept
-	// without its node tree (detached) can find lines later (FieldAt).
+	// doc is the document the object is in, which root is built from.
 	doc *docRef
 }
 
@@ -151,12 +153,17 @@ func (l locator) field(path string) string {
 }
 
 // child returns a locator for the object at path below l (a List item).
+// Without a tree yet, it finds its own when asked (attached).
 func (l locator) child(path string) locator {
+	if l.root == nil && l.doc != nil {
+		return locator{line: l.line, prefix: l.field(path), keys: l.keys, doc: l.doc}
+	}
 	return locator{root: l.node(path), offset: l.offset, line: l.lineOf(path), prefix: l.field(path), keys: l.keys, doc: l.doc}
 }
 
 // node returns the node at path, or nil.
 func (l locator) node(path string) *yaml.Node {
+	l = l.attached()
 	n, _, complete := l.keys.walkPath(l.root, parsePath(path))
 	if !complete {
 		return nil
@@ -168,6 +175,7 @@ func (l locator) node(path string) *yaml.Node {
 // past what the document holds (a defaulted field, say), it is the line of
 // the deepest part that exists: the user's nearest text.
 func (l locator) lineOf(path string) int {
+	l = l.attached()
 	if l.root == nil {
 		return l.line
 	}
