@@ -131,22 +131,60 @@ func Claim(snaps []*Snapshot) Claimed {
 	return out
 }
 
-// definedName is what a definition claims within one Parse: its kind,
-// namespace and name (a pod's name with the node suffix).
+// definedName is what a definition claims within one Parse: its kind
+// ("pod", "ConfigMap", "Secret"), namespace and name (a pod's name with the
+// node suffix).
 type definedName struct{ kind, namespace, name string }
 
-// claimName records obj as the definition of kind/namespace/name, or, when
-// an earlier document of the same parse defined it, returns that one. A
-// map rather than a scan of the snapshot's lists: a generated file of 90k
-// pods made that scan quadratic.
-func (p *parser) claimName(kind, namespace, name string, obj any) (first any, taken bool) {
-	k := definedName{kind, namespace, name}
-	if first, taken := p.names[k]; taken {
-		return first, true
+// definition is an object a document defines without problems.
+type definition struct {
+	definedName
+	// shown is its name as a conflict names it: a pod's as the manifest
+	// gives it, without the node suffix.
+	shown  string
+	obj    any // a *v1.Pod, *v1.ConfigMap or *v1.Secret
+	origin origin
+}
+
+// assembly adds the documents of one Parse to its snapshot, in document
+// order: a definition of a name an earlier one defined is a conflict,
+// reported at the later one, which is not kept. Documents are decoded
+// apart (in parallel), and the outcome is the same as one by one.
+type assembly struct {
+	snap *Snapshot
+	errs ErrorList
+	// names holds what is defined so far: a map rather than a scan of the
+	// snapshot's lists, which a generated file of 90k pods made quadratic.
+	names map[definedName]any
+}
+
+// add adds what the document p decoded.
+func (a *assembly) add(p *parser) {
+	before := len(a.errs)
+	a.errs = append(a.errs, p.errs...)
+	a.snap.Warnings = append(a.snap.Warnings, p.warnings...)
+	a.snap.documents += p.documents
+	conflicts := false
+	for _, d := range p.defined {
+		if first, taken := a.names[d.definedName]; taken {
+			e := d.origin.at()
+			e.Message = fmt.Sprintf("%s %s/%s conflicts with the %s defined at %s; the first one is kept",
+				d.kind, d.namespace, d.shown, d.kind, a.snap.origins[first])
+			a.errs, conflicts = append(a.errs, &e), true
+			continue
+		}
+		a.names[d.definedName] = d.obj
+		switch obj := d.obj.(type) {
+		case *v1.Pod:
+			a.snap.Pods = append(a.snap.Pods, obj)
+		case *v1.ConfigMap:
+			a.snap.ConfigMaps = append(a.snap.ConfigMaps, obj)
+		case *v1.Secret:
+			a.snap.Secrets = append(a.snap.Secrets, obj)
+		}
+		a.snap.origins[d.obj] = d.origin
 	}
-	if p.names == nil {
-		p.names = map[definedName]any{}
+	if conflicts {
+		sortByLine(a.errs[before:]) // among the document's problems, in line order
 	}
-	p.names[k] = obj
-	return nil, false
 }

@@ -26,37 +26,58 @@ import (
 // node tree of the same document gives every problem its line; it is built
 // only for a document that has a problem to place (locator.attached).
 
-// parser collects the objects, errors and warnings of one Parse.
-type parser struct {
+// parsing is what the documents of one Parse share, unchanged while they
+// are decoded.
+type parsing struct {
 	display  string // source as shown in messages
 	identity string // source as part of pod UIDs and podrun.io/source
 	opts     Options
 	seen     time.Time
-	snap     *Snapshot
-	errs     ErrorList
-	fields   *fieldTree // supportedPodFields, built on first use
-	// names holds what is defined so far, for conflicts (claimName).
-	names map[definedName]any
+}
+
+// parser decodes one document: it collects the document's errors,
+// warnings and objects apart from the other documents', so that documents
+// are decoded in parallel; assembly adds them to the snapshot in order.
+type parser struct {
+	*parsing
+	errs      ErrorList
+	warnings  []string
+	documents int // 1 when the document holds a value (Snapshot.Documents)
+	// defined are the objects without problems, in order, to be kept
+	// unless an earlier document defined their names (assembly.add).
+	defined []definition
 }
 
 // origin is where an object is defined: its metadata.name; and the
 // warnings of its definition.
 type origin struct {
-	source   string
+	source string
+	// line is the line of metadata.name when it was found while parsing
+	// (a List item's), else 0.
+	line     int
 	warnings []string
 	// loc finds the lines of the object's fields (FieldAt), its name's
 	// among them.
 	loc locator
 }
 
-// at is where the object's metadata.name is written. Only a conflict asks,
-// so the line is found then (lineOnce), not at every parse.
+// at is where the object's metadata.name is written.
 func (o origin) at() Error {
-	return Error{Source: o.source, Line: o.loc.lineOnce("metadata.name"), Field: o.loc.field("metadata.name")}
+	return Error{Source: o.source, Line: o.nameLine(), Field: o.loc.field("metadata.name")}
 }
 
 func (o origin) String() string {
-	return fmt.Sprintf("%s:%d", o.source, o.loc.lineOnce("metadata.name"))
+	return fmt.Sprintf("%s:%d", o.source, o.nameLine())
+}
+
+// nameLine is the line of metadata.name. Only a conflict asks, so the line
+// is found then (lineOnce), not at every parse; but for a List item, which
+// parse found it while the List's tree served all its items.
+func (o origin) nameLine() int {
+	if o.line > 0 {
+		return o.line
+	}
+	return o.loc.lineOnce("metadata.name")
 }
 
 func (p *parser) errorAt(loc locator, path, msg string) {
@@ -160,7 +181,7 @@ func downwardAPIItemPath(loc locator, volume, bad, reported string) string {
 // warn records warnings, formatted as errors are.
 func (p *parser) warn(loc locator, warnings []pathError) {
 	for _, e := range p.located(loc, warnings) {
-		p.snap.Warnings = append(p.snap.Warnings, e.Error())
+		p.warnings = append(p.warnings, e.Error())
 	}
 }
 
@@ -227,7 +248,7 @@ func (p *parser) document(doc document) {
 	if obj == nil {
 		return // an empty document ("~", "null"): nothing to run
 	}
-	p.snap.documents++
+	p.documents++
 	m, ok := obj.(map[string]any)
 	if !ok {
 		p.errorAt(loc, "", fmt.Sprintf("a document must be an object with apiVersion and kind, not a %s", describe(obj)))
@@ -511,16 +532,13 @@ func (p *parser) resolveUnknown(loc locator, unknown []unknownField, errs field.
 
 // pod decodes, defaults, validates and identifies one pod.
 func (p *parser) pod(loc locator, raw []byte, m map[string]any, tainted bool) {
-	before, warningsBefore := len(p.errs), len(p.snap.Warnings)
+	before, warningsBefore := len(p.errs), len(p.warnings)
 	pod := &v1.Pod{}
 	bad, unknown, decoded := p.decode(loc, raw, m, pod)
 	if !decoded {
 		return
 	}
-	if p.fields == nil {
-		p.fields = newFieldTree(append(supportedPodFields(), noEffectPodFields()...))
-	}
-	refusals := unsupportedFields(p.fields, m)
+	refusals := unsupportedFields(podFields(), m)
 	refusals = append(refusals, refusedValues(pod)...)
 	skip := slices.Clone(bad)
 	for _, u := range unknown {
@@ -544,19 +562,25 @@ func (p *parser) pod(loc locator, raw []byte, m map[string]any, tainted bool) {
 	}
 	name := pod.Name
 	applyIdentity(pod, p.opts.NodeName, p.identity, p.seen)
-	if other, taken := p.claimName("Pod", pod.Namespace, pod.Name, pod); taken {
-		p.errorAt(loc, "metadata.name", fmt.Sprintf("pod %s/%s conflicts with the pod defined at %s; the first one is kept",
-			pod.Namespace, name, p.snap.origins[other]))
-		return
-	}
-	p.snap.Pods = append(p.snap.Pods, pod)
 	o := p.origin(loc)
-	o.warnings = slices.Clone(p.snap.Warnings[warningsBefore:])
-	p.snap.origins[pod] = o
+	o.warnings = slices.Clone(p.warnings[warningsBefore:])
+	p.define(definition{definedName: definedName{"pod", pod.Namespace, pod.Name}, shown: name, obj: pod, origin: o})
 }
 
 func (p *parser) origin(loc locator) origin {
-	return origin{source: p.display, loc: loc.detached()}
+	o := origin{source: p.display, loc: loc.detached()}
+	if loc.prefix != "" {
+		// Asked later, each item's line would take a parse of the whole
+		// List: its document's tree serves all of them now.
+		o.line = loc.lineOf("metadata.name")
+	}
+	return o
+}
+
+// define adds an object without problems, to be kept unless its name is
+// taken (assembly.add).
+func (p *parser) define(d definition) {
+	p.defined = append(p.defined, d)
 }
 
 func (p *parser) configMap(loc locator, raw []byte, m map[string]any, tainted bool) {
@@ -571,13 +595,7 @@ func (p *parser) configMap(loc locator, raw []byte, m map[string]any, tainted bo
 	if tainted || len(p.errs) > before {
 		return
 	}
-	if other, taken := p.claimName("ConfigMap", cm.Namespace, cm.Name, cm); taken {
-		p.errorAt(loc, "metadata.name", fmt.Sprintf("ConfigMap %s/%s conflicts with the ConfigMap defined at %s; the first one is kept",
-			cm.Namespace, cm.Name, p.snap.origins[other]))
-		return
-	}
-	p.snap.ConfigMaps = append(p.snap.ConfigMaps, cm)
-	p.snap.origins[cm] = p.origin(loc)
+	p.define(definition{definedName: definedName{"ConfigMap", cm.Namespace, cm.Name}, shown: cm.Name, obj: cm, origin: p.origin(loc)})
 }
 
 func (p *parser) secret(loc locator, raw []byte, m map[string]any, tainted bool) {
@@ -594,11 +612,5 @@ func (p *parser) secret(loc locator, raw []byte, m map[string]any, tainted bool)
 	if tainted || len(p.errs) > before {
 		return
 	}
-	if other, taken := p.claimName("Secret", s.Namespace, s.Name, s); taken {
-		p.errorAt(loc, "metadata.name", fmt.Sprintf("Secret %s/%s conflicts with the Secret defined at %s; the first one is kept",
-			s.Namespace, s.Name, p.snap.origins[other]))
-		return
-	}
-	p.snap.Secrets = append(p.snap.Secrets, s)
-	p.snap.origins[s] = p.origin(loc)
+	p.define(definition{definedName: definedName{"Secret", s.Namespace, s.Name}, shown: s.Name, obj: s, origin: p.origin(loc)})
 }
