@@ -25,33 +25,31 @@ type document struct {
 // marker is blanked and the rest stays in the next document, so columns and
 // lines are unchanged. Documents that hold only blanks and comments are
 // dropped here: they are empty, not errors.
+//
+// The documents are copied into one buffer of the file's size (a separator
+// blanked is as long as it was): one allocation, not one per line.
 func splitDocuments(data []byte) []document {
 	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf")) // a UTF-8 BOM, as some editors write
 	var docs []document
-	var cur []byte
-	start := 1
+	text := make([]byte, 0, len(data))
+	cur, start := 0, 1 // where the current document starts in text, and in the file
 	flush := func() {
-		if !blankYAML(cur) {
-			trimmed := bytes.TrimLeft(cur, " \t\r\n")
-			docs = append(docs, document{data: cur, line: start, json: len(trimmed) > 0 && trimmed[0] == '{'})
+		if doc := text[cur:len(text):len(text)]; !blankYAML(doc) {
+			trimmed := bytes.TrimLeft(doc, " \t\r\n")
+			docs = append(docs, document{data: doc, line: start, json: len(trimmed) > 0 && trimmed[0] == '{'})
 		}
-		cur = nil
+		cur = len(text)
 	}
 	lineNo := 0
-	for len(data) > 0 {
+	for line := range bytes.Lines(data) {
 		lineNo++
-		var line []byte
-		if i := bytes.IndexByte(data, '\n'); i >= 0 {
-			line, data = data[:i+1], data[i+1:]
-		} else {
-			line, data = data, nil
-		}
 		if isSeparator(line) {
 			flush()
 			start = lineNo
-			line = append([]byte("   "), line[3:]...)
+			text = append(text, "   "...)
+			line = line[3:]
 		}
-		cur = append(cur, line...)
+		text = append(text, line...)
 	}
 	flush()
 	return docs
@@ -69,7 +67,7 @@ func isSeparator(line []byte) bool {
 
 // blankYAML reports whether data holds nothing but blanks and comments.
 func blankYAML(data []byte) bool {
-	for _, line := range bytes.Split(data, []byte("\n")) {
+	for line := range bytes.Lines(data) {
 		line = bytes.TrimSpace(line)
 		if len(line) > 0 && line[0] != '#' {
 			return false
