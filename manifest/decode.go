@@ -8,7 +8,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"time"
 
 	yaml "go.yaml.in/yaml/v3"
 	v1 "k8s.io/api/core/v1"
@@ -32,7 +31,7 @@ type parsing struct {
 	display  string // source as shown in messages
 	identity string // source as part of pod UIDs and podrun.io/source
 	opts     Options
-	seen     time.Time
+	seen     string // kubernetes.io/config.seen of every pod
 }
 
 // parser decodes one document: it collects the document's errors,

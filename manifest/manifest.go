@@ -145,7 +145,7 @@ func Parse(source string, data []byte, opts Options) (*Snapshot, error) {
 // one that identifies pods (identity): ReadPath shows paths as the user gave
 // them but identifies pods by absolute path.
 func parse(display, identity string, data []byte, opts Options) (*Snapshot, error) {
-	s := &parsing{display: display, identity: identity, opts: opts, seen: opts.Now()}
+	s := &parsing{display: display, identity: identity, opts: opts, seen: seenAnnotation(opts.Now())}
 	a := assembly{snap: newSnapshot(display), names: map[definedName]any{}}
 	for batch := range slices.Chunk(splitDocuments(data), documentsAtOnce) {
 		for _, p := range s.decode(batch) {
