@@ -55,14 +55,22 @@ type origin struct {
 	// (a List item's), else 0.
 	line     int
 	warnings []string
-	// loc finds the lines of the object's fields (FieldAt), its name's
-	// among them.
-	loc locator
+	// doc is the document that defines the object, and prefix the path
+	// to it there ("items[2]" for a List item, else ""): what finds the
+	// lines of its fields (FieldAt), its name's among them.
+	doc    *docRef
+	prefix string
+}
+
+// locator finds the lines of the object's fields, in a tree built when
+// asked for (attached).
+func (o origin) locator() locator {
+	return locator{line: o.doc.line, prefix: o.prefix, doc: o.doc}
 }
 
 // at is where the object's metadata.name is written.
 func (o origin) at() Error {
-	return Error{Source: o.source, Line: o.nameLine(), Field: o.loc.field("metadata.name")}
+	return Error{Source: o.source, Line: o.nameLine(), Field: o.locator().field("metadata.name")}
 }
 
 func (o origin) String() string {
@@ -76,7 +84,7 @@ func (o origin) nameLine() int {
 	if o.line > 0 {
 		return o.line
 	}
-	return o.loc.lineOnce("metadata.name")
+	return o.locator().lineOnce("metadata.name")
 }
 
 func (p *parser) errorAt(loc locator, path, msg string) {
@@ -567,7 +575,7 @@ func (p *parser) pod(loc locator, raw []byte, m map[string]any, tainted bool) {
 }
 
 func (p *parser) origin(loc locator) origin {
-	o := origin{source: p.display, loc: loc.detached()}
+	o := origin{source: p.display, doc: loc.doc, prefix: loc.prefix}
 	if loc.prefix != "" {
 		// Asked later, each item's line would take a parse of the whole
 		// List: its document's tree serves all of them now.

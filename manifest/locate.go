@@ -38,13 +38,6 @@ func (d *docRef) release() {
 	d.once, d.root = sync.Once{}, nil
 }
 
-// detached returns l without its node tree, to be kept: attached builds
-// it again from the document when a line is asked for.
-func (l locator) detached() locator {
-	l.root, l.keys = nil, nil // the index holds the tree's nodes
-	return l
-}
-
 // attached returns l with its node tree: the document's, or for a List
 // item the item's (l.prefix, "items[2]", leads to it from the document).
 // Without a tree (the text is not YAML, or the item is not in it) l is
@@ -67,10 +60,9 @@ func (l locator) attached() locator {
 	return doc.child(l.prefix)
 }
 
-// lineOnce is lineOf for a locator kept without its tree, where the tree
-// is not worth keeping: the line of a definition another one conflicts
-// with. The document is parsed again for the answer, and that tree
-// dropped with it.
+// lineOnce is lineOf for an origin's locator, where the tree is not worth
+// keeping: the line of a definition another one conflicts with. The
+// document is parsed again for the answer, and that tree dropped with it.
 func (l locator) lineOnce(path string) int {
 	if l.root == nil && l.doc != nil {
 		l.doc = newDocRef(l.doc.document)
@@ -93,6 +85,6 @@ func (s *Snapshot) FieldAt(obj any, path string) (e Error, ok bool) {
 	if !ok {
 		return Error{}, false
 	}
-	loc := o.loc.attached()
+	loc := o.locator().attached()
 	return Error{Source: o.source, Line: loc.lineOf(path), Field: loc.field(path)}, true
 }
