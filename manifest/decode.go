@@ -289,10 +289,10 @@ func (p *parser) yamlToJSON(data []byte) (converted []byte, checkKeys bool, err 
 // on plain keys (written as they are: not quoted, tagged, anchored or
 // explicit), but for a key whose value is NaN, which equals nothing. In
 // block style a key is the first thing on its line, after the indentation
-// and any "- " of sequences; in flow style it follows a "{". The answer
-// errs on the safe side: a quoted list item, or "{" in a value, counts.
+// and any "- " of sequences; in flow style it is in braces. The answer
+// errs on the safe side: "{" in a quoted value counts.
 func mayHideKeys(data []byte) bool {
-	if bytes.IndexByte(data, '{') >= 0 {
+	if hasFlowMapping(data) {
 		return true
 	}
 	for _, nan := range []string{".nan", ".NaN", ".NAN"} { // as YAML 1.1 writes it
@@ -305,11 +305,50 @@ func mayHideKeys(data []byte) bool {
 		for len(line) > 1 && line[0] == '-' && (line[1] == ' ' || line[1] == '\t') {
 			line = bytes.TrimLeft(line[1:], " \t")
 		}
-		if len(line) > 0 && strings.IndexByte(`"'!&?`, line[0]) >= 0 {
+		if len(line) == 0 {
+			continue
+		}
+		switch line[0] {
+		case '!', '&', '?':
+			return true
+		case '"', '\'':
+			if quotedKey(line) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// hasFlowMapping reports whether data has a "{" that is not "{}": an empty
+// flow mapping (kubeadm writes "status: {}") holds no key.
+func hasFlowMapping(data []byte) bool {
+	for i := bytes.IndexByte(data, '{'); i >= 0; i = bytes.IndexByte(data, '{') {
+		data = bytes.TrimLeft(data[i+1:], " \t")
+		if len(data) == 0 || data[0] != '}' {
 			return true
 		}
 	}
 	return false
+}
+
+// quotedKey reports whether line, which starts with a quoted scalar, may
+// be a key: the scalar is followed by ":", or does not end on the line
+// (a key does, or YAML refuses it; the parsers decide).
+func quotedKey(line []byte) bool {
+	quote := line[0]
+	for i := 1; i < len(line); i++ {
+		switch {
+		case quote == '"' && line[i] == '\\':
+			i++ // an escaped character
+		case line[i] == quote && quote == '\'' && i+1 < len(line) && line[i+1] == '\'':
+			i++ // '' is a quote in a single-quoted scalar
+		case line[i] == quote:
+			rest := bytes.TrimLeft(line[i+1:], " \t")
+			return len(rest) > 0 && rest[0] == ':'
+		}
+	}
+	return true
 }
 
 // keyErrors reports the keys of a document (loc, attached) given twice in

@@ -161,16 +161,18 @@ func TestDuplicateKeysTheConversionMisses(t *testing.T) {
 }
 
 // TestMayHideKeys: documents with only plain keys in block style need no
-// node tree to find a key given twice; any other way of writing a key
-// does.
+// node tree to find a key given twice, whatever their values; any other
+// way of writing a key does.
 func TestMayHideKeys(t *testing.T) {
-	plain := "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n  containers:\n  - name: app\n    args:\n    - - x: y\n    image: nginx # a \"comment\"\n"
+	plain := "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n  containers:\n  - name: app\n    args:\n    - - x: y\n" +
+		"    - \"--flag=a\"\n    - '--it''s'\n    - \"x\" # \"y\": z\n    image: nginx # a \"comment\"\n  volumes:\n  - emptyDir: { }\nstatus: {}\n"
 	if mayHideKeys([]byte(plain)) {
 		t.Errorf("plain keys: a tree would be built for\n%s", plain)
 	}
 	for _, data := range []string{
 		"a: 1\n\"b\": 2\n", "a: 1\n'b': 2\n", "- !!str a: 1\n", "- - &x a: 1\n", "? a\n: 1\n",
-		"a: {b: 1}\n", "a:\n  .NaN: 1\n", "a:\n\t- \"b\": 1\n",
+		"a: {b: 1}\n", "a:\n  .NaN: 1\n", "a:\n\t- \"b\": 1\n", "\"a\" : 1\n", "- 'it''s': 1\n", "\"a\\\"\": 1\n",
+		"\"a\n b\": 1\n", "a: {\n}\n",
 	} {
 		if !mayHideKeys([]byte(data)) {
 			t.Errorf("no tree would be built for %q", data)
