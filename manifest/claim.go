@@ -64,9 +64,17 @@ func (c Conflict) Problem(msg string) *Error {
 // snapshots are skipped.
 func Claim(snaps []*Snapshot) Claimed {
 	type name struct{ kind, namespace, name string }
+	// A claim is where the winner is found when a conflict names it: only
+	// then, as finding its line parses its document again.
 	type claim struct {
 		snap int
-		at   string
+		obj  any
+	}
+	winnerAt := func(c claim) string {
+		if o := snaps[c.snap].Origin(c.obj); o != "" {
+			return o
+		}
+		return snaps[c.snap].Source
 	}
 	var out Claimed
 	names := map[name]claim{}
@@ -75,21 +83,15 @@ func Claim(snaps []*Snapshot) Claimed {
 		if snap == nil {
 			continue
 		}
-		at := func(obj any) string {
-			if o := snap.Origin(obj); o != "" {
-				return o
-			}
-			return snap.Source
-		}
 		lost := func(obj any, kind, what string, uid bool, first claim) {
-			o, ok := snap.origins[obj]
-			if !ok {
-				o = origin{source: snap.Source}
+			at := Error{Source: snap.Source}
+			if o, ok := snap.origins[obj]; ok {
+				at = o.at()
 			}
 			out.Conflicts = append(out.Conflicts, Conflict{
 				Loser: i, Winner: first.snap, Obj: obj, Kind: kind, UID: uid, What: what,
-				At:       Error{Source: o.source, Line: o.line, Field: o.field},
-				WinnerAt: first.at,
+				At:       at,
+				WinnerAt: winnerAt(first),
 			})
 		}
 		for _, pod := range snap.Pods {
@@ -103,7 +105,7 @@ func Claim(snaps []*Snapshot) Claimed {
 				lost(pod, "pod", fmt.Sprintf("pod UID %s", pod.UID), true, first)
 				continue
 			}
-			c := claim{snap: i, at: at(pod)}
+			c := claim{snap: i, obj: pod}
 			names[k], uids[pod.UID] = c, c
 			out.Pods = append(out.Pods, pod)
 		}
@@ -113,7 +115,7 @@ func Claim(snaps []*Snapshot) Claimed {
 				lost(cm, "ConfigMap", fmt.Sprintf("ConfigMap %s/%s", cm.Namespace, cm.Name), false, first)
 				continue
 			}
-			names[k] = claim{snap: i, at: at(cm)}
+			names[k] = claim{snap: i, obj: cm}
 			out.ConfigMaps = append(out.ConfigMaps, cm)
 		}
 		for _, sec := range snap.Secrets {
@@ -122,29 +124,67 @@ func Claim(snaps []*Snapshot) Claimed {
 				lost(sec, "Secret", fmt.Sprintf("Secret %s/%s", sec.Namespace, sec.Name), false, first)
 				continue
 			}
-			names[k] = claim{snap: i, at: at(sec)}
+			names[k] = claim{snap: i, obj: sec}
 			out.Secrets = append(out.Secrets, sec)
 		}
 	}
 	return out
 }
 
-// definedName is what a definition claims within one Parse: its kind,
-// namespace and name (a pod's name with the node suffix).
+// definedName is what a definition claims within one Parse: its kind
+// ("pod", "ConfigMap", "Secret"), namespace and name (a pod's name with the
+// node suffix).
 type definedName struct{ kind, namespace, name string }
 
-// claimName records obj as the definition of kind/namespace/name, or, when
-// an earlier document of the same parse defined it, returns that one. A
-// map rather than a scan of the snapshot's lists: a generated file of 90k
-// pods made that scan quadratic.
-func (p *parser) claimName(kind, namespace, name string, obj any) (first any, taken bool) {
-	k := definedName{kind, namespace, name}
-	if first, taken := p.names[k]; taken {
-		return first, true
+// definition is an object a document defines without problems.
+type definition struct {
+	definedName
+	// shown is its name as a conflict names it: a pod's as the manifest
+	// gives it, without the node suffix.
+	shown  string
+	obj    any // a *v1.Pod, *v1.ConfigMap or *v1.Secret
+	origin origin
+}
+
+// assembly adds the documents of one Parse to its snapshot, in document
+// order: a definition of a name an earlier one defined is a conflict,
+// reported at the later one, which is not kept. Documents are decoded
+// apart (in parallel), and the outcome is the same as one by one.
+type assembly struct {
+	snap *Snapshot
+	errs ErrorList
+	// names holds what is defined so far: a map rather than a scan of the
+	// snapshot's lists, which a generated file of 90k pods made quadratic.
+	names map[definedName]any
+}
+
+// add adds what the document p decoded.
+func (a *assembly) add(p *parser) {
+	before := len(a.errs)
+	a.errs = append(a.errs, p.errs...)
+	a.snap.Warnings = append(a.snap.Warnings, p.warnings...)
+	a.snap.documents += p.documents
+	conflicts := false
+	for _, d := range p.defined {
+		if first, taken := a.names[d.definedName]; taken {
+			e := d.origin.at()
+			e.Message = fmt.Sprintf("%s %s/%s conflicts with the %s defined at %s; the first one is kept",
+				d.kind, d.namespace, d.shown, d.kind, a.snap.origins[first])
+			a.errs, conflicts = append(a.errs, &e), true
+			continue
+		}
+		a.names[d.definedName] = d.obj
+		switch obj := d.obj.(type) {
+		case *v1.Pod:
+			a.snap.Pods = append(a.snap.Pods, obj)
+		case *v1.ConfigMap:
+			a.snap.ConfigMaps = append(a.snap.ConfigMaps, obj)
+		case *v1.Secret:
+			a.snap.Secrets = append(a.snap.Secrets, obj)
+		}
+		a.snap.origins[d.obj] = d.origin
 	}
-	if p.names == nil {
-		p.names = map[definedName]any{}
+	if conflicts {
+		sortByLine(a.errs[before:]) // among the document's problems, in line order
 	}
-	p.names[k] = obj
-	return nil, false
 }

@@ -1,13 +1,13 @@
 package manifest
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"reflect"
 	"slices"
 	"sort"
 	"strings"
-	"time"
 
 	yaml "go.yaml.in/yaml/v3"
 	v1 "k8s.io/api/core/v1"
@@ -22,34 +22,69 @@ import (
 // `yes` is true) and JSON is decoded into the v1 types, case-sensitively.
 // An unknown field is dropped, as the kubelet drops it, with a warning (an
 // error with Options.Strict); a duplicate field is an error. A go-yaml v3
-// node tree of the same document gives every problem its line.
+// node tree of the same document gives every problem its line; it is built
+// only for a document that has a problem to place (locator.attached).
 
-// parser collects the objects, errors and warnings of one Parse.
-type parser struct {
+// parsing is what the documents of one Parse share, unchanged while they
+// are decoded.
+type parsing struct {
 	display  string // source as shown in messages
 	identity string // source as part of pod UIDs and podrun.io/source
 	opts     Options
-	seen     time.Time
-	snap     *Snapshot
-	errs     ErrorList
-	fields   *fieldTree // supportedPodFields, built on first use
-	// names holds what is defined so far, for conflicts (claimName).
-	names map[definedName]any
+	seen     string // kubernetes.io/config.seen of every pod
 }
 
-// origin is where an object is defined: the line of its metadata.name;
-// and the warnings of its definition.
+// parser decodes one document: it collects the document's errors,
+// warnings and objects apart from the other documents', so that documents
+// are decoded in parallel; assembly adds them to the snapshot in order.
+type parser struct {
+	*parsing
+	errs      ErrorList
+	warnings  []string
+	documents int // 1 when the document holds a value (Snapshot.Documents)
+	// defined are the objects without problems, in order, to be kept
+	// unless an earlier document defined their names (assembly.add).
+	defined []definition
+}
+
+// origin is where an object is defined: its metadata.name; and the
+// warnings of its definition.
 type origin struct {
-	source   string
+	source string
+	// line is the line of metadata.name when it was found while parsing
+	// (a List item's), else 0.
 	line     int
-	field    string
 	warnings []string
-	// loc finds the lines of the object's other fields (FieldAt).
-	loc locator
+	// doc is the document that defines the object, and prefix the path
+	// to it there ("items[2]" for a List item, else ""): what finds the
+	// lines of its fields (FieldAt), its name's among them.
+	doc    *docRef
+	prefix string
+}
+
+// locator finds the lines of the object's fields, in a tree built when
+// asked for (attached).
+func (o origin) locator() locator {
+	return locator{line: o.doc.line, prefix: o.prefix, doc: o.doc}
+}
+
+// at is where the object's metadata.name is written.
+func (o origin) at() Error {
+	return Error{Source: o.source, Line: o.nameLine(), Field: o.locator().field("metadata.name")}
 }
 
 func (o origin) String() string {
-	return fmt.Sprintf("%s:%d", o.source, o.line)
+	return fmt.Sprintf("%s:%d", o.source, o.nameLine())
+}
+
+// nameLine is the line of metadata.name. Only a conflict asks, so the line
+// is found then (lineOnce), not at every parse; but for a List item, which
+// parse found it while the List's tree served all its items.
+func (o origin) nameLine() int {
+	if o.line > 0 {
+		return o.line
+	}
+	return o.locator().lineOnce("metadata.name")
 }
 
 func (p *parser) errorAt(loc locator, path, msg string) {
@@ -153,7 +188,7 @@ func downwardAPIItemPath(loc locator, volume, bad, reported string) string {
 // warn records warnings, formatted as errors are.
 func (p *parser) warn(loc locator, warnings []pathError) {
 	for _, e := range p.located(loc, warnings) {
-		p.snap.Warnings = append(p.snap.Warnings, e.Error())
+		p.warnings = append(p.warnings, e.Error())
 	}
 }
 
@@ -177,19 +212,16 @@ func sortByLine(list ErrorList) {
 // document decodes one document and adds what it defines to the snapshot.
 func (p *parser) document(doc document) {
 	before := len(p.errs)
-	loc := locator{line: doc.line, keys: keyIndex{}, doc: newDocRef(doc)}
-	var root yaml.Node
-	if err := yaml.Unmarshal(doc.data, &root); err == nil && root.Kind != 0 {
-		loc.root = &root
-		loc.offset = doc.line - 1
-		if c := resolve(&root); c != nil && c.Line > 0 {
-			loc.line = c.Line + loc.offset
-		}
-	}
+	ref := newDocRef(doc)
+	defer ref.release()
+	loc := locator{line: doc.line, keys: keyIndex{}, doc: ref}
 
 	data := doc.data
+	// A JSON document's keys are checked in its tree, as they always were.
+	checkKeys := doc.json
 	if !doc.json {
-		converted, err := sigsyaml.YAMLToJSON(doc.data)
+		converted, mayRepeat, err := p.yamlToJSON(doc.data)
+		checkKeys = mayRepeat
 		if err != nil {
 			line, msg := yamlErrorLine(err)
 			if doc.indentedWithTab(line) {
@@ -203,11 +235,12 @@ func (p *parser) document(doc document) {
 	var obj any
 	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(data, &obj); err != nil {
 		// Only JSON written by a person can be malformed here.
-		line := loc.line
+		at := loc.attached()
+		line := at.line
 		msg := "invalid JSON: " + strings.TrimPrefix(err.Error(), "json: ")
 		if isSyntax, off := sigsjson.SyntaxErrorOffset(err); isSyntax && doc.json {
 			line = doc.lineOfOffset(off)
-			if loc.root != nil {
+			if at.root != nil {
 				msg += " (podrun, as the kubelet, reads a document that starts with '{' as JSON; this one is YAML in flow style: start it with a key)"
 			}
 		}
@@ -215,27 +248,14 @@ func (p *parser) document(doc document) {
 		return
 	}
 
-	if loc.root != nil {
-		var dups []duplicateKey
-		findDuplicateKeys(loc.root, "", &dups)
-		for _, d := range dups {
-			p.errs = append(p.errs, &Error{Source: p.display, Line: d.line + loc.offset, Field: d.path,
-				Message: fmt.Sprintf("duplicate field (first given at line %d)", d.firstLine+loc.offset)})
-		}
-		if p.opts.Strict {
-			var overrides []mergeOverride
-			findMergeOverrides(loc.root, "", &overrides)
-			for _, o := range overrides {
-				p.errs = append(p.errs, &Error{Source: p.display, Line: o.line + loc.offset, Field: o.path,
-					Message: "duplicate field: it overrides the value a merge key (<<) gives it, which YAML and the kubelet allow and kube-apiserver's strict decoding does not (--strict)"})
-			}
-		}
+	if checkKeys {
+		p.keyErrors(loc.attached())
 	}
 
 	if obj == nil {
 		return // an empty document ("~", "null"): nothing to run
 	}
-	p.snap.documents++
+	p.documents++
 	m, ok := obj.(map[string]any)
 	if !ok {
 		p.errorAt(loc, "", fmt.Sprintf("a document must be an object with apiVersion and kind, not a %s", describe(obj)))
@@ -244,6 +264,113 @@ func (p *parser) document(doc document) {
 	p.object(loc, data, m, "", false, len(p.errs) > before)
 	// Report a document's problems in line order, whichever step found them.
 	sortByLine(p.errs[before:])
+}
+
+// yamlToJSON converts a YAML document to JSON as the kubelet does, and says
+// whether its keys are to be checked in its node tree (keyErrors): whether
+// it may give a key twice, or with Strict override a merged one. Most
+// documents do neither, and no tree is built for them: the strict
+// conversion, which fails on a key given twice, vouches for them, except
+// where it compares keys otherwise than the tree does (mayHideKeys).
+func (p *parser) yamlToJSON(data []byte) (converted []byte, checkKeys bool, err error) {
+	converted, err = sigsyaml.YAMLToJSONStrict(data)
+	if err == nil {
+		return converted, mayHideKeys(data) || p.opts.Strict && bytes.Contains(data, []byte("<<")), nil
+	}
+	// A key given twice, or not YAML: converted as the kubelet converts
+	// it, the tree says which.
+	converted, err = sigsyaml.YAMLToJSON(data)
+	return converted, true, err
+}
+
+// mayHideKeys reports whether a YAML document may give a key that the
+// strict conversion compares otherwise than keyErrors: by value, where
+// keyErrors compares the text (as its messages name keys). The two agree
+// on plain keys (written as they are: not quoted, tagged, anchored or
+// explicit), but for a key whose value is NaN, which equals nothing. In
+// block style a key is the first thing on its line, after the indentation
+// and any "- " of sequences; in flow style it is in braces. The answer
+// errs on the safe side: "{" in a quoted value counts.
+func mayHideKeys(data []byte) bool {
+	if hasFlowMapping(data) {
+		return true
+	}
+	for _, nan := range []string{".nan", ".NaN", ".NAN"} { // as YAML 1.1 writes it
+		if bytes.Contains(data, []byte(nan)) {
+			return true
+		}
+	}
+	for line := range bytes.Lines(data) {
+		line = bytes.TrimLeft(line, " \t")
+		for len(line) > 1 && line[0] == '-' && (line[1] == ' ' || line[1] == '\t') {
+			line = bytes.TrimLeft(line[1:], " \t")
+		}
+		if len(line) == 0 {
+			continue
+		}
+		switch line[0] {
+		case '!', '&', '?':
+			return true
+		case '"', '\'':
+			if quotedKey(line) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// hasFlowMapping reports whether data has a "{" that is not "{}": an empty
+// flow mapping (kubeadm writes "status: {}") holds no key.
+func hasFlowMapping(data []byte) bool {
+	for i := bytes.IndexByte(data, '{'); i >= 0; i = bytes.IndexByte(data, '{') {
+		data = bytes.TrimLeft(data[i+1:], " \t")
+		if len(data) == 0 || data[0] != '}' {
+			return true
+		}
+	}
+	return false
+}
+
+// quotedKey reports whether line, which starts with a quoted scalar, may
+// be a key: the scalar is followed by ":", or does not end on the line
+// (a key does, or YAML refuses it; the parsers decide).
+func quotedKey(line []byte) bool {
+	quote := line[0]
+	for i := 1; i < len(line); i++ {
+		switch {
+		case quote == '"' && line[i] == '\\':
+			i++ // an escaped character
+		case line[i] == quote && quote == '\'' && i+1 < len(line) && line[i+1] == '\'':
+			i++ // '' is a quote in a single-quoted scalar
+		case line[i] == quote:
+			rest := bytes.TrimLeft(line[i+1:], " \t")
+			return len(rest) > 0 && rest[0] == ':'
+		}
+	}
+	return true
+}
+
+// keyErrors reports the keys of a document (loc, attached) given twice in
+// one mapping, and with Strict those that override a merged key.
+func (p *parser) keyErrors(loc locator) {
+	if loc.root == nil {
+		return // not YAML: the JSON decoder finds them (decode)
+	}
+	var dups []duplicateKey
+	findDuplicateKeys(loc.root, "", &dups)
+	for _, d := range dups {
+		p.errs = append(p.errs, &Error{Source: p.display, Line: d.line + loc.offset, Field: d.path,
+			Message: fmt.Sprintf("duplicate field (first given at line %d)", d.firstLine+loc.offset)})
+	}
+	if p.opts.Strict {
+		var overrides []mergeOverride
+		findMergeOverrides(loc.root, "", &overrides)
+		for _, o := range overrides {
+			p.errs = append(p.errs, &Error{Source: p.display, Line: o.line + loc.offset, Field: o.path,
+				Message: "duplicate field: it overrides the value a merge key (<<) gives it, which YAML and the kubelet allow and kube-apiserver's strict decoding does not (--strict)"})
+		}
+	}
 }
 
 // object decodes one object: a document or a List item. defaultKind is the
@@ -356,8 +483,9 @@ type unknownField struct {
 // checking the rest of it means a user sees every problem in one run.
 func (p *parser) decode(loc locator, raw []byte, generic map[string]any, into any) (bad []string, unknown []unknownField, ok bool) {
 	opts := []sigsjson.StrictOption{sigsjson.DisallowUnknownFields}
-	if loc.root == nil {
+	if loc.doc != nil && loc.doc.json && loc.attached().root == nil {
 		// No node tree to find duplicate keys in: let the decoder do it.
+		// (JSON converted from YAML has none: they were found before.)
 		opts = append(opts, sigsjson.DisallowDuplicateFields)
 	}
 	t := reflect.TypeOf(into).Elem()
@@ -450,16 +578,13 @@ func (p *parser) resolveUnknown(loc locator, unknown []unknownField, errs field.
 
 // pod decodes, defaults, validates and identifies one pod.
 func (p *parser) pod(loc locator, raw []byte, m map[string]any, tainted bool) {
-	before, warningsBefore := len(p.errs), len(p.snap.Warnings)
+	before, warningsBefore := len(p.errs), len(p.warnings)
 	pod := &v1.Pod{}
 	bad, unknown, decoded := p.decode(loc, raw, m, pod)
 	if !decoded {
 		return
 	}
-	if p.fields == nil {
-		p.fields = newFieldTree(append(supportedPodFields(), noEffectPodFields()...))
-	}
-	refusals := unsupportedFields(p.fields, m)
+	refusals := unsupportedFields(podFields(), m)
 	refusals = append(refusals, refusedValues(pod)...)
 	skip := slices.Clone(bad)
 	for _, u := range unknown {
@@ -483,19 +608,25 @@ func (p *parser) pod(loc locator, raw []byte, m map[string]any, tainted bool) {
 	}
 	name := pod.Name
 	applyIdentity(pod, p.opts.NodeName, p.identity, p.seen)
-	if other, taken := p.claimName("Pod", pod.Namespace, pod.Name, pod); taken {
-		p.errorAt(loc, "metadata.name", fmt.Sprintf("pod %s/%s conflicts with the pod defined at %s; the first one is kept",
-			pod.Namespace, name, p.snap.origins[other]))
-		return
-	}
-	p.snap.Pods = append(p.snap.Pods, pod)
 	o := p.origin(loc)
-	o.warnings = slices.Clone(p.snap.Warnings[warningsBefore:])
-	p.snap.origins[pod] = o
+	o.warnings = slices.Clone(p.warnings[warningsBefore:])
+	p.define(definition{definedName: definedName{"pod", pod.Namespace, pod.Name}, shown: name, obj: pod, origin: o})
 }
 
 func (p *parser) origin(loc locator) origin {
-	return origin{source: p.display, line: loc.lineOf("metadata.name"), field: loc.field("metadata.name"), loc: loc.detached()}
+	o := origin{source: p.display, doc: loc.doc, prefix: loc.prefix}
+	if loc.prefix != "" {
+		// Asked later, each item's line would take a parse of the whole
+		// List: its document's tree serves all of them now.
+		o.line = loc.lineOf("metadata.name")
+	}
+	return o
+}
+
+// define adds an object without problems, to be kept unless its name is
+// taken (assembly.add).
+func (p *parser) define(d definition) {
+	p.defined = append(p.defined, d)
 }
 
 func (p *parser) configMap(loc locator, raw []byte, m map[string]any, tainted bool) {
@@ -510,13 +641,7 @@ func (p *parser) configMap(loc locator, raw []byte, m map[string]any, tainted bo
 	if tainted || len(p.errs) > before {
 		return
 	}
-	if other, taken := p.claimName("ConfigMap", cm.Namespace, cm.Name, cm); taken {
-		p.errorAt(loc, "metadata.name", fmt.Sprintf("ConfigMap %s/%s conflicts with the ConfigMap defined at %s; the first one is kept",
-			cm.Namespace, cm.Name, p.snap.origins[other]))
-		return
-	}
-	p.snap.ConfigMaps = append(p.snap.ConfigMaps, cm)
-	p.snap.origins[cm] = p.origin(loc)
+	p.define(definition{definedName: definedName{"ConfigMap", cm.Namespace, cm.Name}, shown: cm.Name, obj: cm, origin: p.origin(loc)})
 }
 
 func (p *parser) secret(loc locator, raw []byte, m map[string]any, tainted bool) {
@@ -533,11 +658,5 @@ func (p *parser) secret(loc locator, raw []byte, m map[string]any, tainted bool)
 	if tainted || len(p.errs) > before {
 		return
 	}
-	if other, taken := p.claimName("Secret", s.Namespace, s.Name, s); taken {
-		p.errorAt(loc, "metadata.name", fmt.Sprintf("Secret %s/%s conflicts with the Secret defined at %s; the first one is kept",
-			s.Namespace, s.Name, p.snap.origins[other]))
-		return
-	}
-	p.snap.Secrets = append(p.snap.Secrets, s)
-	p.snap.origins[s] = p.origin(loc)
+	p.define(definition{definedName: definedName{"Secret", s.Namespace, s.Name}, shown: s.Name, obj: s, origin: p.origin(loc)})
 }

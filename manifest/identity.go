@@ -71,8 +71,9 @@ func SourceKind(source string) string {
 
 // applyIdentity turns a defaulted, validated pod into the static pod podrun
 // runs: name <name>-<node>, spec.nodeName, UID and annotations. source is the
-// identity source (an absolute path or a URL).
-func applyIdentity(pod *v1.Pod, nodeName, source string, seen time.Time) {
+// identity source (an absolute path or a URL), seen the time it was read
+// (seenAnnotation).
+func applyIdentity(pod *v1.Pod, nodeName, source, seen string) {
 	if pod.Namespace == "" {
 		pod.Namespace = "default"
 	}
@@ -87,8 +88,11 @@ func applyIdentity(pod *v1.Pod, nodeName, source string, seen time.Time) {
 	pod.Annotations[AnnotationSource] = source
 	pod.Annotations[AnnotationConfigSource] = SourceKind(source)
 	pod.Annotations[AnnotationConfigHash] = ContentHash(pod)
-	pod.Annotations[AnnotationConfigSeen] = seen.UTC().Format(time.RFC3339Nano)
+	pod.Annotations[AnnotationConfigSeen] = seen
 }
+
+// seenAnnotation is the kubernetes.io/config.seen value for a read at t.
+func seenAnnotation(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 
 // ContentHash is the hex SHA-256 of the pod's content as podrun runs it:
 // metadata and spec, defaulted, without podrun's own annotations (which
@@ -96,12 +100,19 @@ func applyIdentity(pod *v1.Pod, nodeName, source string, seen time.Time) {
 // manifest give the same hash; any change to what the pod says gives
 // another. The sync core compares it to decide whether a pod changed.
 func ContentHash(pod *v1.Pod) string {
-	c := v1.Pod{TypeMeta: pod.TypeMeta, ObjectMeta: *pod.ObjectMeta.DeepCopy(), Spec: pod.Spec}
-	for _, k := range []string{AnnotationConfigHash, AnnotationConfigSource, AnnotationConfigSeen, AnnotationSource, "kubernetes.io/config.mirror"} {
-		delete(c.Annotations, k)
-	}
-	if len(c.Annotations) == 0 {
-		c.Annotations = nil
+	// A shallow copy, read only by the encoder; the annotations kept are a
+	// map of their own.
+	c := v1.Pod{TypeMeta: pod.TypeMeta, ObjectMeta: pod.ObjectMeta, Spec: pod.Spec}
+	c.Annotations = nil
+	for k, v := range pod.Annotations {
+		switch k {
+		case AnnotationConfigHash, AnnotationConfigSource, AnnotationConfigSeen, AnnotationSource, "kubernetes.io/config.mirror":
+			continue
+		}
+		if c.Annotations == nil {
+			c.Annotations = map[string]string{}
+		}
+		c.Annotations[k] = v
 	}
 	// Metadata that the API server (not the manifest) owns does not count.
 	c.ResourceVersion, c.Generation, c.ManagedFields = "", 0, nil

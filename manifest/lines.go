@@ -25,33 +25,31 @@ type document struct {
 // marker is blanked and the rest stays in the next document, so columns and
 // lines are unchanged. Documents that hold only blanks and comments are
 // dropped here: they are empty, not errors.
+//
+// The documents are copied into one buffer of the file's size (a separator
+// blanked is as long as it was): one allocation, not one per line.
 func splitDocuments(data []byte) []document {
 	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf")) // a UTF-8 BOM, as some editors write
 	var docs []document
-	var cur []byte
-	start := 1
+	text := make([]byte, 0, len(data))
+	cur, start := 0, 1 // where the current document starts in text, and in the file
 	flush := func() {
-		if !blankYAML(cur) {
-			trimmed := bytes.TrimLeft(cur, " \t\r\n")
-			docs = append(docs, document{data: cur, line: start, json: len(trimmed) > 0 && trimmed[0] == '{'})
+		if doc := text[cur:len(text):len(text)]; !blankYAML(doc) {
+			trimmed := bytes.TrimLeft(doc, " \t\r\n")
+			docs = append(docs, document{data: doc, line: start, json: len(trimmed) > 0 && trimmed[0] == '{'})
 		}
-		cur = nil
+		cur = len(text)
 	}
 	lineNo := 0
-	for len(data) > 0 {
+	for line := range bytes.Lines(data) {
 		lineNo++
-		var line []byte
-		if i := bytes.IndexByte(data, '\n'); i >= 0 {
-			line, data = data[:i+1], data[i+1:]
-		} else {
-			line, data = data, nil
-		}
 		if isSeparator(line) {
 			flush()
 			start = lineNo
-			line = append([]byte("   "), line[3:]...)
+			text = append(text, "   "...)
+			line = line[3:]
 		}
-		cur = append(cur, line...)
+		text = append(text, line...)
 	}
 	flush()
 	return docs
@@ -69,7 +67,7 @@ func isSeparator(line []byte) bool {
 
 // blankYAML reports whether data holds nothing but blanks and comments.
 func blankYAML(data []byte) bool {
-	for _, line := range bytes.Split(data, []byte("\n")) {
+	for line := range bytes.Lines(data) {
 		line = bytes.TrimSpace(line)
 		if len(line) > 0 && line[0] != '#' {
 			return false
@@ -121,6 +119,9 @@ func yamlErrorLine(err error) (int, string) {
 // object's node (a document's content, or a List item); lines of root are
 // document lines, which offset turns into file lines. prefix is prepended to
 // the reported field paths ("items[2]" for a List item).
+//
+// A locator of a parse starts without root: the document's tree is built
+// at the first line asked for (attached), which most documents never are.
 type locator struct {
 	root   *yaml.Node
 	offset int
@@ -131,8 +132,7 @@ type locator struct {
 	// keys indexes the large mappings of the document, shared by the
 	// locators of its List items; nil scans every mapping.
 	keys keyIndex
-	// doc is the document the object is in, so that a locator kept
-	// without its node tree (detached) can find lines later (FieldAt).
+	// doc is the document the object is in, which root is built from.
 	doc *docRef
 }
 
@@ -151,12 +151,17 @@ func (l locator) field(path string) string {
 }
 
 // child returns a locator for the object at path below l (a List item).
+// Without a tree yet, it finds its own when asked (attached).
 func (l locator) child(path string) locator {
+	if l.root == nil && l.doc != nil {
+		return locator{line: l.line, prefix: l.field(path), keys: l.keys, doc: l.doc}
+	}
 	return locator{root: l.node(path), offset: l.offset, line: l.lineOf(path), prefix: l.field(path), keys: l.keys, doc: l.doc}
 }
 
 // node returns the node at path, or nil.
 func (l locator) node(path string) *yaml.Node {
+	l = l.attached()
 	n, _, complete := l.keys.walkPath(l.root, parsePath(path))
 	if !complete {
 		return nil
@@ -168,6 +173,7 @@ func (l locator) node(path string) *yaml.Node {
 // past what the document holds (a defaulted field, say), it is the line of
 // the deepest part that exists: the user's nearest text.
 func (l locator) lineOf(path string) int {
+	l = l.attached()
 	if l.root == nil {
 		return l.line
 	}

@@ -128,3 +128,54 @@ func TestKeyIndex(t *testing.T) {
 		t.Errorf("%d mappings indexed, want only the large one", len(indexed.keys))
 	}
 }
+
+// TestDuplicateKeysTheConversionMisses: a key given twice is an error even
+// where the strict YAML conversion, which decides whether the node tree is
+// built at all, sees two keys (1 and "1" are an int and a string) or none
+// (NaN equals nothing).
+func TestDuplicateKeysTheConversionMisses(t *testing.T) {
+	for name, keys := range map[string][2]string{
+		"quoted":       {`1`, `"1"`},
+		"single":       {`true`, `'true'`},
+		"tagged":       {`1`, `!!str 1`},
+		"in flow":      {`{0x1: a`, `"0x1": b}`},
+		"NaN":          {`.nan`, `.nan`},
+		"anchored":     {`&k 1`, `"1"`},
+		"explicit key": {`? "1"`, `1`},
+	} {
+		var labels string
+		if strings.HasPrefix(keys[0], "{") {
+			labels = "  labels: " + keys[0] + ", " + keys[1] + "\n"
+		} else {
+			labels = "  labels:\n    " + keys[0] + ": a\n    " + keys[1] + ": b\n"
+			if strings.HasPrefix(keys[0], "?") {
+				labels = "  labels:\n    " + keys[0] + "\n    : a\n    " + keys[1] + ": b\n"
+			}
+		}
+		data := "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\n" + labels + "spec:\n  containers:\n  - name: app\n    image: nginx\n"
+		_, err := Parse("pod.yaml", []byte(data), testOptions())
+		if err == nil || !strings.Contains(err.Error(), "duplicate field (first given at line") {
+			t.Errorf("%s: no duplicate field error in:\n%s\ngot: %v", name, data, err)
+		}
+	}
+}
+
+// TestMayHideKeys: documents with only plain keys in block style need no
+// node tree to find a key given twice, whatever their values; any other
+// way of writing a key does.
+func TestMayHideKeys(t *testing.T) {
+	plain := "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n  containers:\n  - name: app\n    args:\n    - - x: y\n" +
+		"    - \"--flag=a\"\n    - '--it''s'\n    - \"x\" # \"y\": z\n    image: nginx # a \"comment\"\n  volumes:\n  - emptyDir: { }\nstatus: {}\n"
+	if mayHideKeys([]byte(plain)) {
+		t.Errorf("plain keys: a tree would be built for\n%s", plain)
+	}
+	for _, data := range []string{
+		"a: 1\n\"b\": 2\n", "a: 1\n'b': 2\n", "- !!str a: 1\n", "- - &x a: 1\n", "? a\n: 1\n",
+		"a: {b: 1}\n", "a:\n  .NaN: 1\n", "a:\n\t- \"b\": 1\n", "\"a\" : 1\n", "- 'it''s': 1\n", "\"a\\\"\": 1\n",
+		"\"a\n b\": 1\n", "a: {\n}\n",
+	} {
+		if !mayHideKeys([]byte(data)) {
+			t.Errorf("no tree would be built for %q", data)
+		}
+	}
+}

@@ -6,16 +6,19 @@ import (
 	yaml "go.yaml.in/yaml/v3"
 )
 
-// docRef is a document as a snapshot keeps it for FieldAt: its text, not
-// its node tree (a tree costs many times the text, and most snapshots are
-// never asked). The tree is built at the first question and kept.
+// docRef is a document as its objects' locators know it: its text, and its
+// node tree once a line is asked for. Most documents are never asked (a
+// line is for a problem, a warning or FieldAt), and a tree costs many
+// times the text and a third of a parse's time: it is built at the first
+// question and kept, by a parse until the document is done (release), by
+// a snapshot for FieldAt's next questions.
 type docRef struct {
-	data []byte
+	document
 	once sync.Once
-	root *yaml.Node // nil when the text is not YAML (then FieldAt answers the object's line)
+	root *yaml.Node // nil when the text is not YAML (then every line is the object's)
 }
 
-func newDocRef(d document) *docRef { return &docRef{data: d.data} }
+func newDocRef(d document) *docRef { return &docRef{document: d} }
 
 // tree returns the document's node tree, built once.
 func (d *docRef) tree() *yaml.Node {
@@ -28,15 +31,17 @@ func (d *docRef) tree() *yaml.Node {
 	return d.root
 }
 
-// detached returns l without its node tree, to be kept: attached builds
-// it again from the document when a line is asked for.
-func (l locator) detached() locator {
-	l.root, l.keys = nil, nil // the index holds the tree's nodes
-	return l
+// release drops the tree a parse built, once the document is parsed: a
+// snapshot keeps the text (FieldAt builds the tree again if asked). The
+// parse is the document's only user until then.
+func (d *docRef) release() {
+	d.once, d.root = sync.Once{}, nil
 }
 
 // attached returns l with its node tree: the document's, or for a List
 // item the item's (l.prefix, "items[2]", leads to it from the document).
+// Without a tree (the text is not YAML, or the item is not in it) l is
+// returned as it is: every line is then the object's.
 func (l locator) attached() locator {
 	if l.root != nil || l.doc == nil {
 		return l
@@ -45,15 +50,24 @@ func (l locator) attached() locator {
 	if root == nil {
 		return l
 	}
-	if l.prefix != "" {
-		n, _, complete := l.keys.walkPath(root, parsePath(l.prefix))
-		if !complete {
-			return l
-		}
-		root = n
+	doc := locator{root: root, offset: l.doc.line - 1, line: l.doc.line, keys: l.keys, doc: l.doc}
+	if c := resolve(root); c != nil && c.Line > 0 {
+		doc.line = c.Line + doc.offset
 	}
-	l.root = root
-	return l
+	if l.prefix == "" {
+		return doc
+	}
+	return doc.child(l.prefix)
+}
+
+// lineOnce is lineOf for an origin's locator, where the tree is not worth
+// keeping: the line of a definition another one conflicts with. The
+// document is parsed again for the answer, and that tree dropped with it.
+func (l locator) lineOnce(path string) int {
+	if l.root == nil && l.doc != nil {
+		l.doc = newDocRef(l.doc.document)
+	}
+	return l.lineOf(path)
 }
 
 // FieldAt returns where a field of obj (a Pod, ConfigMap or Secret of this
@@ -71,10 +85,6 @@ func (s *Snapshot) FieldAt(obj any, path string) (e Error, ok bool) {
 	if !ok {
 		return Error{}, false
 	}
-	loc := o.loc.attached()
-	if loc.doc == nil {
-		// Not from a parse (a test's snapshot): the object's own line.
-		return Error{Source: o.source, Line: o.line, Field: path}, true
-	}
+	loc := o.locator().attached()
 	return Error{Source: o.source, Line: loc.lineOf(path), Field: loc.field(path)}, true
 }

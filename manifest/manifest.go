@@ -17,7 +17,11 @@ package manifest
 import (
 	"fmt"
 	"log/slog"
+	"runtime"
+	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -141,15 +145,37 @@ func Parse(source string, data []byte, opts Options) (*Snapshot, error) {
 // one that identifies pods (identity): ReadPath shows paths as the user gave
 // them but identifies pods by absolute path.
 func parse(display, identity string, data []byte, opts Options) (*Snapshot, error) {
-	p := &parser{
-		display:  display,
-		identity: identity,
-		opts:     opts,
-		seen:     opts.Now(),
-		snap:     newSnapshot(display),
+	s := &parsing{display: display, identity: identity, opts: opts, seen: seenAnnotation(opts.Now())}
+	a := assembly{snap: newSnapshot(display), names: map[definedName]any{}}
+	for batch := range slices.Chunk(splitDocuments(data), documentsAtOnce) {
+		for _, p := range s.decode(batch) {
+			a.add(&p)
+		}
 	}
-	for _, doc := range splitDocuments(data) {
-		p.document(doc)
+	return a.snap, a.errs.orNil()
+}
+
+// documentsAtOnce is how many documents are decoded before they are added
+// to the snapshot: enough to keep every CPU busy, few enough that what
+// waits to be added stays small.
+const documentsAtOnce = 256
+
+// decode decodes docs, each apart from the others, as many at once as Go
+// runs goroutines in parallel, and returns them in order.
+func (s *parsing) decode(docs []document) []parser {
+	out := make([]parser, len(docs))
+	var next atomic.Int64
+	work := func() {
+		for i := int(next.Add(1) - 1); i < len(docs); i = int(next.Add(1) - 1) {
+			out[i] = parser{parsing: s}
+			out[i].document(docs[i])
+		}
 	}
-	return p.snap, p.errs.orNil()
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(docs)) - 1 {
+		wg.Go(work)
+	}
+	work()
+	wg.Wait()
+	return out
 }

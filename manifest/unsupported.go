@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	v1 "k8s.io/api/core/v1"
 )
@@ -176,6 +177,11 @@ func refusalReason(path string) string {
 }
 
 var listIndexes = regexp.MustCompile(`\[\d+\]`)
+
+// podFields is the tree of the fields podrun accepts in a pod, built once.
+var podFields = sync.OnceValue(func() *fieldTree {
+	return newFieldTree(append(supportedPodFields(), noEffectPodFields()...))
+})
 
 // fieldTree is supportedPodFields as a tree, to walk beside a document.
 type fieldTree struct {
