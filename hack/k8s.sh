@@ -10,7 +10,7 @@
 # Binaries are cached outside the checkout, keyed by version:
 #   ${PODRUN_CACHE:-/var/cache/podrun}/k8s/v1.37.2/{kubeadm,kube-apiserver,...,etcd}
 # A warm run checks the cache and the images' labels and does nothing else
-# (under a second); a cold run takes 5-9 min on 2 cores and about 4 GiB of Go
+# (under a second); a cold run takes 5-9 min (13 on a busy machine) on 2 cores and about 4 GiB of Go
 # build and module caches besides the ~400 MiB of binaries. A lock keeps
 # two runs from colliding, and a build is renamed into place only when
 # complete, so a killed run never leaves half a cache.
@@ -67,7 +67,7 @@ build() {
 	chmod 755 "$out"
 	work=$(mktemp -d /tmp/podrun-k8s-build.XXXXXX)
 	trap 'rm -rf "$work" "$out"' EXIT
-	log "building Kubernetes $K8S_VERSION and etcd from the Go module proxy (cold: 5-9 min on 2 cores)"
+	log "building Kubernetes $K8S_VERSION and etcd from the Go module proxy (cold: 5-9 min (13 on a busy machine) on 2 cores)"
 
 	# The Kubernetes binaries: a throwaway module requiring k8s.io/kubernetes,
 	# whose go.mod replaces its staging modules k8s.io/X v0.0.0 with
