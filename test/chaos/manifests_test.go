@@ -46,7 +46,9 @@ func badCorpus() []badManifest {
 	return []badManifest{
 		{name: "truncated", make: writeBad(good[:len(good)*6/10])},
 		{name: "invalid YAML", make: writeBad("apiVersion: v1\nkind: Pod\nmetadata: {name: victim\nspec:\n  containers: [\n")},
-		{name: "unknown field", make: writeBad(strings.Replace(good, "imagePullPolicy:", "imagePullPolicyy:", 1))},
+		// An unknown field alone is dropped, as the kubelet drops it; a typo
+		// of the required image is an error.
+		{name: "unknown field", make: writeBad(strings.Replace(good, "image:", "imagee:", 1))},
 		{name: "wrong type", make: writeBad(strings.Replace(good, "terminationGracePeriodSeconds: 0", `terminationGracePeriodSeconds: "soon"`, 1))},
 		{name: "invalid value", make: writeBad(strings.Replace(good, "  containers:", "  restartPolicy: Sometimes\n  containers:", 1))},
 		{name: "11 MiB file", make: writeBad(big)},
