@@ -349,38 +349,51 @@ type duplicateKey struct {
 	firstLine int
 }
 
-// findDuplicateKeys lists keys that appear twice in one mapping. YAML
-// forbids them, and the conversion to JSON would silently keep only one of
-// the values: the kind of edit that should not go unnoticed. Aliases are not
-// followed, so each duplicate is reported once, where it is written.
-func findDuplicateKeys(n *yaml.Node, path string, out *[]duplicateKey) {
+// walkMappings calls visit with each mapping under n and its path, in
+// document order. A merge key's value ("<<") is walked into only when
+// intoMerges is set; aliases never are, so each mapping is visited once,
+// where it is written.
+func walkMappings(n *yaml.Node, path string, intoMerges bool, visit func(m *yaml.Node, path string)) {
 	if n == nil {
 		return
 	}
 	switch n.Kind {
 	case yaml.DocumentNode:
 		for _, c := range n.Content {
-			findDuplicateKeys(c, path, out)
+			walkMappings(c, path, intoMerges, visit)
 		}
 	case yaml.SequenceNode:
 		for i, c := range n.Content {
-			findDuplicateKeys(c, path+"["+strconv.Itoa(i)+"]", out)
+			walkMappings(c, path+"["+strconv.Itoa(i)+"]", intoMerges, visit)
 		}
 	case yaml.MappingNode:
-		seen := make(map[string]int, len(n.Content)/2)
+		visit(n, path)
 		for i := 0; i+1 < len(n.Content); i += 2 {
-			k := n.Content[i]
-			childPath := joinPath(path, k.Value)
-			if k.Kind == yaml.ScalarNode && k.Tag != "!!merge" {
-				if first, dup := seen[k.Value]; dup {
-					*out = append(*out, duplicateKey{path: childPath, line: k.Line, firstLine: first})
-				} else {
-					seen[k.Value] = k.Line
-				}
+			if k := n.Content[i]; k.Tag != "!!merge" || intoMerges {
+				walkMappings(n.Content[i+1], joinPath(path, k.Value), intoMerges, visit)
 			}
-			findDuplicateKeys(n.Content[i+1], childPath, out)
 		}
 	}
+}
+
+// findDuplicateKeys lists keys that appear twice in one mapping. YAML
+// forbids them, and the conversion to JSON would silently keep only one of
+// the values: the kind of edit that should not go unnoticed.
+func findDuplicateKeys(n *yaml.Node, path string, out *[]duplicateKey) {
+	walkMappings(n, path, true, func(m *yaml.Node, path string) {
+		seen := make(map[string]int, len(m.Content)/2)
+		for i := 0; i+1 < len(m.Content); i += 2 {
+			k := m.Content[i]
+			if k.Kind != yaml.ScalarNode || k.Tag == "!!merge" {
+				continue
+			}
+			if first, dup := seen[k.Value]; dup {
+				*out = append(*out, duplicateKey{path: joinPath(path, k.Value), line: k.Line, firstLine: first})
+			} else {
+				seen[k.Value] = k.Line
+			}
+		}
+	})
 }
 
 // mergeOverride is a key given explicitly in a mapping that also merges
@@ -394,25 +407,13 @@ type mergeOverride struct {
 // it (the explicit key wins), and so does the kubelet; kube-apiserver's
 // strict decoding does not.
 func findMergeOverrides(n *yaml.Node, path string, out *[]mergeOverride) {
-	if n == nil {
-		return
-	}
-	switch n.Kind {
-	case yaml.DocumentNode:
-		for _, c := range n.Content {
-			findMergeOverrides(c, path, out)
-		}
-	case yaml.SequenceNode:
-		for i, c := range n.Content {
-			findMergeOverrides(c, path+"["+strconv.Itoa(i)+"]", out)
-		}
-	case yaml.MappingNode:
+	walkMappings(n, path, false, func(m *yaml.Node, path string) {
 		merged := map[string]bool{}
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			if n.Content[i].Tag != "!!merge" {
+		for i := 0; i+1 < len(m.Content); i += 2 {
+			if m.Content[i].Tag != "!!merge" {
 				continue
 			}
-			sources := []*yaml.Node{resolve(n.Content[i+1])}
+			sources := []*yaml.Node{resolve(m.Content[i+1])}
 			if sources[0] != nil && sources[0].Kind == yaml.SequenceNode {
 				sources = sources[0].Content
 			}
@@ -424,17 +425,12 @@ func findMergeOverrides(n *yaml.Node, path string, out *[]mergeOverride) {
 				}
 			}
 		}
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k := n.Content[i]
-			childPath := joinPath(path, k.Value)
-			if k.Tag != "!!merge" && merged[k.Value] {
-				*out = append(*out, mergeOverride{path: childPath, line: k.Line})
-			}
-			if k.Tag != "!!merge" {
-				findMergeOverrides(n.Content[i+1], childPath, out)
+		for i := 0; i+1 < len(m.Content); i += 2 {
+			if k := m.Content[i]; k.Tag != "!!merge" && merged[k.Value] {
+				*out = append(*out, mergeOverride{path: joinPath(path, k.Value), line: k.Line})
 			}
 		}
-	}
+	})
 }
 
 // joinPath appends a field name to a path.

@@ -105,20 +105,16 @@ func mergeLabelKeys(pod *core.Pod) {
 	}
 	gates := utilfeature.DefaultFeatureGate
 	if a := pod.Spec.Affinity; a != nil && gates.Enabled(features.MatchLabelKeysInPodAffinity) {
-		if pa := a.PodAffinity; pa != nil {
-			for i := range pa.RequiredDuringSchedulingIgnoredDuringExecution {
-				term(&pa.RequiredDuringSchedulingIgnoredDuringExecution[i])
+		// Affinity and anti-affinity terms have the same fields.
+		for _, affinity := range []*core.PodAffinity{a.PodAffinity, (*core.PodAffinity)(a.PodAntiAffinity)} {
+			if affinity == nil {
+				continue
 			}
-			for i := range pa.PreferredDuringSchedulingIgnoredDuringExecution {
-				term(&pa.PreferredDuringSchedulingIgnoredDuringExecution[i].PodAffinityTerm)
+			for i := range affinity.RequiredDuringSchedulingIgnoredDuringExecution {
+				term(&affinity.RequiredDuringSchedulingIgnoredDuringExecution[i])
 			}
-		}
-		if pa := a.PodAntiAffinity; pa != nil {
-			for i := range pa.RequiredDuringSchedulingIgnoredDuringExecution {
-				term(&pa.RequiredDuringSchedulingIgnoredDuringExecution[i])
-			}
-			for i := range pa.PreferredDuringSchedulingIgnoredDuringExecution {
-				term(&pa.PreferredDuringSchedulingIgnoredDuringExecution[i].PodAffinityTerm)
+			for i := range affinity.PreferredDuringSchedulingIgnoredDuringExecution {
+				term(&affinity.PreferredDuringSchedulingIgnoredDuringExecution[i].PodAffinityTerm)
 			}
 		}
 	}
