@@ -78,6 +78,7 @@ type killTarget struct {
 // containers failed their liveness or startup probe.
 type probeVerdicts interface {
 	KillVerdict(containerID string) (health.Verdict, bool)
+	Started(containerID string) bool
 }
 
 // waiting is why a container is not running when it should be.
@@ -456,6 +457,13 @@ func computeInitActions(pod *v1.Pod, state *podState, sandboxID string, backoff 
 				if st.Hash != ContainerHash(c) {
 					a.Kill = append(a.Kill, killTarget{Container: st, Reason: reasonSpecChanged})
 					a.startInit(c, reasonSpecChanged)
+					return false
+				}
+				// The next init container waits until the sidecar has
+				// started: its startup probe passed (at once without one).
+				// The prober's change of verdict syncs the pod again.
+				if !appsStarted && probes != nil && !probes.Started(st.ID) {
+					waitApps(pod, a)
 					return false
 				}
 				continue

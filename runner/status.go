@@ -242,13 +242,18 @@ func anyAppStarted(s *v1.PodStatus) bool {
 // Initialized, ContainersReady and Ready, keeping each condition's transition
 // time while its status holds.
 func podConditions(pod *v1.Pod, s *v1.PodStatus, sb *engine.Sandbox, prev *v1.PodStatus, now time.Time) []v1.PodCondition {
-	initialized := true
+	initialized, ready := true, len(s.ContainerStatuses) > 0
 	for i := range pod.Spec.InitContainers {
 		c := &pod.Spec.InitContainers[i]
 		st := s.InitContainerStatuses[i]
 		if isSidecar(c) {
-			if st.State.Running == nil && !anyAppStarted(s) {
+			if (st.Started == nil || !*st.Started) && !anyAppStarted(s) {
 				initialized = false
+			}
+			// A sidecar's readiness counts for the pod's, as an app
+			// container's does (the kubelet, since sidecars).
+			if !st.Ready {
+				ready = false
 			}
 			continue
 		}
@@ -256,7 +261,6 @@ func podConditions(pod *v1.Pod, s *v1.PodStatus, sb *engine.Sandbox, prev *v1.Po
 			initialized = false
 		}
 	}
-	ready := len(s.ContainerStatuses) > 0
 	for _, st := range s.ContainerStatuses {
 		if !st.Ready {
 			ready = false
