@@ -134,19 +134,21 @@ var refusalReasons = map[string]string{
 	"spec.volumes[].ephemeral":             "an ephemeral volume is a PersistentVolumeClaim that a cluster makes",
 	"spec.volumes[].projected.sources[].serviceAccountToken": "a static pod may not use a service account token " +
 		"(the kubelet refuses it too): there is no apiserver to issue it",
-	"spec.serviceAccountName":                            "a static pod may not name a service account (the kubelet refuses it too)",
-	"spec.serviceAccount":                                "a static pod may not name a service account (the kubelet refuses it too)",
-	"spec.automountServiceAccountToken":                  "a static pod has no service account token to mount",
-	"spec.containers[].resizePolicy[].restartPolicy":     "podrun resizes a container in place, without a restart",
-	"spec.initContainers[].resizePolicy[].restartPolicy": "podrun resizes a container in place, without a restart",
-	"spec.containers[].lifecycle.postStart.tcpSocket":    "the kubelet does not run tcpSocket hooks either",
-	"spec.containers[].lifecycle.preStop.tcpSocket":      "the kubelet does not run tcpSocket hooks either",
-	"spec.ephemeralContainers":                           "ephemeral containers are added to a running pod through the API, not by a manifest",
-	"spec.readinessGates":                                "nothing would set the gates' conditions, so the pod would never be Ready",
-	"spec.runtimeClassName":                              "podrun runs every pod with Docker's default runtime",
-	"spec.overhead":                                      "podrun runs every pod with Docker's default runtime, which has no overhead to account",
-	"spec.resources":                                     "pod-level resources need a pod cgroup, which podrun does not make yet",
-	"spec.resourceClaims":                                "dynamic resource allocation needs a cluster's resource drivers",
+	"spec.serviceAccountName":                             "a static pod may not name a service account (the kubelet refuses it too)",
+	"spec.serviceAccount":                                 "a static pod may not name a service account (the kubelet refuses it too)",
+	"spec.automountServiceAccountToken":                   "a static pod has no service account token to mount",
+	"spec.containers[].resizePolicy[].restartPolicy":      "podrun resizes a container in place, without a restart",
+	"spec.initContainers[].resizePolicy[].restartPolicy":  "podrun resizes a container in place, without a restart",
+	"spec.containers[].lifecycle.postStart.tcpSocket":     "the kubelet does not run tcpSocket hooks either",
+	"spec.containers[].lifecycle.preStop.tcpSocket":       "the kubelet does not run tcpSocket hooks either",
+	"spec.initContainers[].lifecycle.postStart.tcpSocket": "the kubelet does not run tcpSocket hooks either",
+	"spec.initContainers[].lifecycle.preStop.tcpSocket":   "the kubelet does not run tcpSocket hooks either",
+	"spec.ephemeralContainers":                            "ephemeral containers are added to a running pod through the API, not by a manifest",
+	"spec.readinessGates":                                 "nothing would set the gates' conditions, so the pod would never be Ready",
+	"spec.runtimeClassName":                               "podrun runs every pod with Docker's default runtime",
+	"spec.overhead":                                       "podrun runs every pod with Docker's default runtime, which has no overhead to account",
+	"spec.resources":                                      "pod-level resources need a pod cgroup, which podrun does not make yet",
+	"spec.resourceClaims":                                 "dynamic resource allocation needs a cluster's resource drivers",
 	"spec.volumes[].image": "podrun does not mount images as volumes yet (Docker Engine 28 can, with the containerd " +
 		"image store; the runtime-fidelity work)",
 	"spec.securityContext.seLinuxOptions":                  "podrun does not pass SELinux labels to Docker yet",
@@ -318,8 +320,7 @@ func refusedValues(pod *v1.Pod) []pathError {
 		}
 		switch {
 		case nonRoot && user == nil:
-			out = append(out, pathError{path: where, message: "Forbidden: podrun cannot check that container " + c.Name +
-				"'s image runs as a user other than root: give runAsUser, a non-zero uid"})
+			out = append(out, pathError{path: where, message: "Forbidden: container " + c.Name + ": " + nonRootUncheckable})
 		case nonRoot && *user == 0:
 			out = append(out, pathError{path: where, message: "Forbidden: podrun (as the kubelet) will not start container " + c.Name +
 				": it must run as non-root, but its runAsUser is 0"})
@@ -346,11 +347,17 @@ func refusedValues(pod *v1.Pod) []pathError {
 	for i, vol := range spec.Volumes {
 		if ed := vol.EmptyDir; ed != nil && ed.Medium != v1.StorageMediumMemory && ed.SizeLimit != nil && !ed.SizeLimit.IsZero() {
 			out = append(out, pathError{path: fmt.Sprintf("spec.volumes[%d].emptyDir.sizeLimit", i),
-				message: "Forbidden: podrun cannot limit the size of an emptyDir on disk (with medium: Memory it is the tmpfs's size)"})
+				message: "Forbidden: " + diskSizeLimitReason + " (with medium: Memory it is the tmpfs's size)"})
 		}
 	}
 	return out
 }
+
+// Why podrun refuses some values (refusedValues).
+const (
+	nonRootUncheckable  = "podrun cannot check that the image runs as a user other than root: give runAsUser, a non-zero uid"
+	diskSizeLimitReason = "podrun cannot limit the size of an emptyDir on disk"
+)
 
 // unenforcedResource is why podrun cannot honour a container's request or
 // limit of the resource name, or "" when it can.
