@@ -124,7 +124,7 @@ func newRootCmd(g *globalOptions) *cobra.Command {
 	pf.StringVar(&g.NodeName, "node-name", strings.ToLower(hostname), "name of this node; pods are named <name>-<node-name>")
 	pf.StringVar(&g.RootDir, "root-dir", "/var/lib/podrun", "directory for pod directories and volumes")
 	pf.StringVar(&g.DockerHost, "docker-host", "", "Docker Engine address (default: $DOCKER_HOST, else the local socket)")
-	pf.StringVar(&g.InfraImage, "pod-infra-image", "registry.k8s.io/pause:3.10",
+	pf.StringVar(&g.InfraImage, "pod-infra-image", "registry.k8s.io/pause:3.10.2",
 		"sandbox image; when absent and not pullable, podrun builds one from its own binary")
 	pf.StringVarP(&g.LogLevel, "log-level", "v", "info", "log level: debug, info, warn or error")
 	pf.StringArrayVar(&g.URLHeaders, "manifest-url-header", nil, "header sent with every manifest URL request, 'Key: Value' (repeatable)")
