@@ -46,6 +46,7 @@ func supportedPodFields() []string {
 		"securityContext.sysctls[].name", "securityContext.sysctls[].value",
 		"securityContext.seccompProfile.type=RuntimeDefault|Unconfined|Localhost",
 		"securityContext.seccompProfile.localhostProfile", "securityContext.supplementalGroups",
+		"securityContext.fsGroup", "securityContext.fsGroupChangePolicy",
 		"hostAliases[].ip", "hostAliases[].hostnames",
 		// Secrets of type kubernetes.io/dockerconfigjson or dockercfg found
 		// in the same sources.
@@ -154,8 +155,6 @@ var refusalReasons = map[string]string{
 	"spec.securityContext.seLinuxOptions":                  "podrun does not pass SELinux labels to Docker yet",
 	"spec.containers[].securityContext.seLinuxOptions":     "podrun does not pass SELinux labels to Docker yet",
 	"spec.initContainers[].securityContext.seLinuxOptions": "podrun does not pass SELinux labels to Docker yet",
-	"spec.securityContext.fsGroup":                         "podrun does not change the ownership of volumes",
-	"spec.securityContext.fsGroupChangePolicy":             "podrun does not change the ownership of volumes",
 	"spec.hostUsers":             "podrun does not run pods in user namespaces",
 	"spec.shareProcessNamespace": "podrun does not share a process namespace between a pod's containers",
 	"spec.setHostnameAsFQDN":     "podrun sets the pod's short hostname",

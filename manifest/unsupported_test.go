@@ -47,10 +47,6 @@ func TestRefusedFields(t *testing.T) {
 		data: podWith("", "readinessGates:\n- conditionType: example.com/ready\n"),
 		line: 9, field: "spec.readinessGates", reason: "would never be Ready",
 	}, {
-		name: "fsGroup",
-		data: podWith("", "securityContext:\n  fsGroup: 2000\n"),
-		line: 10, field: "spec.securityContext.fsGroup", reason: "does not change the ownership of volumes",
-	}, {
 		name: "resize with a restart",
 		data: podWith("resizePolicy:\n- resourceName: cpu\n  restartPolicy: RestartContainer\n", ""),
 		line: 11, field: "spec.containers[0].resizePolicy[0].restartPolicy", reason: "resizes a container in place",

@@ -159,18 +159,48 @@ func prepareVolume(pod *v1.Pod, vol *v1.Volume, dirs func() (*podDirs, error), o
 			return volumeSource{}, err
 		}
 		p, err := makeEmptyDir(d, vol.Name, vol.EmptyDir)
+		if err == nil {
+			err = volumeFSGroup(pod, d, d.rel("volumes", "kubernetes.io~empty-dir", vol.Name), false)
+		}
 		return volumeSource{HostPath: p}, err
 	}
 	files, plugin, err := volumeFiles(pod, vol, objs, pe)
 	if err != nil {
 		return volumeSource{}, err
 	}
+	if _, _, ok := podFSGroup(pod); ok {
+		// Written with the group's bits already, so that a refresh finds
+		// them as they should be and rewrites nothing.
+		for name, f := range files {
+			f.Mode |= fsGroupReadOnly
+			files[name] = f
+		}
+	}
 	d, err := dirs()
 	if err != nil {
 		return volumeSource{}, err
 	}
-	p, err := writeVolumeFiles(d, d.rel("volumes", plugin, vol.Name), files)
+	rel := d.rel("volumes", plugin, vol.Name)
+	p, err := writeVolumeFiles(d, rel, files)
+	if err == nil {
+		err = volumeFSGroup(pod, d, rel, true)
+	}
 	return volumeSource{HostPath: p, ReadOnly: true}, err
+}
+
+// volumeFSGroup applies the pod's fsGroup, if it has one, to the volume at
+// rel in the pod directory.
+func volumeFSGroup(pod *v1.Pod, d *podDirs, rel string, readOnly bool) error {
+	gid, policy, ok := podFSGroup(pod)
+	if !ok {
+		return nil
+	}
+	vr, err := d.root.OpenRoot(rel)
+	if err != nil {
+		return refused("volume directory", err)
+	}
+	defer vr.Close()
+	return applyFSGroup(vr, gid, policy, readOnly)
 }
 
 // checkHostPath applies a hostPath volume's type, creating what
