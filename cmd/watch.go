@@ -16,9 +16,11 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
+	"github.com/podrun/podrun/engine"
 	"github.com/podrun/podrun/gc"
 	"github.com/podrun/podrun/health"
 	"github.com/podrun/podrun/manifest"
+	"github.com/podrun/podrun/node"
 	"github.com/podrun/podrun/runner"
 	"github.com/podrun/podrun/source"
 )
@@ -36,6 +38,10 @@ type watchOptions struct {
 	AllowPrivileged    bool
 	GC                 gcOptions
 	Cluster            clusterOptions
+	// EvictionHard are the node-pressure eviction thresholds
+	// (--eviction-hard), parsed.
+	EvictionHard    []node.Threshold
+	evictionHardRaw string
 	// Engine connects to the container engine (connect by default).
 	Engine func(context.Context) (watchEngine, error)
 }
@@ -74,6 +80,11 @@ running (an upgrade of podrun is not an outage) unless --stop-pods-on-exit.`,
 			if err := opts.Cluster.validate(); err != nil {
 				return err
 			}
+			thresholds, err := node.ParseThresholds(opts.evictionHardRaw)
+			if err != nil {
+				return badInput(fmt.Errorf("--eviction-hard: %w", err))
+			}
+			opts.EvictionHard = thresholds
 			if opts.Engine == nil {
 				opts.Engine = connectAs[watchEngine](g)
 			}
@@ -93,6 +104,8 @@ running (an upgrade of podrun is not an outage) unless --stop-pods-on-exit.`,
 	f.BoolVar(&opts.AllowPrivileged, "allow-privileged", false, "allow privileged containers")
 	f.StringVar(&opts.HealthzAddress, "healthz-bind-address", "127.0.0.1", "address of the HTTP server (/healthz, /readyz, /pods, /metrics)")
 	f.IntVar(&opts.HealthzPort, "healthz-port", 10248, "port of the HTTP server; 0 disables it")
+	f.StringVar(&opts.evictionHardRaw, "eviction-hard", node.DefaultEvictionHard,
+		"node-pressure eviction thresholds, as the kubelet's flag (signal<quantity or signal<N%); empty: no eviction")
 	addGCFlags(f, &opts.GC)
 	addClusterFlags(f, &opts.Cluster)
 	return cmd
@@ -224,6 +237,14 @@ func watchRun(ctx context.Context, opts *watchOptions) error {
 	if cl != nil {
 		cl.start(runCtx, &wg)
 	}
+	if len(opts.EvictionHard) > 0 {
+		evictions := newEvictionManager(ctx, opts, rt, r)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			evictions.Run(runCtx)
+		}()
+	}
 	opts.Log.Info("podrun watching", "sources", mux.Names(), "node", opts.NodeName)
 
 	// The sources run until ctx ends; the runner, GC and server until stop.
@@ -277,4 +298,26 @@ func urlClient(g *globalOptions) (*http.Client, http.Header, error) {
 		return nil, nil, badInput(fmt.Errorf("--manifest-url-ca: %w", err))
 	}
 	return client, header, nil
+}
+
+// newEvictionManager is node-pressure eviction for watch: the thresholds
+// of --eviction-hard over the root dir's and the engine's filesystems and
+// the machine's memory, evicting through the runner.
+func newEvictionManager(ctx context.Context, opts *watchOptions, rt watchEngine, r *runner.Runner) *node.EvictionManager {
+	imagesDir := ""
+	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	if root, err := rt.DataRoot(dctx); err == nil {
+		imagesDir = root
+	}
+	cancel()
+	stats, _ := rt.(engine.StatsProvider)
+	return node.NewEvictionManager(node.EvictionConfig{
+		Thresholds:     opts.EvictionHard,
+		Measure:        func() (node.Measurements, error) { return node.MeasureNode(opts.RootDir, imagesDir) },
+		MemoryCapacity: uint64(max(opts.Host().MemoryBytes, 0)),
+		Pods:           r,
+		Stats:          stats,
+		Clock:          opts.Clock,
+		Log:            opts.Log,
+	})
 }

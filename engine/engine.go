@@ -97,6 +97,22 @@ type Execer interface {
 	Exec(ctx context.Context, id string, cmd []string) (exitCode int, output []byte, err error)
 }
 
+// StatsProvider is implemented by runtimes that can measure what a running
+// container uses, for node-pressure eviction's ranking.
+type StatsProvider interface {
+	// ContainerStats measures a running container of this node now.
+	// ErrNotFound if it does not exist.
+	ContainerStats(ctx context.Context, id string) (*ContainerStats, error)
+}
+
+// ContainerStats are one measurement of a container.
+type ContainerStats struct {
+	// MemoryWorkingSetBytes is the memory the container uses less the page
+	// cache it could give back (inactive files): the kubelet's working set,
+	// what it ranks pods by under memory pressure.
+	MemoryWorkingSetBytes uint64
+}
+
 // EventSource is implemented by runtimes that report container state
 // changes as they happen, so a pod is synced at once rather than at the next
 // relist.

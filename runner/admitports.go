@@ -230,24 +230,6 @@ func (r *Runner) finishedPods() map[string]bool {
 // for), and its status is the kubelet's for a rejected pod: Failed, with
 // the reason and message.
 func (w *podWorker) syncRefused(ctx context.Context, pod *v1.Pod, st *podState, conflict *PortConflict) (*podActions, bool, error) {
-	r := w.r
-	r.probes.RemovePod(w.uid)
-	a := &podActions{}
-	for _, sb := range st.Sandboxes {
-		a.KillPod = a.KillPod || (sb.State != engine.StateExited && sb.State != engine.StateCreated)
-	}
-	a.KillPod = a.KillPod || len(runningContainers(st)) > 0
-	var err error
-	if a.KillPod {
-		if err = r.killPod(ctx, pod, st, gracePeriod(pod)); err != nil && ctx.Err() == nil {
-			r.log.Warn("stop refused pod", "pod", podKey(pod), "err", err)
-		}
-	}
-	out := pod.DeepCopy()
-	out.Status = v1.PodStatus{Phase: v1.PodFailed, Reason: ReasonNodePorts, Message: conflict.statusMessage(), HostIP: r.cfg.HostIP}
-	if r.cfg.HostIP != "" {
-		out.Status.HostIPs = []v1.HostIP{{IP: r.cfg.HostIP}}
-	}
-	r.publish(out, false, !a.KillPod)
-	return a, a.KillPod, err
+	return w.stopAsFailed(ctx, pod, st, gracePeriod(pod),
+		v1.PodStatus{Phase: v1.PodFailed, Reason: ReasonNodePorts, Message: conflict.statusMessage()})
 }

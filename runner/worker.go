@@ -31,6 +31,8 @@ type podWorker struct {
 	errs map[string]startError
 	// vols is what the files of the pod's volumes hold (volumerefresh.go).
 	vols volumeState
+	// evicted, when set, keeps the pod stopped and Failed (evict.go).
+	evicted *eviction
 }
 
 func newPodWorker(r *Runner, pod *v1.Pod) *podWorker {
@@ -288,6 +290,9 @@ func soonest(ds ...time.Duration) time.Duration {
 // failed.
 func (w *podWorker) sync(ctx context.Context, pod *v1.Pod, st *podState) (*podActions, bool, error) {
 	r := w.r
+	if msg, ok := w.evictedMessage(pod); ok {
+		return w.syncEvicted(ctx, pod, st, msg)
+	}
 	// Admission first: a pod refused its host ports runs nothing.
 	conflict, err := r.admitHostPorts(ctx, pod, st)
 	if err != nil {

@@ -86,6 +86,7 @@ type fakeStore struct {
 	calls     map[string]int
 	exec      func(id string, cmd []string) (int, []byte, error)
 	subs      map[*fakeSub]bool
+	stats     map[string]engine.ContainerStats
 }
 
 // fakeSub is one Events subscriber: a queue its goroutine delivers from.
@@ -1061,3 +1062,30 @@ func (f *Fake) ContainerLogs(ctx context.Context, id string, opts engine.LogOpti
 
 // ErrInjected is a ready-made error for FailNext.
 var ErrInjected = errors.New("injected failure")
+
+var _ engine.StatsProvider = (*Fake)(nil)
+
+// SetStats sets what ContainerStats reports of a container.
+func (f *Fake) SetStats(id string, st engine.ContainerStats) {
+	f.s.mu.Lock()
+	defer f.s.mu.Unlock()
+	if f.s.stats == nil {
+		f.s.stats = map[string]engine.ContainerStats{}
+	}
+	f.s.stats[id] = st
+}
+
+// ContainerStats reports what SetStats set (zero usage otherwise) of a
+// container of this node.
+func (f *Fake) ContainerStats(ctx context.Context, id string) (*engine.ContainerStats, error) {
+	f.s.mu.Lock()
+	defer f.s.mu.Unlock()
+	if err := f.call("ContainerStats"); err != nil {
+		return nil, err
+	}
+	if _, err := f.ctr(id); err != nil {
+		return nil, err
+	}
+	st := f.s.stats[id]
+	return &st, nil
+}

@@ -1,0 +1,408 @@
+package node
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
+	resourcehelper "k8s.io/component-helpers/resource"
+	v1qos "k8s.io/kubernetes/pkg/apis/core/v1/helper/qos"
+	"k8s.io/utils/clock"
+
+	"github.com/podrun/podrun/engine"
+)
+
+// Eviction signals podrun measures, as the kubelet names them.
+const (
+	SignalMemoryAvailable  = "memory.available"
+	SignalNodeFSAvailable  = "nodefs.available"
+	SignalImageFSAvailable = "imagefs.available"
+)
+
+// DefaultEvictionHard is the kubelet's default --eviction-hard.
+const DefaultEvictionHard = "memory.available<100Mi,nodefs.available<10%,imagefs.available<15%"
+
+// ReasonEvicted is the reason of a pod evicted for node pressure.
+const ReasonEvicted = "Evicted"
+
+// systemCriticalPriority is the priority from which a pod is critical
+// (system-cluster-critical, system-node-critical): never evicted.
+const systemCriticalPriority = 2000000000
+
+// Threshold is one hard eviction threshold: the signal is under pressure
+// when what is available falls below Quantity, or below Percentage of the
+// capacity.
+type Threshold struct {
+	Signal     string
+	Quantity   *resource.Quantity
+	Percentage int // of the capacity, when Quantity is nil
+}
+
+func (t Threshold) String() string {
+	if t.Quantity != nil {
+		return t.Signal + "<" + t.Quantity.String()
+	}
+	return t.Signal + "<" + strconv.Itoa(t.Percentage) + "%"
+}
+
+// min is the threshold in bytes for a capacity.
+func (t Threshold) min(capacity uint64) uint64 {
+	if t.Quantity != nil {
+		return uint64(max(t.Quantity.Value(), 0))
+	}
+	return capacity * uint64(t.Percentage) / 100
+}
+
+// ParseThresholds parses --eviction-hard: signal<quantity or signal<N%,
+// comma separated, as the kubelet's flag. An empty string is no
+// threshold (eviction off).
+func ParseThresholds(s string) ([]Threshold, error) {
+	var out []Threshold
+	seen := map[string]bool{}
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		signal, value, ok := strings.Cut(part, "<")
+		if !ok {
+			return nil, fmt.Errorf("eviction threshold %q: want signal<quantity or signal<percentage%%", part)
+		}
+		switch signal {
+		case SignalMemoryAvailable, SignalNodeFSAvailable, SignalImageFSAvailable:
+		default:
+			return nil, fmt.Errorf("eviction threshold %q: signal %q is not one podrun measures (%s, %s, %s)",
+				part, signal, SignalMemoryAvailable, SignalNodeFSAvailable, SignalImageFSAvailable)
+		}
+		if seen[signal] {
+			return nil, fmt.Errorf("eviction threshold %q: %s given twice", part, signal)
+		}
+		seen[signal] = true
+		t := Threshold{Signal: signal}
+		if pct, isPct := strings.CutSuffix(value, "%"); isPct {
+			n, err := strconv.Atoi(pct)
+			if err != nil || n < 0 || n > 100 {
+				return nil, fmt.Errorf("eviction threshold %q: percentage %q: want 0 to 100", part, value)
+			}
+			t.Percentage = n
+		} else {
+			q, err := resource.ParseQuantity(value)
+			if err != nil || q.Sign() < 0 {
+				return nil, fmt.Errorf("eviction threshold %q: quantity %q: want a non-negative quantity such as 100Mi", part, value)
+			}
+			t.Quantity = &q
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+// PodEvictor is what eviction needs of the sync core.
+type PodEvictor interface {
+	// Pods are the pods the core holds, with their last status.
+	Pods() []*v1.Pod
+	// Evict stops the pod and keeps it Failed with reason Evicted and the
+	// message until its spec changes.
+	Evict(uid types.UID, message string) bool
+}
+
+// EvictionConfig are an EvictionManager's dependencies.
+type EvictionConfig struct {
+	Thresholds []Threshold
+	// Measure reads the node's memory and filesystems (MeasureNode).
+	Measure func() (Measurements, error)
+	// MemoryCapacity is the machine's memory, for percentage thresholds.
+	MemoryCapacity uint64
+	Pods           PodEvictor
+	// Stats measures containers' memory for the ranking; nil ranks without
+	// usage (priority, then QoS).
+	Stats engine.StatsProvider
+	// Period is how often the node is looked at (the kubelet's 10 s).
+	Period time.Duration
+	Clock  clock.WithTicker
+	Log    *slog.Logger
+}
+
+// EvictionManager evicts pods when the node runs short of memory or disk,
+// as the kubelet's eviction manager does with hard thresholds: at most one
+// pod per period, chosen by the kubelet's ranking (for memory: pods using
+// more than they request first, then lower priority, then the larger use
+// beyond the request; for disk: lower priority, then QoS BestEffort before
+// Burstable before Guaranteed). Critical pods (priority at
+// system-cluster-critical or above) are never evicted.
+//
+// The kubelet never evicts static pods at all; every file pod of podrun is
+// a static pod, so podrun evicts them too except the critical ones: on a
+// box without a cluster the static pods are all there is to free memory
+// from.
+type EvictionManager struct {
+	cfg EvictionConfig
+
+	mu       sync.Mutex
+	pressure map[string]bool // signals under pressure at the last look
+}
+
+// NewEvictionManager returns a manager; Run starts it.
+func NewEvictionManager(cfg EvictionConfig) *EvictionManager {
+	if cfg.Period <= 0 {
+		cfg.Period = 10 * time.Second
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	return &EvictionManager{cfg: cfg, pressure: map[string]bool{}}
+}
+
+// Run looks at the node every period until ctx ends.
+func (m *EvictionManager) Run(ctx context.Context) {
+	if len(m.cfg.Thresholds) == 0 {
+		return
+	}
+	t := m.cfg.Clock.NewTicker(m.cfg.Period)
+	defer t.Stop()
+	for {
+		m.Synchronize(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+		}
+	}
+}
+
+// UnderPressure reports whether signal was under pressure at the last look.
+func (m *EvictionManager) UnderPressure(signal string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.pressure[signal]
+}
+
+// Synchronize looks at the node once and evicts at most one pod. It
+// returns the pod evicted, if any.
+func (m *EvictionManager) Synchronize(ctx context.Context) *v1.Pod {
+	meas, err := m.cfg.Measure()
+	if err != nil {
+		m.cfg.Log.Warn("eviction: measure the node", "err", err)
+	}
+	met := m.thresholdsMet(meas)
+	m.mu.Lock()
+	for _, t := range m.cfg.Thresholds {
+		was := m.pressure[t.Signal]
+		now := slices.ContainsFunc(met, func(x metThreshold) bool { return x.Signal == t.Signal })
+		if now != was {
+			m.cfg.Log.Info("eviction: pressure changed", "signal", t.Signal, "pressure", now)
+		}
+		m.pressure[t.Signal] = now
+	}
+	m.mu.Unlock()
+	if len(met) == 0 {
+		return nil
+	}
+	first := met[0]
+	usage := m.memoryUsage(ctx)
+	candidates := evictable(m.cfg.Pods.Pods())
+	if len(candidates) == 0 {
+		m.cfg.Log.Warn("eviction: under pressure and no pod may be evicted", "signal", first.Signal,
+			"threshold", first.Threshold.String(), "available", bytesString(first.available))
+		return nil
+	}
+	if first.Signal == SignalMemoryAvailable {
+		rankMemory(candidates, usage)
+	} else {
+		rankDisk(candidates)
+	}
+	for _, pod := range candidates {
+		msg := evictionMessage(first, pod, usage)
+		if m.cfg.Pods.Evict(pod.UID, msg) {
+			m.cfg.Log.Warn("eviction: pod evicted", "pod", pod.Namespace+"/"+pod.Name, "signal", first.Signal,
+				"threshold", first.Threshold.String(), "available", bytesString(first.available))
+			return pod
+		}
+	}
+	return nil
+}
+
+type metThreshold struct {
+	Threshold
+	available uint64
+}
+
+// thresholdsMet are the thresholds crossed, memory first.
+func (m *EvictionManager) thresholdsMet(meas Measurements) []metThreshold {
+	var out []metThreshold
+	for _, t := range m.cfg.Thresholds {
+		var avail, capacity uint64
+		switch t.Signal {
+		case SignalMemoryAvailable:
+			avail, capacity = meas.MemoryAvailableBytes, m.cfg.MemoryCapacity
+		case SignalNodeFSAvailable:
+			avail, capacity = meas.NodeFS.AvailableBytes, meas.NodeFS.CapacityBytes
+		case SignalImageFSAvailable:
+			avail, capacity = meas.ImageFS.AvailableBytes, meas.ImageFS.CapacityBytes
+		}
+		if capacity == 0 && t.Quantity == nil {
+			continue // not measured
+		}
+		if avail < t.min(capacity) {
+			out = append(out, metThreshold{Threshold: t, available: avail})
+		}
+	}
+	slices.SortStableFunc(out, func(a, b metThreshold) int {
+		return boolCmp(a.Signal != SignalMemoryAvailable, b.Signal != SignalMemoryAvailable)
+	})
+	return out
+}
+
+// podUsage is a pod's measured memory working set, by container name.
+type podUsage map[string]uint64
+
+func (u podUsage) total() uint64 {
+	var n uint64
+	for _, v := range u {
+		n += v
+	}
+	return n
+}
+
+// memoryUsage measures the running containers of every pod, by pod UID.
+func (m *EvictionManager) memoryUsage(ctx context.Context) map[types.UID]podUsage {
+	out := map[types.UID]podUsage{}
+	if m.cfg.Stats == nil {
+		return out
+	}
+	for _, pod := range m.cfg.Pods.Pods() {
+		u := podUsage{}
+		for _, cs := range slices.Concat(pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses) {
+			if cs.State.Running == nil || cs.ContainerID == "" {
+				continue
+			}
+			_, id, _ := strings.Cut(cs.ContainerID, "://")
+			st, err := m.cfg.Stats.ContainerStats(ctx, id)
+			if err != nil {
+				continue // gone meanwhile, or not measurable: counts as nothing
+			}
+			u[cs.Name] = st.MemoryWorkingSetBytes
+		}
+		out[pod.UID] = u
+	}
+	return out
+}
+
+// evictable are the pods that run and may be evicted.
+func evictable(pods []*v1.Pod) []*v1.Pod {
+	var out []*v1.Pod
+	for _, p := range pods {
+		if p.Status.Phase == v1.PodFailed || p.Status.Phase == v1.PodSucceeded || p.DeletionTimestamp != nil {
+			continue
+		}
+		if podPriority(p) >= systemCriticalPriority {
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+func podPriority(p *v1.Pod) int32 {
+	if p.Spec.Priority != nil {
+		return *p.Spec.Priority
+	}
+	return 0
+}
+
+func memoryRequest(p *v1.Pod) uint64 {
+	req := resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{})
+	q := req[v1.ResourceMemory]
+	return uint64(max(q.Value(), 0))
+}
+
+// rankMemory orders pods as the kubelet's rankMemoryPressure: those using
+// more memory than they request first, then by priority (lower first),
+// then by use beyond the request (larger first).
+func rankMemory(pods []*v1.Pod, usage map[types.UID]podUsage) {
+	slices.SortStableFunc(pods, func(a, b *v1.Pod) int {
+		ua, ub := usage[a.UID].total(), usage[b.UID].total()
+		ra, rb := memoryRequest(a), memoryRequest(b)
+		if c := boolCmp(ua <= ra, ub <= rb); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(podPriority(a), podPriority(b)); c != 0 {
+			return c
+		}
+		return cmp.Compare(int64(ub)-int64(rb), int64(ua)-int64(ra))
+	})
+}
+
+// rankDisk orders pods by priority (lower first), then QoS (BestEffort,
+// Burstable, Guaranteed). podrun does not measure pods' disk use yet.
+func rankDisk(pods []*v1.Pod) {
+	qosRank := map[v1.PodQOSClass]int{v1.PodQOSBestEffort: 0, v1.PodQOSBurstable: 1, v1.PodQOSGuaranteed: 2}
+	slices.SortStableFunc(pods, func(a, b *v1.Pod) int {
+		if c := cmp.Compare(podPriority(a), podPriority(b)); c != 0 {
+			return c
+		}
+		return cmp.Compare(qosRank[podQOS(a)], qosRank[podQOS(b)])
+	})
+}
+
+// evictionMessage says why, as the kubelet's does.
+func evictionMessage(t metThreshold, pod *v1.Pod, usage map[types.UID]podUsage) string {
+	resourceName := "memory"
+	if t.Signal != SignalMemoryAvailable {
+		resourceName = "ephemeral-storage"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "The node was low on resource: %s. Threshold quantity: %s, available: %s. ",
+		resourceName, thresholdQuantity(t.Threshold), bytesString(t.available))
+	if t.Signal == SignalMemoryAvailable {
+		u := usage[pod.UID]
+		for _, c := range pod.Spec.Containers {
+			if used, ok := u[c.Name]; ok {
+				req := c.Resources.Requests[v1.ResourceMemory]
+				fmt.Fprintf(&b, "Container %s was using %s, request is %s. ", c.Name, bytesString(used), req.String())
+			}
+		}
+	}
+	return strings.TrimSpace(b.String())
+}
+
+func thresholdQuantity(t Threshold) string {
+	if t.Quantity != nil {
+		return t.Quantity.String()
+	}
+	return strconv.Itoa(t.Percentage) + "%"
+}
+
+func bytesString(n uint64) string {
+	return resource.NewQuantity(int64(n), resource.BinarySI).String()
+}
+
+func boolCmp(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	}
+	return -1
+}
+
+// podQOS is the pod's QoS class: its status's, or computed.
+func podQOS(p *v1.Pod) v1.PodQOSClass {
+	if p.Status.QOSClass != "" {
+		return p.Status.QOSClass
+	}
+	return v1qos.GetPodQOS(p)
+}

@@ -1,0 +1,153 @@
+package node
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/podrun/podrun/engine"
+)
+
+func TestParseThresholds(t *testing.T) {
+	got, err := ParseThresholds(DefaultEvictionHard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 3 || got[0].String() != "memory.available<100Mi" || got[1].String() != "nodefs.available<10%" ||
+		got[2].String() != "imagefs.available<15%" {
+		t.Errorf("default thresholds %v", got)
+	}
+	if got, err := ParseThresholds(""); err != nil || len(got) != 0 {
+		t.Errorf("empty: %v, %v; want none", got, err)
+	}
+	for _, bad := range []string{"memory.available", "memory.available<lots", "memory.available<-1Mi",
+		"nodefs.available<101%", "pid.available<10%", "memory.available<1Mi,memory.available<2Mi"} {
+		if _, err := ParseThresholds(bad); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+}
+
+// fakeEvictor records evictions; evicted pods leave its list.
+type fakeEvictor struct {
+	pods    []*v1.Pod
+	evicted []string
+	message string
+}
+
+func (f *fakeEvictor) Pods() []*v1.Pod { return f.pods }
+
+func (f *fakeEvictor) Evict(uid types.UID, message string) bool {
+	for i, p := range f.pods {
+		if p.UID == uid {
+			f.evicted = append(f.evicted, p.Name)
+			f.message = message
+			f.pods = append(f.pods[:i], f.pods[i+1:]...)
+			return true
+		}
+	}
+	return false
+}
+
+type fakeStats map[string]uint64
+
+func (s fakeStats) ContainerStats(_ context.Context, id string) (*engine.ContainerStats, error) {
+	return &engine.ContainerStats{MemoryWorkingSetBytes: s[id]}, nil
+}
+
+// evictionPod is a running pod of one container "c" (ID = name) with a
+// memory request and limit ("" for none) and a priority.
+func evictionPod(name, request, limit string, priority int32) *v1.Pod {
+	p := &v1.Pod{}
+	p.Name, p.UID = name, types.UID("uid-"+name)
+	p.Spec.Priority = &priority
+	c := v1.Container{Name: "c"}
+	if request != "" {
+		c.Resources.Requests = v1.ResourceList{v1.ResourceMemory: resource.MustParse(request), v1.ResourceCPU: resource.MustParse("100m")}
+	}
+	if limit != "" {
+		c.Resources.Limits = v1.ResourceList{v1.ResourceMemory: resource.MustParse(limit), v1.ResourceCPU: resource.MustParse("100m")}
+	}
+	p.Spec.Containers = []v1.Container{c}
+	p.Status.Phase = v1.PodRunning
+	p.Status.ContainerStatuses = []v1.ContainerStatus{{Name: "c", ContainerID: "docker://" + name,
+		State: v1.ContainerState{Running: &v1.ContainerStateRunning{}}}}
+	return p
+}
+
+// TestEvictionRanksAsTheKubelet: under memory pressure one pod is evicted
+// per look: pods over their request first (BestEffort uses more than its
+// zero request), then lower priority, then the larger excess; a critical
+// pod never.
+func TestEvictionRanksAsTheKubelet(t *testing.T) {
+	pods := &fakeEvictor{pods: []*v1.Pod{
+		evictionPod("etcd", "100Mi", "100Mi", 2000001000),    // critical, Guaranteed, over its request
+		evictionPod("guaranteed", "200Mi", "200Mi", 0),       // under its request
+		evictionPod("burstable-big", "10Mi", "", 0),          // 90Mi over
+		evictionPod("besteffort", "", "", 0),                 // 50Mi over
+		evictionPod("burstable-important", "10Mi", "", 1000), // over, higher priority
+	}}
+	stats := fakeStats{"etcd": 150 << 20, "guaranteed": 100 << 20, "burstable-big": 100 << 20,
+		"besteffort": 50 << 20, "burstable-important": 500 << 20}
+	avail := uint64(50 << 20)
+	thresholds, _ := ParseThresholds("memory.available<100Mi")
+	m := NewEvictionManager(EvictionConfig{
+		Thresholds:     thresholds,
+		Measure:        func() (Measurements, error) { return Measurements{MemoryAvailableBytes: avail}, nil },
+		MemoryCapacity: 1 << 30,
+		Pods:           pods,
+		Stats:          stats,
+	})
+	for range 5 {
+		m.Synchronize(context.Background())
+	}
+	want := "burstable-big besteffort burstable-important guaranteed"
+	if got := strings.Join(pods.evicted, " "); got != want {
+		t.Errorf("evicted in order %q, want %q", got, want)
+	}
+	if !m.UnderPressure(SignalMemoryAvailable) {
+		t.Error("not under memory pressure")
+	}
+	if !strings.Contains(pods.message, "The node was low on resource: memory. Threshold quantity: 100Mi, available: 50Mi.") {
+		t.Errorf("message %q", pods.message)
+	}
+
+	// Pressure gone: nothing more is evicted.
+	avail = 1 << 30
+	pods.pods = append(pods.pods, evictionPod("late", "", "", 0))
+	if p := m.Synchronize(context.Background()); p != nil || m.UnderPressure(SignalMemoryAvailable) {
+		t.Errorf("without pressure: evicted %v", p)
+	}
+}
+
+// TestDiskEvictionByPriorityThenQoS: under nodefs pressure, lower priority
+// first, then BestEffort before Burstable before Guaranteed.
+func TestDiskEvictionByPriorityThenQoS(t *testing.T) {
+	pods := &fakeEvictor{pods: []*v1.Pod{
+		evictionPod("guaranteed", "10Mi", "10Mi", 0),
+		evictionPod("burstable", "10Mi", "", 0),
+		evictionPod("besteffort-high", "", "", 100),
+		evictionPod("besteffort", "", "", 0),
+	}}
+	thresholds, _ := ParseThresholds("nodefs.available<10%")
+	m := NewEvictionManager(EvictionConfig{
+		Thresholds: thresholds,
+		Measure: func() (Measurements, error) {
+			return Measurements{MemoryAvailableBytes: 1 << 30, NodeFS: Filesystem{CapacityBytes: 100, AvailableBytes: 5}}, nil
+		},
+		Pods: pods,
+	})
+	for range 4 {
+		m.Synchronize(context.Background())
+	}
+	if got, want := strings.Join(pods.evicted, " "), "besteffort burstable guaranteed besteffort-high"; got != want {
+		t.Errorf("evicted in order %q, want %q", got, want)
+	}
+	if !strings.Contains(pods.message, "low on resource: ephemeral-storage") {
+		t.Errorf("message %q", pods.message)
+	}
+}

@@ -1,0 +1,119 @@
+package runner
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/podrun/podrun/engine"
+)
+
+// ReasonEvicted is the status reason of a pod evicted for node pressure.
+const ReasonEvicted = "Evicted"
+
+// evictionGrace is the grace period of an eviction at a hard threshold,
+// the kubelet's immediateEvictionGracePeriodSeconds.
+const evictionGrace = time.Second
+
+// eviction marks a worker's pod as evicted: it stays stopped and Failed
+// while its spec is the one it was evicted with (specKey).
+type eviction struct {
+	spec    string
+	message string
+}
+
+// Evict stops the pod with uid and keeps it Failed, reason Evicted, with
+// message, until its spec changes (an edit of its manifest makes it a new
+// pod, as the kubelet would admit it again). It reports whether the runner
+// holds that pod.
+func (r *Runner) Evict(uid types.UID, message string) bool {
+	r.mu.Lock()
+	w := r.workers[string(uid)]
+	r.mu.Unlock()
+	if w == nil {
+		return false
+	}
+	w.mu.Lock()
+	if w.removed {
+		w.mu.Unlock()
+		return false
+	}
+	w.evicted = &eviction{spec: specKey(w.pod), message: message}
+	w.needNow = true
+	w.mu.Unlock()
+	w.wake(0)
+	return true
+}
+
+// evictedMessage is why pod was evicted, when it is still the pod evicted.
+func (w *podWorker) evictedMessage(pod *v1.Pod) (string, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.evicted == nil {
+		return "", false
+	}
+	if w.evicted.spec != specKey(pod) {
+		w.evicted = nil
+		return "", false
+	}
+	return w.evicted.message, true
+}
+
+// specKey identifies what a pod runs: its sandbox and containers, by
+// their hashes.
+func specKey(pod *v1.Pod) string {
+	parts := []string{SandboxHash(pod)}
+	for _, c := range allContainers(pod) {
+		parts = append(parts, ContainerHash(c))
+	}
+	return strings.Join(parts, ",")
+}
+
+// syncEvicted is the sync of an evicted pod: nothing of it runs, and its
+// status is the kubelet's for an evicted pod.
+func (w *podWorker) syncEvicted(ctx context.Context, pod *v1.Pod, st *podState, message string) (*podActions, bool, error) {
+	now := metav1.NewTime(w.r.clock.Now())
+	status := v1.PodStatus{Phase: v1.PodFailed, Reason: ReasonEvicted, Message: message,
+		Conditions: []v1.PodCondition{{Type: v1.DisruptionTarget, Status: v1.ConditionTrue,
+			Reason: "TerminationByKubelet", Message: message, LastTransitionTime: now}}}
+	if prev := w.r.previousStatus(w.uid); prev != nil {
+		status.StartTime = prev.StartTime
+		status.QOSClass = prev.QOSClass
+		for _, c := range prev.Conditions {
+			if c.Type == v1.DisruptionTarget {
+				status.Conditions[0].LastTransitionTime = c.LastTransitionTime
+			}
+		}
+	}
+	return w.stopAsFailed(ctx, pod, st, evictionGrace, status)
+}
+
+// stopAsFailed stops everything of the pod that runs, within grace, and
+// publishes status (a Failed one): a pod the node refused or evicted.
+func (w *podWorker) stopAsFailed(ctx context.Context, pod *v1.Pod, st *podState, grace time.Duration, status v1.PodStatus) (*podActions, bool, error) {
+	r := w.r
+	r.probes.RemovePod(w.uid)
+	a := &podActions{}
+	for _, sb := range st.Sandboxes {
+		a.KillPod = a.KillPod || (sb.State != engine.StateExited && sb.State != engine.StateCreated)
+	}
+	a.KillPod = a.KillPod || len(runningContainers(st)) > 0
+	var err error
+	if a.KillPod {
+		if err = r.killPod(ctx, pod, st, grace); err != nil && ctx.Err() == nil {
+			r.log.Warn("stop pod", "pod", podKey(pod), "reason", status.Reason, "err", err)
+		}
+	}
+	out := pod.DeepCopy()
+	status.HostIP = r.cfg.HostIP
+	if r.cfg.HostIP != "" {
+		status.HostIPs = []v1.HostIP{{IP: r.cfg.HostIP}}
+	}
+	out.Status = status
+	r.publish(out, false, !a.KillPod)
+	return a, a.KillPod, err
+}

@@ -1,0 +1,62 @@
+package runner_test
+
+import (
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/podrun/podrun/engine"
+	"github.com/podrun/podrun/runner"
+)
+
+// TestEvictStopsAndKeepsFailedUntilSpecChanges: an evicted pod is stopped
+// and Failed with reason Evicted and the DisruptionTarget condition; it
+// stays so across syncs; an edit of its spec runs it again.
+func TestEvictStopsAndKeepsFailedUntilSpecChanges(t *testing.T) {
+	fake := newFake(t)
+	h := start(t, fake, nil)
+	pod := newPod("u1", "p-node1", v1.RestartPolicyAlways, map[string][]string{"a": {"run"}})
+	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{pod}}
+	h.waitStatus("u1", "running", allRunning)
+
+	if !h.r.Evict("u1", "The node was low on resource: memory.") {
+		t.Fatal("Evict: the runner does not hold the pod")
+	}
+	if h.r.Evict("nope", "x") {
+		t.Error("Evict of an unknown pod reported true")
+	}
+	p := h.waitStatus("u1", "evicted", func(p *v1.Pod) bool { return p.Status.Reason == runner.ReasonEvicted })
+	if p.Status.Phase != v1.PodFailed || p.Status.Message != "The node was low on resource: memory." {
+		t.Errorf("status %s %q, want Failed with the message", p.Status.Phase, p.Status.Message)
+	}
+	found := false
+	for _, c := range p.Status.Conditions {
+		found = found || (c.Type == v1.DisruptionTarget && c.Status == v1.ConditionTrue && c.Reason == "TerminationByKubelet")
+	}
+	if !found {
+		t.Errorf("conditions %+v lack DisruptionTarget", p.Status.Conditions)
+	}
+	waitUntil(t, "the evicted pod's containers to stop", func() bool {
+		for _, c := range h.containers("u1") {
+			if c.State == engine.StateRunning {
+				return false
+			}
+		}
+		return true
+	})
+
+	// The same spec again (a rescan; only an annotation differs, which
+	// shows when the runner has synced it) keeps it evicted.
+	resent := pod.DeepCopy()
+	resent.Annotations = map[string]string{"resent": "yes"}
+	h.updates <- runner.PodUpdate{Op: runner.OpUpdate, Pods: []*v1.Pod{resent}}
+	p = h.waitStatus("u1", "the re-sent pod synced", func(p *v1.Pod) bool { return p.Annotations["resent"] == "yes" })
+	if p.Status.Reason != runner.ReasonEvicted {
+		t.Fatalf("a re-sent spec ran the evicted pod again: %s %s", p.Status.Phase, p.Status.Reason)
+	}
+
+	// An edit makes it a pod to run.
+	edited := newPod("u1", "p-node1", v1.RestartPolicyAlways, map[string][]string{"a": {"run", "again"}})
+	h.updates <- runner.PodUpdate{Op: runner.OpUpdate, Pods: []*v1.Pod{edited}}
+	h.waitStatus("u1", "running again after an edit", allRunning)
+}
