@@ -782,3 +782,31 @@ func TestNameConflictWithForeignContainer(t *testing.T) {
 		t.Errorf("the foreign container was touched: %v %+v", err, ins.State)
 	}
 }
+
+// TestContainerStatsWorkingSet: a container holding 20 MiB (in its /dev/shm,
+// memory no page-cache reclaim can give back) measures at least that.
+func TestContainerStatsWorkingSet(t *testing.T) {
+	t.Parallel()
+	p := newPod(t, nil)
+	id := p.run(&engine.ContainerConfig{Name: "m",
+		Command: []string{"sh", "-c", "head -c 20971520 /dev/zero > /dev/shm/hold && touch /dev/shm/done && exec sleep 3600"}})
+	ctx := context.Background()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		st, err := p.r.ContainerStats(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.MemoryWorkingSetBytes >= 20<<20 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("working set %d bytes, want at least 20 MiB", st.MemoryWorkingSetBytes)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	other := newRuntime(t, "rt-"+randHex(8))
+	if _, err := other.ContainerStats(ctx, id); !errors.Is(err, engine.ErrNotFound) {
+		t.Errorf("stats of another node's container: %v, want ErrNotFound", err)
+	}
+}
