@@ -47,6 +47,7 @@ func supportedPodFields() []string {
 		"securityContext.seccompProfile.type=RuntimeDefault|Unconfined|Localhost",
 		"securityContext.seccompProfile.localhostProfile", "securityContext.supplementalGroups",
 		"securityContext.fsGroup", "securityContext.fsGroupChangePolicy",
+		"securityContext.appArmorProfile.type", "securityContext.appArmorProfile.localhostProfile",
 		"hostAliases[].ip", "hostAliases[].hostnames",
 		// Secrets of type kubernetes.io/dockerconfigjson or dockercfg found
 		// in the same sources.
@@ -92,7 +93,8 @@ func supportedPodFields() []string {
 			"securityContext.runAsUser", "securityContext.runAsGroup", "securityContext.runAsNonRoot",
 			"securityContext.readOnlyRootFilesystem", "securityContext.allowPrivilegeEscalation",
 			"securityContext.seccompProfile.type=RuntimeDefault|Unconfined|Localhost",
-			"securityContext.seccompProfile.localhostProfile", "securityContext.procMount=Default")
+			"securityContext.seccompProfile.localhostProfile", "securityContext.procMount=Default",
+			"securityContext.appArmorProfile.type", "securityContext.appArmorProfile.localhostProfile")
 		httpGet := func(prefix string) {
 			add(prefix, "httpGet.path", "httpGet.port", "httpGet.host", "httpGet.scheme",
 				"httpGet.httpHeaders[].name", "httpGet.httpHeaders[].value")

@@ -622,6 +622,7 @@ func (r *Runner) containerConfig(pod *v1.Pod, c *v1.Container, typ engine.Contai
 	if err != nil {
 		return nil, err
 	}
+	sec.AppArmor = appArmorProfile(r.cfg.AppArmor, pod, c)
 	if err := CheckPrivileged(c, r.cfg.AllowPrivileged); err != nil {
 		return nil, err
 	}

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sync/singleflight"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/util/flowcontrol"
+	"k8s.io/kubernetes/pkg/security/apparmor"
 	"k8s.io/utils/clock"
 
 	"github.com/podrun/podrun/engine"
@@ -72,6 +73,9 @@ type Config struct {
 	// AdmitReason, say OutOfDisk), and it is asked again every
 	// 10 s. Running pods are never asked.
 	Admit func(pod *v1.Pod) error
+	// AppArmor is the AppArmor admission and the host's support; nil is
+	// the kubelet's own (apparmor.NewValidator), which reads the host.
+	AppArmor AppArmorValidator
 	// Events records pod events (cluster mode); nil records none.
 	Events EventRecorder
 	// KeepSource reports whether pods defined by source must be kept although
@@ -154,6 +158,9 @@ func New(cfg Config) *Runner {
 	}
 	if cfg.SyncFrequency <= 0 {
 		cfg.SyncFrequency = time.Minute
+	}
+	if cfg.AppArmor == nil {
+		cfg.AppArmor = apparmor.NewValidator()
 	}
 	if cfg.HousekeepingPeriod <= 0 {
 		cfg.HousekeepingPeriod = 2 * time.Second

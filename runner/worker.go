@@ -293,6 +293,10 @@ func (w *podWorker) sync(ctx context.Context, pod *v1.Pod, st *podState) (*podAc
 	if msg, ok := w.evictedMessage(pod); ok {
 		return w.syncEvicted(ctx, pod, st, msg)
 	}
+	if err := r.validateAppArmor(pod); err != nil {
+		return w.stopAsFailed(ctx, pod, st, gracePeriod(pod), v1.PodStatus{Phase: v1.PodFailed, Reason: ReasonAppArmor,
+			Message: "Cannot enforce AppArmor: " + err.Error()})
+	}
 	// Admission first: a pod refused its host ports runs nothing.
 	conflict, err := r.admitHostPorts(ctx, pod, st)
 	if err != nil {
