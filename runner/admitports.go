@@ -239,7 +239,7 @@ func (w *podWorker) syncRefused(ctx context.Context, pod *v1.Pod, st *podState, 
 	a.KillPod = a.KillPod || len(runningContainers(st)) > 0
 	var err error
 	if a.KillPod {
-		if err = r.killPod(ctx, pod, st, gracePeriod(pod)); err != nil && ctx.Err() == nil {
+		if err = r.killPod(ctx, pod, st, gracePeriod(pod), "pod refused its host ports"); err != nil && ctx.Err() == nil {
 			r.log.Warn("stop refused pod", "pod", podKey(pod), "err", err)
 		}
 	}

@@ -43,7 +43,7 @@ func (e *imageError) Unwrap() error { return e.err }
 func (r *Runner) applyActions(ctx context.Context, pod *v1.Pod, st *podState, a *podActions, w *podWorker) error {
 	grace := gracePeriod(pod)
 	if a.KillPod {
-		if err := r.killPod(ctx, pod, st, grace); err != nil {
+		if err := r.killPod(ctx, pod, st, grace, a.KillReason); err != nil {
 			return fmt.Errorf("kill pod: %w", err)
 		}
 	}
@@ -244,8 +244,13 @@ func (r *Runner) killContainer(ctx context.Context, pod *v1.Pod, podIP string, k
 }
 
 // killPod stops every container of the pod (app containers first, then
-// sidecars in reverse order, as the kubelet does), then its sandboxes.
-func (r *Runner) killPod(ctx context.Context, pod *v1.Pod, st *podState, grace time.Duration) error {
+// sidecars in reverse order, as the kubelet does), then its sandboxes; why
+// is the reason its log lines and events give (empty: the pod is being
+// replaced or removed).
+func (r *Runner) killPod(ctx context.Context, pod *v1.Pod, st *podState, grace time.Duration, why string) error {
+	if why == "" {
+		why = "pod is being replaced or removed"
+	}
 	var errs []error
 	podIP := ""
 	if sb := st.latestSandbox(); sb != nil {
@@ -259,7 +264,7 @@ func (r *Runner) killPod(ctx context.Context, pod *v1.Pod, st *podState, grace t
 		if c.State != engine.StateRunning && c.State != engine.StateCreated {
 			continue
 		}
-		k := killTarget{Container: c, Reason: "pod is being replaced or removed"}
+		k := killTarget{Container: c, Reason: why}
 		if c.Type == engine.ContainerTypeInit {
 			inits = append(inits, k)
 		} else {
@@ -312,7 +317,7 @@ func (r *Runner) teardown(ctx context.Context, pod *v1.Pod, st *podState, grace 
 		uid = st.Containers[0].Pod.UID
 	}
 	r.probes.RemovePod(uid)
-	if err := r.killPod(ctx, pod, st, grace); err != nil {
+	if err := r.killPod(ctx, pod, st, grace, ""); err != nil {
 		return err
 	}
 	var errs []error

@@ -74,15 +74,16 @@ func computePodStatus(in statusInput) v1.PodStatus {
 
 	// startTime: when podrun first brought the pod up; after a restart of
 	// podrun, the oldest sandbox's creation.
-	switch {
-	case in.Previous != nil && in.Previous.StartTime != nil:
+	if in.Previous != nil && in.Previous.StartTime != nil {
 		s.StartTime = in.Previous.StartTime
-	case len(state.Sandboxes) > 0:
-		t := metav1.NewTime(state.Sandboxes[len(state.Sandboxes)-1].CreatedAt)
+	} else {
+		t := metav1.NewTime(podStartTime(in.Previous, state, in.Now))
 		s.StartTime = &t
-	default:
-		t := metav1.NewTime(in.Now)
-		s.StartTime = &t
+	}
+	if in.Actions != nil && in.Actions.DeadlineExceeded {
+		// As the kubelet's eviction by its activeDeadlineHandler.
+		s.Phase = v1.PodFailed
+		s.Reason, s.Message = ReasonDeadlineExceeded, messageDeadlineExceeded
 	}
 
 	s.Conditions = podConditions(pod, &s, sb, in.Previous, in.Now)

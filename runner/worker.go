@@ -297,10 +297,26 @@ func (w *podWorker) sync(ctx context.Context, pod *v1.Pod, st *podState) (*podAc
 		return w.syncRefused(ctx, pod, st, conflict)
 	}
 	start := r.clock.Now()
+	prev := r.previousStatus(w.uid)
 	r.withAppliedResources(st)
-	r.trackProbes(pod, st)
-	actions := computePodActions(pod, st, r.backoff, r.probes)
-	w.refreshVolumes(ctx, pod, st, actions)
+	var actions *podActions
+	exceeded, deadlineIn := activeDeadline(pod, prev, podStartTime(prev, st, start), start)
+	if exceeded {
+		// Past its activeDeadlineSeconds: nothing of it runs again.
+		r.probes.RemovePod(w.uid)
+		actions = deadlineActions(st)
+		if prev == nil || prev.Reason != ReasonDeadlineExceeded {
+			r.log.Info("pod past its active deadline: stopping it", "pod", podKey(pod),
+				"activeDeadlineSeconds", *pod.Spec.ActiveDeadlineSeconds)
+			r.event(pod, "", v1.EventTypeNormal, ReasonDeadlineExceeded, "%s", messageDeadlineExceeded)
+		}
+	} else {
+		r.trackProbes(pod, st)
+		actions = computePodActions(pod, st, r.backoff, r.probes)
+		// A sync runs when the deadline comes, whatever else happens.
+		actions.DeadlineIn = deadlineIn
+		w.refreshVolumes(ctx, pod, st, actions)
+	}
 
 	var applyErr error
 	if !actions.Empty() {
@@ -317,7 +333,7 @@ func (w *podWorker) sync(ctx context.Context, pod *v1.Pod, st *podState) (*podAc
 
 	status := computePodStatus(statusInput{
 		Pod: pod, State: st, Actions: actions, Errors: errs, HostIP: r.cfg.HostIP, Probes: r.probes,
-		Runtime: r.cfg.RuntimeName, Previous: r.previousStatus(w.uid), Now: r.clock.Now(),
+		Runtime: r.cfg.RuntimeName, Previous: prev, Now: r.clock.Now(),
 	})
 	out := pod.DeepCopy()
 	out.Status = status
