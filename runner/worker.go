@@ -31,6 +31,9 @@ type podWorker struct {
 	errs map[string]startError
 	// vols is what the files of the pod's volumes hold (volumerefresh.go).
 	vols volumeState
+	// msgs are the termination messages of the pod's finished runs, by
+	// container ID (termmsg.go); only the worker's goroutine uses it.
+	msgs map[string]string
 }
 
 func newPodWorker(r *Runner, pod *v1.Pod) *podWorker {
@@ -333,7 +336,7 @@ func (w *podWorker) sync(ctx context.Context, pod *v1.Pod, st *podState) (*podAc
 
 	status := computePodStatus(statusInput{
 		Pod: pod, State: st, Actions: actions, Errors: errs, HostIP: r.cfg.HostIP, Probes: r.probes,
-		Runtime: r.cfg.RuntimeName, Previous: prev, Now: r.clock.Now(),
+		Runtime: r.cfg.RuntimeName, Previous: prev, Now: r.clock.Now(), Messages: w.terminationMessages(ctx, pod, st),
 	})
 	out := pod.DeepCopy()
 	out.Status = status
