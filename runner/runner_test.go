@@ -359,13 +359,13 @@ func TestRemoveTearsDown(t *testing.T) {
 	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{pod}}
 	h.waitStatus("u1", "running", allRunning)
 	h.updates <- runner.PodUpdate{Op: runner.OpRemove, Pods: []*v1.Pod{pod}}
-	waitUntil(t, "the pod's removal", func() bool {
+	// The status goes after the teardown: wait for both, not one then the
+	// other.
+	waitUntil(t, "the pod's removal, and its status's", func() bool {
 		sbs, _ := fake.ListSandboxes(context.Background())
-		return len(h.containers("u1")) == 0 && len(sbs) == 0
+		_, ok := h.r.Pod("u1")
+		return len(h.containers("u1")) == 0 && len(sbs) == 0 && !ok
 	})
-	if _, ok := h.r.Pod("u1"); ok {
-		t.Fatal("removed pod still has a status")
-	}
 }
 
 // TestRestartAdoptsWithoutChanges: a second runner over the same runtime
