@@ -212,7 +212,10 @@ const minGracePeriod = 2 * time.Second
 // grace.
 func (r *Runner) killContainer(ctx context.Context, pod *v1.Pod, podIP string, k killTarget, grace time.Duration) error {
 	c := k.Container
-	if k.Grace > 0 {
+	// A probe's own grace period applies, but not to a pod the API is
+	// deleting: its deletionGracePeriodSeconds comes first (the kubelet's
+	// setTerminationGracePeriod).
+	if k.Grace > 0 && (pod == nil || pod.DeletionGracePeriodSeconds == nil) {
 		grace = k.Grace
 	}
 	// A container being stopped is probed no more.
