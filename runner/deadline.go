@@ -56,6 +56,14 @@ func activeDeadline(pod *v1.Pod, prev *v1.PodStatus, start, now time.Time) (exce
 	return false, allowed - active
 }
 
+// deadlinePassed reports whether the pod, known by its runtime state
+// alone (no status reported: `podrun plan`), is past its deadline at now,
+// counted from its oldest sandbox.
+func deadlinePassed(pod *v1.Pod, st *podState, now time.Time) bool {
+	exceeded, _ := activeDeadline(pod, nil, podStartTime(nil, st, now), now)
+	return exceeded
+}
+
 // deadlineActions is what a sync does for a pod past its deadline: stop
 // everything of it that runs (as killPod does: app containers, then
 // sidecars, then sandboxes), remove containers that were made but never
