@@ -174,6 +174,9 @@ func (r *Runner) applyActions(ctx context.Context, pod *v1.Pod, st *podState, a 
 		if err := pruneRecords(r.cfg.RootDir, string(pod.UID), recordsKeptFor(pod, st)); err != nil {
 			r.log.Warn("prune spec records", "pod", podKey(pod), "err", err)
 		}
+		if err := pruneTerminationLogs(r.cfg.RootDir, string(pod.UID), st); err != nil {
+			r.log.Warn("prune termination-message files", "pod", podKey(pod), "err", err)
+		}
 	}
 
 	if a.StopSandbox && sandboxID != "" {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -210,4 +211,57 @@ func capTerminationMessages(pod *v1.Pod, s *v1.PodStatus) {
 			cut(list[i].LastTerminationState.Terminated)
 		}
 	}
+}
+
+// pruneTerminationLogs removes the termination-message files of runs the
+// runtime no longer holds (garbage collection removed them), so that a
+// container that restarts for months does not leave a file per attempt:
+// for each container name with runs in st, the files of attempts below its
+// oldest run's. Newer attempts are kept (one may be being made now), and
+// so are the files of names without runs. Removal follows no symlink.
+func pruneTerminationLogs(rootDir, uid string, st *podState) error {
+	oldest := map[string]int{}
+	for _, c := range st.Containers {
+		if a, ok := oldest[c.Name]; !ok || c.Attempt < a {
+			oldest[c.Name] = c.Attempt
+		}
+	}
+	if len(oldest) == 0 {
+		return nil
+	}
+	d, err := openPodDirs(rootDir, uid)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	var errs []error
+	for name, first := range oldest {
+		if checkName("container name", name) != nil {
+			continue
+		}
+		dir, err := d.openDir(false, "containers", name)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		names, err := readDirNames(dir)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		for _, n := range names {
+			a, ok := strings.CutSuffix(n, "-termination-log")
+			attempt, err := strconv.Atoi(a)
+			if !ok || err != nil || attempt >= first {
+				continue
+			}
+			if err := dir.Remove(n); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				errs = append(errs, fmt.Errorf("remove %s: %w", filepath.Join(d.rel("containers", name), n), err))
+			}
+		}
+		dir.Close()
+	}
+	return errors.Join(errs...)
 }

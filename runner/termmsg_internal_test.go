@@ -3,9 +3,12 @@ package runner
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/podrun/podrun/engine"
 )
 
 // TestReadTerminationMessage: the file podrun bound is read back, its last
@@ -98,5 +101,51 @@ func TestTailBuffer(t *testing.T) {
 	tb.Write([]byte("0123456789"))
 	if got := tb.String(); got != "56789" {
 		t.Errorf("got %q, want 56789", got)
+	}
+}
+
+// TestPruneTerminationLogs: the files of attempts older than a
+// container's oldest run go; those of its runs and newer attempts, of
+// containers without runs, and what a planted symlink points to stay.
+func TestPruneTerminationLogs(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "root")
+	outside := filepath.Join(t.TempDir(), "keep")
+	if err := os.WriteFile(outside, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"a", "b"} {
+		for attempt := range 4 {
+			if _, err := terminationMessageFile(root, "u1", name, attempt); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	dirA := filepath.Join(root, "pods", "u1", "containers", "a")
+	if err := os.Remove(filepath.Join(dirA, "0-termination-log")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(dirA, "0-termination-log")); err != nil {
+		t.Fatal(err)
+	}
+	st := &podState{Containers: []*engine.Container{
+		{ID: "a2", Name: "a", Attempt: 2}, {ID: "a3", Name: "a", Attempt: 3},
+	}}
+	if err := pruneTerminationLogs(root, "u1", st); err != nil {
+		t.Fatal(err)
+	}
+	has := func(name string, attempt int) bool {
+		_, err := os.Lstat(filepath.Join(root, "pods", "u1", "containers", name, strconv.Itoa(attempt)+"-termination-log"))
+		return err == nil
+	}
+	for attempt, want := range []bool{false, false, true, true} {
+		if got := has("a", attempt); got != want {
+			t.Errorf("a's attempt %d file present: %v, want %v", attempt, got, want)
+		}
+		if !has("b", attempt) {
+			t.Errorf("b (no runs) lost its attempt %d file", attempt)
+		}
+	}
+	if _, err := os.Stat(outside); err != nil {
+		t.Errorf("the symlink's target: %v", err)
 	}
 }
