@@ -81,6 +81,23 @@ spec:
 		t.Errorf("%d containers of the pod still run", len(run))
 	}
 	contains(t, "stderr", r.stderr, "pods failed")
+
+	// A later podrun (no status of the pod but its sandbox's age) keeps
+	// it failed and starts nothing.
+	before := ids(e)
+	r = e.podrun(3*time.Minute, "once", "--wait", "complete", "--timeout", "2m", "-o", "json", p)
+	if r.code != 1 {
+		t.Fatalf("second once: exit %d, want 1\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	if pod := onceReport(t, r)["deadline-"+e.node]; pod.Status.Reason != "DeadlineExceeded" {
+		t.Errorf("second once: reason %q, want DeadlineExceeded", pod.Status.Reason)
+	}
+	if after := ids(e); strings.Join(after, ",") != strings.Join(before, ",") {
+		t.Errorf("second once changed containers:\nbefore %v\nafter  %v", before, after)
+	}
+	if run := e.running(); len(run) != 0 {
+		t.Errorf("second once: %d containers of the pod run", len(run))
+	}
 }
 
 // TestLifecycleTerminationMessage: what a container wrote to
