@@ -7,6 +7,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 )
 
 // podWorker syncs one pod, one sync at a time.
@@ -310,7 +311,7 @@ func (w *podWorker) sync(ctx context.Context, pod *v1.Pod, st *podState) (*podAc
 		actions = deadlineActions(st)
 		if prev == nil || prev.Reason != ReasonDeadlineExceeded {
 			r.log.Info("pod past its active deadline: stopping it", "pod", podKey(pod),
-				"activeDeadlineSeconds", *pod.Spec.ActiveDeadlineSeconds)
+				"activeDeadlineSeconds", ptr.Deref(pod.Spec.ActiveDeadlineSeconds, 0))
 			r.event(pod, "", v1.EventTypeNormal, ReasonDeadlineExceeded, "%s", messageDeadlineExceeded)
 		}
 	} else {
