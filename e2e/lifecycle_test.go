@@ -216,15 +216,22 @@ spec:
 	if err := os.Symlink(secret, file); err != nil {
 		t.Fatal(err)
 	}
-	// Opening the FIFO waits for the container's end of it.
-	w, err := os.OpenFile(fifo, os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
+	// The FIFO opens for writing once the container has it open for
+	// reading (until then: ENXIO); never a blocking open.
+	var w *os.File
+	if !poll(time.Minute, func() bool {
+		var err error
+		w, err = os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0)
+		return err == nil
+	}) {
+		cancel()
+		<-done
+		t.Fatalf("the victim container never opened its FIFO\nstderr:\n%s", errb.String())
 	}
 	w.WriteString("go\n")
 	w.Close()
 
-	err = <-done
+	err := <-done
 	code := 0
 	if ee, ok := err.(*exec.ExitError); ok {
 		code = ee.ExitCode()
