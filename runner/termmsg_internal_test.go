@@ -149,3 +149,21 @@ func TestPruneTerminationLogs(t *testing.T) {
 		t.Errorf("the symlink's target: %v", err)
 	}
 }
+
+// TestTerminatedStateMessage: the runtime's start error and the
+// container's termination message are both kept, joined as the kubelet
+// joins them.
+func TestTerminatedStateMessage(t *testing.T) {
+	c := &engine.Container{ID: "c1", State: engine.StateExited, ExitCode: 1}
+	for _, tc := range []struct{ runtime, msg, want string }{
+		{"", "", ""},
+		{"", "bye", "bye"},
+		{"exec: nope: not found", "", "exec: nope: not found"},
+		{"exec: nope: not found", "bye", "exec: nope: not found: bye"},
+	} {
+		c.Message = tc.runtime
+		if got := terminatedState("docker", c, tc.msg).Message; got != tc.want {
+			t.Errorf("runtime %q, file %q: %q, want %q", tc.runtime, tc.msg, got, tc.want)
+		}
+	}
+}
