@@ -449,3 +449,35 @@ func TestOnceReportsDroppedFields(t *testing.T) {
 		t.Errorf("sandboxes = %d, want the pod running", e.sandboxes())
 	}
 }
+
+// TestOnceEndsOnDeadlineExceeded: `once --wait complete` (or ready) on a
+// pod that would run for ever but has activeDeadlineSeconds ends when the
+// deadline fails the pod: exit 1, the report saying why, its container
+// stopped and shown terminated (once waits for the stop).
+func TestOnceEndsOnDeadlineExceeded(t *testing.T) {
+	for _, wait := range []string{"complete", "ready"} {
+		t.Run(wait, func(t *testing.T) {
+			e := newCmdEnv(t)
+			manifest := strings.Replace(jobPod("job", "run"), "spec:\n", "spec:\n  activeDeadlineSeconds: 1\n", 1)
+			// Never ready: only the deadline ends a wait for ready.
+			manifest += "    readinessProbe: {exec: {command: [fake, exit, \"1\"]}, periodSeconds: 1}\n"
+			p := e.write("job.yaml", manifest)
+			err := e.once(p, "--wait", wait, "--timeout", "1m", "-o", "json")
+			wantExit(t, "once", err, exitPodFailed, "pods failed: [default/job-node1]")
+			for _, want := range []string{`"phase": "Failed"`, `"reason": "DeadlineExceeded"`,
+				`"message": "Pod was active on the node longer than the specified deadline"`, `"terminated"`} {
+				if !strings.Contains(e.out.String(), want) {
+					t.Errorf("report lacks %s:\n%s", want, e.out)
+				}
+			}
+			if strings.Contains(e.out.String(), `"running": {`) {
+				t.Errorf("report shows a container running:\n%s", e.out)
+			}
+			for _, c := range e.containers("job-node1") {
+				if c.State == engine.StateRunning {
+					t.Errorf("container %s still runs", c.Name)
+				}
+			}
+		})
+	}
+}

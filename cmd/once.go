@@ -184,7 +184,10 @@ func onceRun(ctx context.Context, opts *onceOptions) error {
 // attempt - which a podrun killed mid-bring-up can leave (its start requests
 // may complete in the engine after the next podrun made the pod anew). The
 // sync that finds such a pod stops what must not run; the next one finds it
-// converged. A failed pod ends the wait whatever else runs.
+// converged. A failed pod ends the wait whatever else runs, once the sync
+// that failed it has stopped what of it ran (a pod past its
+// activeDeadlineSeconds is Failed first, then stopped): the report shows
+// its containers terminated.
 func waitFor(ctx context.Context, r *runner.Runner, pods []*v1.Pod, cond string, timeout time.Duration,
 	clk clock.Clock) ([]*v1.Pod, error) {
 	if clk == nil {
@@ -196,7 +199,7 @@ func waitFor(ctx context.Context, r *runner.Runner, pods []*v1.Pod, cond string,
 		changed := r.Changed()
 		current, converged := currentPods(r, pods)
 		met, failed := conditionMet(current, cond)
-		if failed || (met && converged) {
+		if (failed && failedSettled(r, current)) || (met && converged) {
 			return current, nil
 		}
 		select {
@@ -213,6 +216,21 @@ func waitFor(ctx context.Context, r *runner.Runner, pods []*v1.Pod, cond string,
 			return current, fmt.Errorf("interrupted while waiting for pods to be %s", cond)
 		}
 	}
+}
+
+// failedSettled reports whether every failed pod of pods (their last
+// status) has nothing left running that must stop: its last sync found it
+// converged.
+func failedSettled(r *runner.Runner, pods []*v1.Pod) bool {
+	for _, p := range pods {
+		if p.Status.Phase != v1.PodFailed {
+			continue
+		}
+		if _, converged, ok := r.SyncedPod(string(p.UID)); ok && !converged {
+			return false
+		}
+	}
+	return true
 }
 
 // currentPods returns the pods with their last status (the desired pod,

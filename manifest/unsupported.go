@@ -39,7 +39,7 @@ func supportedPodFields() []string {
 	}
 	add("", "apiVersion", "kind")
 
-	add("spec", "restartPolicy", "terminationGracePeriodSeconds", "dnsPolicy",
+	add("spec", "restartPolicy", "terminationGracePeriodSeconds", "activeDeadlineSeconds", "dnsPolicy",
 		"dnsConfig.nameservers", "dnsConfig.searches", "dnsConfig.options[].name", "dnsConfig.options[].value",
 		"nodeName", "hostNetwork", "hostPID", "hostIPC", "hostname",
 		"securityContext.runAsUser", "securityContext.runAsGroup", "securityContext.runAsNonRoot",

@@ -133,6 +133,16 @@ type podActions struct {
 	// PodFailed is set when the pod can never succeed (an init container
 	// failed under restartPolicy Never).
 	PodFailed bool
+	// DeadlineExceeded is set when the pod is past its
+	// activeDeadlineSeconds (deadline.go): it is Failed for good.
+	DeadlineExceeded bool
+	// DeadlineIn is how long until the pod reaches its
+	// activeDeadlineSeconds (0: no deadline, or past it): a sync must run
+	// then.
+	DeadlineIn time.Duration
+	// KillReason says why KillPod stops the pod's containers (empty: the
+	// pod is being replaced).
+	KillReason string
 
 	// SandboxReason says why CreateSandbox is set, and Reasons, by
 	// container name, why each container of StartInit, StartApps,
@@ -193,7 +203,7 @@ func exitedReason(st *engine.Container, policy string) string {
 // RetryAfter is the soonest a sync should run again for back-off to expire,
 // or 0.
 func (a *podActions) RetryAfter() time.Duration {
-	var d time.Duration
+	d := a.DeadlineIn
 	for _, w := range a.Waiting {
 		if w.Retry > 0 && (d == 0 || w.Retry < d) {
 			d = w.Retry

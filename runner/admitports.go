@@ -230,6 +230,6 @@ func (r *Runner) finishedPods() map[string]bool {
 // for), and its status is the kubelet's for a rejected pod: Failed, with
 // the reason and message.
 func (w *podWorker) syncRefused(ctx context.Context, pod *v1.Pod, st *podState, conflict *PortConflict) (*podActions, bool, error) {
-	return w.stopAsFailed(ctx, pod, st, gracePeriod(pod),
+	return w.stopAsFailed(ctx, pod, st, gracePeriod(pod), "pod refused its host ports",
 		v1.PodStatus{Phase: v1.PodFailed, Reason: ReasonNodePorts, Message: conflict.statusMessage()})
 }

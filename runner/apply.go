@@ -43,7 +43,7 @@ func (e *imageError) Unwrap() error { return e.err }
 func (r *Runner) applyActions(ctx context.Context, pod *v1.Pod, st *podState, a *podActions, w *podWorker) error {
 	grace := gracePeriod(pod)
 	if a.KillPod {
-		if err := r.killPod(ctx, pod, st, grace); err != nil {
+		if err := r.killPod(ctx, pod, st, grace, a.KillReason); err != nil {
 			return fmt.Errorf("kill pod: %w", err)
 		}
 	}
@@ -174,6 +174,9 @@ func (r *Runner) applyActions(ctx context.Context, pod *v1.Pod, st *podState, a 
 		if err := pruneRecords(r.cfg.RootDir, string(pod.UID), recordsKeptFor(pod, st)); err != nil {
 			r.log.Warn("prune spec records", "pod", podKey(pod), "err", err)
 		}
+		if err := pruneTerminationLogs(r.cfg.RootDir, string(pod.UID), st); err != nil {
+			r.log.Warn("prune termination-message files", "pod", podKey(pod), "err", err)
+		}
 	}
 
 	if a.StopSandbox && sandboxID != "" {
@@ -212,7 +215,10 @@ const minGracePeriod = 2 * time.Second
 // grace.
 func (r *Runner) killContainer(ctx context.Context, pod *v1.Pod, podIP string, k killTarget, grace time.Duration) error {
 	c := k.Container
-	if k.Grace > 0 {
+	// A probe's own grace period applies, but not to a pod the API is
+	// deleting: its deletionGracePeriodSeconds comes first (the kubelet's
+	// setTerminationGracePeriod).
+	if k.Grace > 0 && (pod == nil || pod.DeletionGracePeriodSeconds == nil) {
 		grace = k.Grace
 	}
 	// A container being stopped is probed no more.
@@ -244,8 +250,13 @@ func (r *Runner) killContainer(ctx context.Context, pod *v1.Pod, podIP string, k
 }
 
 // killPod stops every container of the pod (app containers first, then
-// sidecars in reverse order, as the kubelet does), then its sandboxes.
-func (r *Runner) killPod(ctx context.Context, pod *v1.Pod, st *podState, grace time.Duration) error {
+// sidecars in reverse order, as the kubelet does), then its sandboxes; why
+// is the reason its log lines and events give (empty: the pod is being
+// replaced or removed).
+func (r *Runner) killPod(ctx context.Context, pod *v1.Pod, st *podState, grace time.Duration, why string) error {
+	if why == "" {
+		why = "pod is being replaced or removed"
+	}
 	var errs []error
 	podIP := ""
 	if sb := st.latestSandbox(); sb != nil {
@@ -259,7 +270,7 @@ func (r *Runner) killPod(ctx context.Context, pod *v1.Pod, st *podState, grace t
 		if c.State != engine.StateRunning && c.State != engine.StateCreated {
 			continue
 		}
-		k := killTarget{Container: c, Reason: "pod is being replaced or removed"}
+		k := killTarget{Container: c, Reason: why}
 		if c.Type == engine.ContainerTypeInit {
 			inits = append(inits, k)
 		} else {
@@ -312,7 +323,7 @@ func (r *Runner) teardown(ctx context.Context, pod *v1.Pod, st *podState, grace 
 		uid = st.Containers[0].Pod.UID
 	}
 	r.probes.RemovePod(uid)
-	if err := r.killPod(ctx, pod, st, grace); err != nil {
+	if err := r.killPod(ctx, pod, st, grace, ""); err != nil {
 		return err
 	}
 	var errs []error

@@ -89,12 +89,12 @@ func (w *podWorker) syncEvicted(ctx context.Context, pod *v1.Pod, st *podState, 
 			}
 		}
 	}
-	return w.stopAsFailed(ctx, pod, st, evictionGrace, status)
+	return w.stopAsFailed(ctx, pod, st, evictionGrace, "pod evicted", status)
 }
 
 // stopAsFailed stops everything of the pod that runs, within grace, and
 // publishes status (a Failed one): a pod the node refused or evicted.
-func (w *podWorker) stopAsFailed(ctx context.Context, pod *v1.Pod, st *podState, grace time.Duration, status v1.PodStatus) (*podActions, bool, error) {
+func (w *podWorker) stopAsFailed(ctx context.Context, pod *v1.Pod, st *podState, grace time.Duration, why string, status v1.PodStatus) (*podActions, bool, error) {
 	r := w.r
 	r.probes.RemovePod(w.uid)
 	a := &podActions{}
@@ -104,7 +104,7 @@ func (w *podWorker) stopAsFailed(ctx context.Context, pod *v1.Pod, st *podState,
 	a.KillPod = a.KillPod || len(runningContainers(st)) > 0
 	var err error
 	if a.KillPod {
-		if err = r.killPod(ctx, pod, st, grace); err != nil && ctx.Err() == nil {
+		if err = r.killPod(ctx, pod, st, grace, why); err != nil && ctx.Err() == nil {
 			r.log.Warn("stop pod", "pod", podKey(pod), "reason", status.Reason, "err", err)
 		}
 	}

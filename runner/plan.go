@@ -145,6 +145,19 @@ func planPod(pod *v1.Pod, st *podState, backoff *flowcontrol.Backoff, recs recor
 		p.Action = PlanCreate
 		return p
 	}
+	if now := backoff.Clock.Now(); deadlinePassed(pod, st, now) {
+		// Past its activeDeadlineSeconds: a sync stops what runs of it,
+		// and starts nothing.
+		a := &podActions{Kill: runningKills(st, reasonDeadlineKill)}
+		if sb := st.latestSandbox(); sb != nil && sb.State == engine.StateRunning {
+			a.StopSandbox = true
+		}
+		p.Steps = planSteps(pod, st, a, recs)
+		if len(p.Steps) > 0 {
+			p.Action = PlanUpdate
+		}
+		return p
+	}
 	a := computePodActions(pod, st, backoff, nil)
 	if a.CreateSandbox {
 		p.Action, p.Reason = PlanRecreate, a.SandboxReason

@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/client-go/util/flowcontrol"
 	testclock "k8s.io/utils/clock/testing"
 
 	"github.com/podrun/podrun/engine"
@@ -295,5 +297,28 @@ func TestPlanPodFollowsComputePodActions(t *testing.T) {
 				t.Errorf("the sync acts on %v, which the plan does not name", acted)
 			}
 		})
+	}
+}
+
+// TestPlanPodPastDeadline: a pod past its activeDeadlineSeconds (counted
+// from its oldest sandbox) is planned to stop, not to start anything; one
+// stopped already is unchanged.
+func TestPlanPodPastDeadline(t *testing.T) {
+	pod := testPod(v1.RestartPolicyAlways, nil, "a")
+	deadline := int64(60)
+	pod.Spec.ActiveDeadlineSeconds = &deadline
+	at := func(d time.Duration) *flowcontrol.Backoff { return newBackoff(testclock.NewFakeClock(t0.Add(d))) }
+
+	if p := planPod(pod, runningPod(pod), at(59*time.Second), recordsOf(pod)); p.Action != PlanUnchanged {
+		t.Errorf("before the deadline: %s %s", p.Action, steps(p))
+	}
+	p := planPod(pod, runningPod(pod), at(time.Minute), recordsOf(pod))
+	want := "stop a: " + reasonDeadlineKill + "\nstop-sandbox: " + reasonPodFinished
+	if p.Action != PlanUpdate || steps(p) != want {
+		t.Errorf("past the deadline: %s\n%s\nwant update\n%s", p.Action, steps(p), want)
+	}
+	stopped := newState(pod).sandbox("sb0", 0, engine.StateExited).container("sb0", "a", 0, engine.StateExited, 137).build()
+	if p := planPod(pod, stopped, at(time.Hour), recordsOf(pod)); p.Action != PlanUnchanged {
+		t.Errorf("stopped past its deadline: %s %s, want unchanged (not a restart)", p.Action, steps(p))
 	}
 }

@@ -359,13 +359,13 @@ func TestRemoveTearsDown(t *testing.T) {
 	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{pod}}
 	h.waitStatus("u1", "running", allRunning)
 	h.updates <- runner.PodUpdate{Op: runner.OpRemove, Pods: []*v1.Pod{pod}}
-	waitUntil(t, "the pod's removal", func() bool {
+	// The status goes after the teardown: wait for both, not one then the
+	// other.
+	waitUntil(t, "the pod's removal, and its status's", func() bool {
 		sbs, _ := fake.ListSandboxes(context.Background())
-		return len(h.containers("u1")) == 0 && len(sbs) == 0
+		_, ok := h.r.Pod("u1")
+		return len(h.containers("u1")) == 0 && len(sbs) == 0 && !ok
 	})
-	if _, ok := h.r.Pod("u1"); ok {
-		t.Fatal("removed pod still has a status")
-	}
 }
 
 // TestRestartAdoptsWithoutChanges: a second runner over the same runtime
@@ -891,5 +891,30 @@ func TestDeletingPodStopsWithinDeletionGrace(t *testing.T) {
 	}
 	if _, ok := h.r.Pod("u2"); ok {
 		t.Error("a pod deleted before it started has a status")
+	}
+}
+
+// TestRemovedPodStopsWithinDeletionGrace: a pod whose manifest carries
+// metadata.deletionGracePeriodSeconds is stopped with it, not with its
+// terminationGracePeriodSeconds, when its source removes it.
+func TestRemovedPodStopsWithinDeletionGrace(t *testing.T) {
+	fake := newFake(t)
+	rec := &graceRecorder{Fake: fake}
+	h := start(t, fake, func(c *runner.Config) { c.Runtime = rec })
+	pod := newPod("u1", "p", v1.RestartPolicyAlways, map[string][]string{"a": {"run"}})
+	grace := int64(4)
+	pod.DeletionGracePeriodSeconds = &grace
+	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{pod}}
+	h.waitStatus("u1", "running", allRunning)
+	h.updates <- runner.PodUpdate{Op: runner.OpRemove, Pods: []*v1.Pod{pod}}
+	waitUntil(t, "the removed pod's teardown", func() bool {
+		_, ok := h.r.Pod("u1")
+		return !ok && len(h.containers("u1")) == 0
+	})
+	rec.mu.Lock()
+	graces := slices.Clone(rec.graces)
+	rec.mu.Unlock()
+	if len(graces) == 0 || slices.ContainsFunc(graces, func(g time.Duration) bool { return g != 4*time.Second }) {
+		t.Errorf("containers stopped with grace %v, want the deletion grace 4s (not the spec's 1s)", graces)
 	}
 }

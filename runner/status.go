@@ -25,6 +25,9 @@ type statusInput struct {
 	// every running container is both.
 	Probes     probeStates
 	Terminated bool // the pod was removed and its containers stopped
+	// Messages are the termination messages of finished runs, by
+	// container ID (termmsg.go); nil: none.
+	Messages map[string]string
 }
 
 // probeStates is what status needs of the prober.
@@ -74,17 +77,19 @@ func computePodStatus(in statusInput) v1.PodStatus {
 
 	// startTime: when podrun first brought the pod up; after a restart of
 	// podrun, the oldest sandbox's creation.
-	switch {
-	case in.Previous != nil && in.Previous.StartTime != nil:
+	if in.Previous != nil && in.Previous.StartTime != nil {
 		s.StartTime = in.Previous.StartTime
-	case len(state.Sandboxes) > 0:
-		t := metav1.NewTime(state.Sandboxes[len(state.Sandboxes)-1].CreatedAt)
-		s.StartTime = &t
-	default:
-		t := metav1.NewTime(in.Now)
+	} else {
+		t := metav1.NewTime(podStartTime(in.Previous, state, in.Now))
 		s.StartTime = &t
 	}
+	if in.Actions != nil && in.Actions.DeadlineExceeded {
+		// As the kubelet's eviction by its activeDeadlineHandler.
+		s.Phase = v1.PodFailed
+		s.Reason, s.Message = ReasonDeadlineExceeded, messageDeadlineExceeded
+	}
 
+	capTerminationMessages(pod, &s)
 	s.Conditions = podConditions(pod, &s, sb, in.Previous, in.Now)
 	if in.Actions != nil && in.Actions.PodFailed {
 		s.Reason = "InitContainerFailed"
@@ -114,11 +119,11 @@ func containerStatus(in statusInput, c *v1.Container, sandboxID string) v1.Conta
 	case cur.State == engine.StateCreated:
 		cs.State.Waiting = &v1.ContainerStateWaiting{Reason: "ContainerCreating"}
 	default:
-		cs.State.Terminated = terminatedState(in.Runtime, cur)
+		cs.State.Terminated = terminatedState(in.Runtime, cur, in.Messages[cur.ID])
 	}
 	if cur != nil && cur.State != engine.StateExited {
 		if prev := previousRun(in.State, c.Name, cur); prev != nil {
-			cs.LastTerminationState.Terminated = terminatedState(in.Runtime, prev)
+			cs.LastTerminationState.Terminated = terminatedState(in.Runtime, prev, in.Messages[prev.ID])
 		}
 	}
 	f := false
@@ -140,13 +145,23 @@ func containerStatus(in statusInput, c *v1.Container, sandboxID string) v1.Conta
 	return cs
 }
 
-func terminatedState(runtime string, c *engine.Container) *v1.ContainerStateTerminated {
+// terminatedState is the terminated state of the finished run c; its
+// message is the runtime's (why the container could not start), then
+// msg, what the container left (its termination message), as the kubelet
+// joins them.
+func terminatedState(runtime string, c *engine.Container, msg string) *v1.ContainerStateTerminated {
 	t := &v1.ContainerStateTerminated{
 		ExitCode:    int32(c.ExitCode),
 		StartedAt:   metav1.NewTime(c.StartedAt),
 		FinishedAt:  metav1.NewTime(c.FinishedAt),
 		ContainerID: runtime + "://" + c.ID,
 		Message:     c.Message,
+	}
+	if msg != "" {
+		if t.Message != "" {
+			t.Message += ": "
+		}
+		t.Message += msg
 	}
 	switch {
 	case c.OOMKilled:

@@ -7,6 +7,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 )
 
 // podWorker syncs one pod, one sync at a time.
@@ -33,6 +34,9 @@ type podWorker struct {
 	vols volumeState
 	// evicted, when set, keeps the pod stopped and Failed (evict.go).
 	evicted *eviction
+	// msgs are the termination messages of the pod's finished runs, by
+	// container ID (termmsg.go); only the worker's goroutine uses it.
+	msgs map[string]string
 }
 
 func newPodWorker(r *Runner, pod *v1.Pod) *podWorker {
@@ -294,7 +298,7 @@ func (w *podWorker) sync(ctx context.Context, pod *v1.Pod, st *podState) (*podAc
 		return w.syncEvicted(ctx, pod, st, msg)
 	}
 	if err := r.validateAppArmor(pod); err != nil {
-		return w.stopAsFailed(ctx, pod, st, gracePeriod(pod), v1.PodStatus{Phase: v1.PodFailed, Reason: ReasonAppArmor,
+		return w.stopAsFailed(ctx, pod, st, gracePeriod(pod), "pod refused: AppArmor", v1.PodStatus{Phase: v1.PodFailed, Reason: ReasonAppArmor,
 			Message: "Cannot enforce AppArmor: " + err.Error()})
 	}
 	// Admission first: a pod refused its host ports runs nothing.
@@ -306,10 +310,26 @@ func (w *podWorker) sync(ctx context.Context, pod *v1.Pod, st *podState) (*podAc
 		return w.syncRefused(ctx, pod, st, conflict)
 	}
 	start := r.clock.Now()
+	prev := r.previousStatus(w.uid)
 	r.withAppliedResources(st)
-	r.trackProbes(pod, st)
-	actions := computePodActions(pod, st, r.backoff, r.probes)
-	w.refreshVolumes(ctx, pod, st, actions)
+	var actions *podActions
+	exceeded, deadlineIn := activeDeadline(pod, prev, podStartTime(prev, st, start), start)
+	if exceeded {
+		// Past its activeDeadlineSeconds: nothing of it runs again.
+		r.probes.RemovePod(w.uid)
+		actions = deadlineActions(st)
+		if prev == nil || prev.Reason != ReasonDeadlineExceeded {
+			r.log.Info("pod past its active deadline: stopping it", "pod", podKey(pod),
+				"activeDeadlineSeconds", ptr.Deref(pod.Spec.ActiveDeadlineSeconds, 0))
+			r.event(pod, "", v1.EventTypeNormal, ReasonDeadlineExceeded, "%s", messageDeadlineExceeded)
+		}
+	} else {
+		r.trackProbes(pod, st)
+		actions = computePodActions(pod, st, r.backoff, r.probes)
+		// A sync runs when the deadline comes, whatever else happens.
+		actions.DeadlineIn = deadlineIn
+		w.refreshVolumes(ctx, pod, st, actions)
+	}
 
 	var applyErr error
 	if !actions.Empty() {
@@ -326,7 +346,7 @@ func (w *podWorker) sync(ctx context.Context, pod *v1.Pod, st *podState) (*podAc
 
 	status := computePodStatus(statusInput{
 		Pod: pod, State: st, Actions: actions, Errors: errs, HostIP: r.cfg.HostIP, Probes: r.probes,
-		Runtime: r.cfg.RuntimeName, Previous: r.previousStatus(w.uid), Now: r.clock.Now(),
+		Runtime: r.cfg.RuntimeName, Previous: prev, Now: r.clock.Now(), Messages: w.terminationMessages(ctx, pod, st),
 	})
 	out := pod.DeepCopy()
 	out.Status = status
