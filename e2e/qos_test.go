@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -182,5 +184,53 @@ func TestQOSOOMScoreAdj(t *testing.T) {
 				t.Errorf("%s (%d) is not below %s (%d)", p, scores[p], o, scores[o])
 			}
 		}
+	}
+}
+
+// TestQOSWatchPodsAndOwnScore: podrun watch serves each pod's QoS class on
+// /pods, and runs itself at the kubelet's -999 where the machine lets it,
+// at the score it was started with otherwise (and says why, once).
+func TestQOSWatchPodsAndOwnScore(t *testing.T) {
+	e := newEnv(t)
+	canLower := exec.Command("sh", "-c", "echo -999 > /proc/self/oom_score_adj").Run() == nil
+	own := ownOOMScoreAdj(t)
+	e.write("etcd.yaml", qosPod("etcd", "      requests: {cpu: 100m, memory: 64Mi}\n      limits: {cpu: 100m, memory: 64Mi}\n", ""))
+	e.write("besteffort.yaml", qosPod("besteffort", "", ""))
+
+	port := freePort(t)
+	cmd, stderr := e.start("watch", "--path", e.dir, "--file-check-frequency", "1s", "--healthz-port", strconv.Itoa(port))
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	waitFor(t, "the HTTP server", 30*time.Second, func() bool {
+		resp, err := http.Get(base + "/healthz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return true
+	})
+	e.waitSynced(base, "etcd", "besteffort")
+	got := pods(t, base)
+	for name, want := range map[string]v1.PodQOSClass{"etcd": v1.PodQOSGuaranteed, "besteffort": v1.PodQOSBestEffort} {
+		if c := got[name+"-"+e.node].Status.QOSClass; c != want {
+			t.Errorf("/pods: %s has QoS class %q, want %q", name, c, want)
+		}
+	}
+
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/oom_score_adj", cmd.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := own
+	if canLower {
+		want = -999
+	}
+	if score := strings.TrimSpace(string(b)); score != strconv.Itoa(want) {
+		t.Errorf("podrun watch runs at oom_score_adj %s, want %d", score, want)
+	}
+
+	cmd.Process.Signal(syscall.SIGTERM)
+	cmd.Wait()
+	if n := strings.Count(stderr.String(), "may not lower oom_score_adj"); n != map[bool]int{true: 0, false: 1}[canLower] {
+		t.Errorf("warned %d times (machine may lower: %v):\n%s", n, canLower, stderr)
 	}
 }
