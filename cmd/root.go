@@ -60,7 +60,7 @@ type globalOptions struct {
 	Host  func() node.Host
 	// OOM probes, once per podrun, whether podrun may lower
 	// oom_score_adj, lowering its own to the kubelet's -999 where it may
-	// (node.ProbeOOMScoreAdj; see oomProtection). nil: the kubelet's
+	// (node.ProbeOOMScoreAdj; see probeOOMOnce). nil: the kubelet's
 	// scores as they are, no probe.
 	OOM func() node.OOMProtection
 }
