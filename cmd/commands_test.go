@@ -19,6 +19,7 @@ import (
 
 	"github.com/podrun/podrun/engine"
 	"github.com/podrun/podrun/engine/enginetest"
+	"github.com/podrun/podrun/node"
 	"github.com/podrun/podrun/source"
 )
 
@@ -479,5 +480,66 @@ func TestOnceEndsOnDeadlineExceeded(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestOnceOOMScoreAdj: where podrun may not lower oom_score_adj (the
+// probe, made once per podrun, says so), a Guaranteed pod still starts,
+// its container and sandbox at podrun's own score; the warning is said
+// once; the report shows the pod's QoS class.
+func TestOnceOOMScoreAdj(t *testing.T) {
+	e := newCmdEnv(t)
+	probes := 0
+	e.g.OOM = probeOOMOnce(func() *slog.Logger { return e.g.Log }, func() node.OOMProtection {
+		probes++
+		return node.OOMProtection{Own: 7, Reason: "cannot lower oom_score_adj below its own 7 (no CAP_SYS_RESOURCE)"}
+	})
+	p := e.write("etcd.yaml", `apiVersion: v1
+kind: Pod
+metadata:
+  name: etcd
+spec:
+  priorityClassName: system-node-critical
+  containers:
+  - name: etcd
+    image: img:1
+    command: [sleep]
+    resources:
+      requests: {cpu: 100m, memory: 64Mi}
+      limits: {cpu: 100m, memory: 64Mi}
+`)
+	for range 2 {
+		e.reset()
+		if err := e.once(p, "--timeout", "10s", "-o", "json"); err != nil {
+			t.Fatalf("once: %v\nlog:\n%s", err, e.log)
+		}
+		if !strings.Contains(e.out.String(), `"qosClass": "Guaranteed"`) {
+			t.Errorf("report lacks the QoS class:\n%s", e.out)
+		}
+	}
+	c := e.running("etcd-node1")
+	if c == nil {
+		t.Fatal("the pod's container does not run")
+	}
+	if got := e.fake.ContainerConfig(c.ID).OOMScoreAdj; got != 7 {
+		t.Errorf("container oom_score_adj %d, want podrun's own 7", got)
+	}
+	if got := e.fake.SandboxConfig(c.SandboxID).OOMScoreAdj; got != 7 {
+		t.Errorf("sandbox oom_score_adj %d, want podrun's own 7", got)
+	}
+	if probes != 1 {
+		t.Errorf("probed %d times, want once", probes)
+	}
+	var warned int
+	for _, r := range e.log.root().records {
+		if r.level == slog.LevelWarn && strings.Contains(r.msg, "may not lower oom_score_adj") {
+			warned++
+			if r.attrs["floor"] != "7" || !strings.Contains(r.attrs["reason"], "CAP_SYS_RESOURCE") {
+				t.Errorf("warning attrs %v", r.attrs)
+			}
+		}
+	}
+	if warned != 1 {
+		t.Errorf("warned %d times, want once:\n%s", warned, e.log)
 	}
 }

@@ -5,12 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/podrun/podrun/engine"
 	"github.com/podrun/podrun/engine/docker"
+	"github.com/podrun/podrun/node"
 	"github.com/podrun/podrun/runner"
 )
 
@@ -125,25 +128,52 @@ func newRunner(ctx context.Context, g *globalOptions, rt podEngine, allowPrivile
 		return nil, fmt.Errorf("infra image: %w", err)
 	}
 	host := g.Host()
+	oomFloor := g.oomFloor()
 	cfg := runner.Config{
-		Runtime:         rt,
-		RuntimeName:     "docker",
-		NodeName:        g.NodeName,
-		RootDir:         g.RootDir,
-		InfraImage:      infra,
-		HostIP:          host.IP,
-		AllowPrivileged: allowPrivileged,
-		Clock:           g.Clock,
-		Log:             g.Log,
-		NodeMilliCPU:    host.MilliCPU,
-		NodeMemory:      host.MemoryBytes,
-		Images:          g.Images.runnerImages(g.Log, g.imageUsage),
-		Admit:           g.Images.admitter(ctx, g.RootDir, rt, g.Log),
+		Runtime:          rt,
+		RuntimeName:      "docker",
+		NodeName:         g.NodeName,
+		RootDir:          g.RootDir,
+		InfraImage:       infra,
+		HostIP:           host.IP,
+		AllowPrivileged:  allowPrivileged,
+		Clock:            g.Clock,
+		Log:              g.Log,
+		NodeMilliCPU:     host.MilliCPU,
+		NodeMemory:       host.MemoryBytes,
+		OOMScoreAdjFloor: oomFloor,
+		Images:           g.Images.runnerImages(g.Log, g.imageUsage),
+		Admit:            g.Images.admitter(ctx, g.RootDir, rt, g.Log),
 	}
 	for _, t := range tune {
 		t(&cfg)
 	}
 	return runner.New(cfg), nil
+}
+
+// oomFloor is the lowest oom_score_adj the runner may give containers
+// (runner.Config.OOMScoreAdjFloor), from g.OOM's probe.
+func (g *globalOptions) oomFloor() *int {
+	if g.OOM == nil {
+		return nil
+	}
+	return g.OOM().Floor()
+}
+
+// probeOOMOnce is g.OOM: probe once per podrun, the first time it is
+// asked, and where podrun may not lower scores say so, once, in log's
+// logger (the commands' logger exists only once the flags are parsed):
+// Guaranteed and node-critical pods then get its own score rather than the
+// kubelet's -997, and start.
+func probeOOMOnce(log func() *slog.Logger, probe func() node.OOMProtection) func() node.OOMProtection {
+	return sync.OnceValue(func() node.OOMProtection {
+		p := probe()
+		if floor := p.Floor(); floor != nil {
+			log().Warn("podrun may not lower oom_score_adj: Guaranteed, node-critical and sandbox containers get podrun's own score instead of the kubelet's -997 and -998, still below every Burstable and BestEffort container's",
+				"floor", *floor, "reason", p.Reason)
+		}
+		return p
+	})
 }
 
 // newTeardownRunner is a runner for removing pods: it starts nothing, so it

@@ -178,6 +178,9 @@ func TestInfo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if !strings.Contains(out, "OOM SCORES    <none>") {
+		t.Errorf("table without an OOM probe:\n%s", out)
+	}
 	for _, want := range []string{"HOSTNAME      box", "MACHINE ID    m-1", "BOOT ID       b-1", "CPUS          4",
 		"MEMORY        8GiB", "SYSTEM UUID   <none>", "root-dir    /var/lib/podrun  /dev/vda  100GiB  25GiB      75%"} {
 		if !strings.Contains(out, want) {
@@ -200,5 +203,37 @@ func TestInfo(t *testing.T) {
 	}
 	if _, _, err := run("table", nil, errors.New("nothing")); err == nil {
 		t.Error("no facts: nil error")
+	}
+}
+
+// TestInfoOOM: info says whether podrun may give the kubelet's negative
+// oom_score_adj, and what it gives instead.
+func TestInfoOOM(t *testing.T) {
+	for _, tc := range []struct {
+		p    node.OOMProtection
+		want []string
+	}{
+		{node.OOMProtection{CanLower: true, Own: 0}, []string{"OOM SCORES    the kubelet's (Guaranteed and node-critical -997", `"canLower": true`}},
+		{node.OOMProtection{Own: 0, Reason: "cannot lower oom_score_adj below its own 0 (no CAP_SYS_RESOURCE)"},
+			[]string{"OOM SCORES    not below 0, podrun's own", "no CAP_SYS_RESOURCE", `"canLower": false`, `"own": 0`}},
+	} {
+		var all string
+		for _, format := range []string{"table", "json"} {
+			var out, errOut bytes.Buffer
+			err := infoRun(context.Background(), &infoOptions{
+				globalOptions: &globalOptions{Out: &out, ErrOut: &errOut}, Output: format,
+				Facts: func(context.Context) (*node.Facts, error) { return testFacts(), nil },
+				OOM:   func() node.OOMProtection { return tc.p },
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			all += out.String()
+		}
+		for _, want := range tc.want {
+			if !strings.Contains(all, want) {
+				t.Errorf("%+v: output lacks %q:\n%s", tc.p, want, all)
+			}
+		}
 	}
 }

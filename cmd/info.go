@@ -12,6 +12,7 @@ import (
 
 	"github.com/podrun/podrun/engine/docker"
 	"github.com/podrun/podrun/node"
+	"github.com/podrun/podrun/runner"
 )
 
 type infoOptions struct {
@@ -20,6 +21,9 @@ type infoOptions struct {
 	// Facts gathers the node's facts (node.Gather over the root dir and
 	// Docker's data root by default).
 	Facts func(ctx context.Context) (*node.Facts, error)
+	// OOM probes whether podrun may lower oom_score_adj, leaving its own
+	// as it was (node.ProbeOOMScoreAdj by default); nil: not shown.
+	OOM func() node.OOMProtection
 }
 
 func newInfoCmd(g *globalOptions, runF func(context.Context, *infoOptions) error) *cobra.Command {
@@ -30,8 +34,10 @@ func newInfoCmd(g *globalOptions, runF func(context.Context, *infoOptions) error
 		Long: `Show what podrun knows of this machine, as a node's status would report it:
 cores, memory, machine and boot IDs, kernel and OS, and the filesystems of
 the root dir and of Docker's data root (which image GC and the low disk
-space threshold watch), with their size and free space. Docker is asked for
-its data root when it can be reached; the rest needs no Docker.`,
+space threshold watch), with their size and free space, and whether podrun
+may give containers the kubelet's negative oom_score_adj (it needs
+CAP_SYS_RESOURCE; without it, the lowest score is podrun's own). Docker is
+asked for its data root when it can be reached; the rest needs no Docker.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkOutput(opts.Output); err != nil {
@@ -39,6 +45,11 @@ its data root when it can be reached; the rest needs no Docker.`,
 			}
 			if opts.Facts == nil {
 				opts.Facts = func(ctx context.Context) (*node.Facts, error) { return gatherFacts(ctx, opts.globalOptions) }
+			}
+			if opts.OOM == nil {
+				opts.OOM = func() node.OOMProtection {
+					return node.ProbeOOMScoreAdj(node.SelfOOMScoreFile(), runner.OwnOOMScoreAdj, false)
+				}
 			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
@@ -76,6 +87,10 @@ func infoRun(ctx context.Context, opts *infoOptions) error {
 	if err != nil {
 		fmt.Fprintf(opts.ErrOut, "podrun: some facts are missing: %v\n", err)
 	}
+	if opts.OOM != nil {
+		p := opts.OOM()
+		facts.OOMScoreAdj = &p
+	}
 	if opts.Output != "table" {
 		return writeStructured(opts.Out, opts.Output, facts)
 	}
@@ -94,6 +109,7 @@ func writeFactsTable(w io.Writer, f *node.Facts) error {
 		{"ARCHITECTURE", f.Architecture},
 		{"CPUS", fmt.Sprint(f.CPUs)},
 		{"MEMORY", units.BytesSize(float64(f.MemoryBytes))},
+		{"OOM SCORES", oomText(f.OOMScoreAdj)},
 	} {
 		fmt.Fprintf(tw, "%s\t%s\n", row[0], orNone(row[1]))
 	}
@@ -113,4 +129,15 @@ func orNone(s string) string {
 		return "<none>"
 	}
 	return s
+}
+
+// oomText says which oom_score_adj containers get.
+func oomText(p *node.OOMProtection) string {
+	switch {
+	case p == nil:
+		return ""
+	case p.CanLower:
+		return "the kubelet's (Guaranteed and node-critical -997, sandboxes -998)"
+	}
+	return fmt.Sprintf("not below %d, podrun's own (the kubelet's -997 and -998 are raised to it): %s", p.Own, p.Reason)
 }

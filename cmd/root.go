@@ -23,6 +23,7 @@ import (
 
 	"github.com/podrun/podrun/gc"
 	"github.com/podrun/podrun/node"
+	"github.com/podrun/podrun/runner"
 )
 
 // globalOptions are the flags every command takes.
@@ -57,6 +58,11 @@ type globalOptions struct {
 	// Options' Engine.
 	Clock clock.WithTicker
 	Host  func() node.Host
+	// OOM probes, once per podrun, whether podrun may lower
+	// oom_score_adj, lowering its own to the kubelet's -999 where it may
+	// (node.ProbeOOMScoreAdj; see probeOOMOnce). nil: the kubelet's
+	// scores as they are, no probe.
+	OOM func() node.OOMProtection
 }
 
 const defaultConfigFile = "/etc/podrun/config.yaml"
@@ -93,6 +99,11 @@ func newRootCmd(g *globalOptions) *cobra.Command {
 	}
 	if g.Host == nil {
 		g.Host = node.LocalHost
+	}
+	if g.OOM == nil {
+		g.OOM = probeOOMOnce(func() *slog.Logger { return g.Log }, func() node.OOMProtection {
+			return node.ProbeOOMScoreAdj(node.SelfOOMScoreFile(), runner.OwnOOMScoreAdj, true)
+		})
 	}
 	v := viper.New()
 	root := &cobra.Command{

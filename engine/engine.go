@@ -262,6 +262,13 @@ type SandboxConfig struct {
 	// them.
 	Source      string
 	GracePeriod time.Duration
+	// QOSClass is the pod's QoS class (Guaranteed, Burstable, BestEffort),
+	// kept with the sandbox, like Source, for a podrun without the manifest.
+	QOSClass string
+	// OOMScoreAdj is the infra container's oom_score_adj; 0 leaves the
+	// runtime's default. A score below what the runtime may set makes the
+	// sandbox fail to start: the caller clamps it.
+	OOMScoreAdj int
 }
 
 // PortMapping publishes a container port on the host.
@@ -288,9 +295,11 @@ type Sandbox struct {
 	State     State
 	IP        string
 	CreatedAt time.Time
-	// Source and GracePeriod as given in SandboxConfig (zero when unknown).
+	// Source, GracePeriod and QOSClass as given in SandboxConfig (zero
+	// when unknown).
 	Source      string
 	GracePeriod time.Duration
+	QOSClass    string
 }
 
 // ContainerConfig is a container fully resolved for the runtime: env
@@ -314,10 +323,15 @@ type ContainerConfig struct {
 	Mounts     []Mount
 	Devices    []string
 	Resources  Resources
-	Security   SecurityConfig
-	TTY        bool
-	Stdin      bool
-	StdinOnce  bool
+	// OOMScoreAdj is the container's oom_score_adj (-1000..1000); 0 leaves
+	// the runtime's default. A score below what the runtime may set (a
+	// negative one without CAP_SYS_RESOURCE) makes the container fail to
+	// start: the caller clamps it.
+	OOMScoreAdj int
+	Security    SecurityConfig
+	TTY         bool
+	Stdin       bool
+	StdinOnce   bool
 	// StopSignal overrides the image's STOPSIGNAL when set.
 	StopSignal string
 	// Labels are extra labels; the runtime adds its own identity labels.

@@ -29,6 +29,9 @@ type Facts struct {
 	CPUs          int          `json:"cpus"`
 	MemoryBytes   uint64       `json:"memoryBytes"`
 	Filesystems   []Filesystem `json:"filesystems"`
+	// OOMScoreAdj says whether podrun may lower oom_score_adj (set by
+	// `podrun info`, which probes it; Gather does not).
+	OOMScoreAdj *OOMProtection `json:"oomScoreAdj,omitempty"`
 }
 
 // Filesystem is one filesystem podrun writes to, measured where it is used.

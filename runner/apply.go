@@ -446,6 +446,8 @@ func (r *Runner) sandboxConfig(pod *v1.Pod, attempt int) *engine.SandboxConfig {
 		Labels:                pod.Labels,
 		Source:                pod.Annotations[annotationSource],
 		GracePeriod:           gracePeriod(pod),
+		QOSClass:              string(podQOS(pod)),
+		OOMScoreAdj:           sandboxOOMScore(r.cfg.OOMScoreAdjFloor),
 	}
 	for _, c := range allContainers(pod) {
 		for _, p := range c.Ports {
@@ -661,6 +663,7 @@ func (r *Runner) containerConfig(pod *v1.Pod, c *v1.Container, typ engine.Contai
 		Env:           env,
 		WorkingDir:    c.WorkingDir,
 		Resources:     containerResources(c),
+		OOMScoreAdj:   containerOOMScoreAdj(pod, c, r.cfg.NodeMemory, r.cfg.OOMScoreAdjFloor),
 		Security:      sec,
 		TTY:           c.TTY,
 		Stdin:         c.Stdin,

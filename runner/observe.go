@@ -58,6 +58,12 @@ func ObserveWithClock(ctx context.Context, rt engine.Runtime, runtimeName string
 			pod.CreationTimestamp = metav1.NewTime(st.Sandboxes[len(st.Sandboxes)-1].CreatedAt)
 		}
 		pod.Status = computePodStatus(statusInput{Pod: pod, State: st, Runtime: runtimeName, Now: clk.Now()})
+		// The spec's resources are unknown here: the class is the one
+		// kept with the sandbox ("" for one made before podrun kept it).
+		pod.Status.QOSClass = ""
+		if sb := st.latestSandbox(); sb != nil {
+			pod.Status.QOSClass = v1.PodQOSClass(sb.QOSClass)
+		}
 		if sb := st.latestSandbox(); sb == nil || sb.State != engine.StateRunning {
 			// Without a sandbox nothing runs: say so, whatever the
 			// containers' records.

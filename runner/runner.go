@@ -48,9 +48,16 @@ type Config struct {
 	// RelistPeriod is how often the runtime's state is re-read to notice
 	// containers that exited (default 1 s, as the kubelet's PLEG).
 	RelistPeriod time.Duration
-	// Node capacity, for resourceFieldRef of resources without a limit.
+	// Node capacity, for resourceFieldRef of resources without a limit;
+	// NodeMemory also scales Burstable containers' oom_score_adj.
 	NodeMilliCPU int64
 	NodeMemory   int64
+	// OOMScoreAdjFloor is the lowest oom_score_adj podrun may give a
+	// container: where it may not lower scores (no CAP_SYS_RESOURCE), its
+	// own process's. Lower scores (Guaranteed, node-critical, sandboxes) are
+	// raised to it, and Burstable ones kept above them. nil: the kubelet's
+	// scores as they are.
+	OOMScoreAdjFloor *int
 
 	// SyncFrequency: every pod is synced at least this often, events or
 	// not (default 1 min).

@@ -90,6 +90,7 @@ func computePodStatus(in statusInput) v1.PodStatus {
 	}
 
 	capTerminationMessages(pod, &s)
+	s.QOSClass = podQOS(pod)
 	s.Conditions = podConditions(pod, &s, sb, in.Previous, in.Now)
 	if in.Actions != nil && in.Actions.PodFailed {
 		s.Reason = "InitContainerFailed"

@@ -97,6 +97,7 @@ func (r *Runtime) containerConfig(ctx context.Context, sbID string, sb *engine.S
 		Privileged:     cfg.Security.Privileged,
 		CapAdd:         cfg.Security.CapAdd,
 		CapDrop:        cfg.Security.CapDrop,
+		OomScoreAdj:    cfg.OOMScoreAdj,
 	}
 	switch {
 	case sb.HostPID:

@@ -49,8 +49,10 @@ const (
 	// pod was defined and its termination grace period (a Go duration).
 	LabelPodSource   = "io.podrun.pod.source"
 	LabelGracePeriod = "io.podrun.pod.grace-period"
-	LabelSandboxID   = "io.podrun.sandbox.id"
-	LabelAttempt     = "io.podrun.attempt"
+	// LabelQOSClass keeps the pod's QoS class on the sandbox.
+	LabelQOSClass  = "io.podrun.pod.qos-class"
+	LabelSandboxID = "io.podrun.sandbox.id"
+	LabelAttempt   = "io.podrun.attempt"
 	// LabelPodLabelPrefix prefixes the pod's own labels, copied onto the
 	// sandbox for people reading `docker ps`; podrun never reads them.
 	LabelPodLabelPrefix = "io.podrun.pod.label."

@@ -428,6 +428,8 @@ func TestContainerSettings(t *testing.T) {
 		sb.DNS = &engine.DNSConfig{Servers: []string{"192.0.2.53"}, Searches: []string{"ns.svc.example"}, Options: []string{"ndots:5"}}
 		sb.ExtraHosts = []string{"db.example:192.0.2.10"}
 		sb.Sysctls = map[string]string{"net.ipv4.ip_unprivileged_port_start": "80"}
+		// Positive scores: every machine may set them.
+		sb.OOMScoreAdj = 300
 	})
 	in, out := t.TempDir(), t.TempDir()
 	if err := os.WriteFile(filepath.Join(in, "f"), []byte("from-host\n"), 0o644); err != nil {
@@ -444,7 +446,8 @@ func TestContainerSettings(t *testing.T) {
 	script := `id -u; id -g; id -G; pwd; echo "$FOO"; cat /in/f; touch /out/x && echo wrote-out;
 touch /in/y 2>/dev/null || echo ro-in; touch /rootfs 2>/dev/null || echo ro-rootfs;
 grep -E '^(NoNewPrivs|Seccomp):' /proc/self/status | tr -s '\t ' ' ';
-cat /etc/resolv.conf; grep db.example /etc/hosts; cat /proc/sys/net/ipv4/ip_unprivileged_port_start`
+cat /etc/resolv.conf; grep db.example /etc/hosts; cat /proc/sys/net/ipv4/ip_unprivileged_port_start;
+echo "oom=$(cat /proc/self/oom_score_adj)"`
 	stdout, stderr, c := p.output(&engine.ContainerConfig{
 		Name:       "settings",
 		Command:    []string{"sh", "-c", script},
@@ -454,7 +457,8 @@ cat /etc/resolv.conf; grep db.example /etc/hosts; cat /proc/sys/net/ipv4/ip_unpr
 			{HostPath: in, ContainerPath: "/in", ReadOnly: true},
 			{HostPath: out, ContainerPath: "/out", Propagation: "rprivate"},
 		},
-		Resources: engine.Resources{CPUShares: 256, CPUQuota: 50000, CPUPeriod: 100000, MemoryLimit: 64 << 20},
+		Resources:   engine.Resources{CPUShares: 256, CPUQuota: 50000, CPUPeriod: 100000, MemoryLimit: 64 << 20},
+		OOMScoreAdj: 500,
 		Security: engine.SecurityConfig{
 			RunAsUser: &uid, RunAsGroup: &gid, SupplementalGroups: []int64{2000},
 			ReadOnlyRootfs: true, NoNewPrivileges: true, CapDrop: []string{"ALL"},
@@ -469,6 +473,7 @@ cat /etc/resolv.conf; grep db.example /etc/hosts; cat /proc/sys/net/ipv4/ip_unpr
 		"1000\n1001\n", "1001 2000\n", "/tmp\n", "bar baz\n", "from-host\n", "wrote-out\n", "ro-in\n", "ro-rootfs\n",
 		"NoNewPrivs: 1\n", "Seccomp: 2\n", // filtered: the profile, not unconfined (0)
 		"nameserver 192.0.2.53", "search ns.svc.example", "options ndots:5", "192.0.2.10", "\n80\n",
+		"oom=500\n",
 	} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("output lacks %q:\n%s\nstderr: %s", want, stdout, stderr)
@@ -504,6 +509,9 @@ cat /etc/resolv.conf; grep db.example /etc/hosts; cat /proc/sys/net/ipv4/ip_unpr
 	}
 	if string(sb.HostConfig.IpcMode) != "shareable" {
 		t.Errorf("sandbox IPC mode %q, want shareable", sb.HostConfig.IpcMode)
+	}
+	if sb.HostConfig.OomScoreAdj != 300 {
+		t.Errorf("sandbox oom_score_adj %d, want 300", sb.HostConfig.OomScoreAdj)
 	}
 }
 

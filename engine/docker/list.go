@@ -111,6 +111,7 @@ func (r *Runtime) sandboxOf(ctx context.Context, c container.Summary) (*engine.S
 		CreatedAt:   time.Unix(c.Created, 0),
 		Source:      c.Labels[LabelPodSource],
 		GracePeriod: grace,
+		QOSClass:    c.Labels[LabelQOSClass],
 	}, nil
 }
 

@@ -44,6 +44,9 @@ func (r *Runtime) sandboxConfig(cfg *engine.SandboxConfig) (*container.Config, *
 	if cfg.GracePeriod > 0 {
 		labels[LabelGracePeriod] = cfg.GracePeriod.String()
 	}
+	if cfg.QOSClass != "" {
+		labels[LabelQOSClass] = cfg.QOSClass
+	}
 	for k, v := range cfg.Labels {
 		labels[LabelPodLabelPrefix+k] = v
 	}
@@ -55,9 +58,10 @@ func (r *Runtime) sandboxConfig(cfg *engine.SandboxConfig) (*container.Config, *
 		RestartPolicy: container.RestartPolicy{Name: container.RestartPolicyDisabled},
 		// Containers join the sandbox's IPC namespace: Docker lets them only
 		// when it is "shareable".
-		IpcMode:    container.IPCModeShareable,
-		ExtraHosts: cfg.ExtraHosts,
-		Sysctls:    cfg.Sysctls,
+		IpcMode:     container.IPCModeShareable,
+		ExtraHosts:  cfg.ExtraHosts,
+		Sysctls:     cfg.Sysctls,
+		OomScoreAdj: cfg.OOMScoreAdj,
 	}
 	if cfg.HostNetwork {
 		// The host's network and its hostname: Docker would otherwise give

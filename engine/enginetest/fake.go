@@ -478,6 +478,7 @@ func (f *Fake) createSandbox(cfg *engine.SandboxConfig) (*fakeSandbox, error) {
 		CreatedAt:   f.s.clock(),
 		Source:      cfg.Source,
 		GracePeriod: cfg.GracePeriod,
+		QOSClass:    cfg.QOSClass,
 	}
 	f.s.sandboxes[sb.sb.ID] = sb
 	f.s.names[key] = sb.sb.ID

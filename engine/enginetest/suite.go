@@ -235,6 +235,7 @@ func (s *suite) sandboxConfig(name string) *engine.SandboxConfig {
 		Source:   "/etc/podrun/manifests/" + name + ".yaml",
 		// A grace period kept with the sandbox.
 		GracePeriod: 45 * time.Second,
+		QOSClass:    "Burstable",
 	}
 }
 
@@ -337,8 +338,9 @@ func testSandboxLifecycle(t *testing.T, s *suite) {
 	if sb.Pod != cfg.Pod || sb.Attempt != cfg.Attempt || sb.Hash != cfg.Hash {
 		t.Errorf("listed identity = %+v/%d/%q, want %+v/%d/%q", sb.Pod, sb.Attempt, sb.Hash, cfg.Pod, cfg.Attempt, cfg.Hash)
 	}
-	if sb.Source != cfg.Source || sb.GracePeriod != cfg.GracePeriod {
-		t.Errorf("listed source %q, grace period %s; want %q, %s", sb.Source, sb.GracePeriod, cfg.Source, cfg.GracePeriod)
+	if sb.Source != cfg.Source || sb.GracePeriod != cfg.GracePeriod || sb.QOSClass != cfg.QOSClass {
+		t.Errorf("listed source %q, grace period %s, QoS class %q; want %q, %s, %q",
+			sb.Source, sb.GracePeriod, sb.QOSClass, cfg.Source, cfg.GracePeriod, cfg.QOSClass)
 	}
 	if sb.State != engine.StateRunning {
 		t.Errorf("state = %s, want running", sb.State)
