@@ -97,6 +97,8 @@ func (r *Runtime) containerConfig(ctx context.Context, sbID string, sb *engine.S
 		Privileged:     cfg.Security.Privileged,
 		CapAdd:         cfg.Security.CapAdd,
 		CapDrop:        cfg.Security.CapDrop,
+		// The pod's runtime, as CRI runs every container with its sandbox's.
+		Runtime: sb.Runtime,
 	}
 	switch {
 	case sb.HostPID:

@@ -58,6 +58,7 @@ func (r *Runtime) sandboxConfig(cfg *engine.SandboxConfig) (*container.Config, *
 		IpcMode:    container.IPCModeShareable,
 		ExtraHosts: cfg.ExtraHosts,
 		Sysctls:    cfg.Sysctls,
+		Runtime:    cfg.Runtime,
 	}
 	if cfg.HostNetwork {
 		// The host's network and its hostname: Docker would otherwise give
