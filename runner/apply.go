@@ -565,6 +565,9 @@ func (r *Runner) startContainer(ctx context.Context, pod *v1.Pod, c *v1.Containe
 	if err := r.ensureImage(ctx, pod, c, r.cfg.Images); err != nil {
 		return err
 	}
+	if err := r.checkRunAsNonRoot(ctx, pod, c); err != nil {
+		return err
+	}
 	attempt := st.nextAttempt(c.Name)
 	cfg, err := r.containerConfig(pod, c, typ, attempt, vols, pe)
 	if err != nil {
