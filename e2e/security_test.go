@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/image"
 	v1 "k8s.io/api/core/v1"
 )
 
@@ -27,6 +29,27 @@ spec:
     image: %s
     command: [sh, -c, %q]
 %s`, name, policy, spec, testImage, script, securityContext)
+}
+
+// userImage commits the test image with its user set to user (a
+// Dockerfile USER) under a tag of its own, removed at the end of the test,
+// and returns the tag.
+func userImage(t *testing.T, user string) string {
+	t.Helper()
+	ctx := context.Background()
+	ref := "podrun-e2e/user:" + randSuffix()
+	c, err := docker.ContainerCreate(ctx, &container.Config{Image: testImage, Cmd: []string{"true"}},
+		&container.HostConfig{NetworkMode: "none"}, nil, nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer docker.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true})
+	img, err := docker.ContainerCommit(ctx, c.ID, container.CommitOptions{Reference: ref, Changes: []string{"USER " + user}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { docker.ImageRemove(context.Background(), img.ID, image.RemoveOptions{Force: true}) })
+	return ref
 }
 
 // onceReport runs once and returns its exit code and its -o json report's
@@ -58,7 +81,8 @@ func waitingOf(p v1.Pod) *v1.ContainerStateWaiting {
 }
 
 // TestSecurityRefusedContainersWait: runAsNonRoot over the test image
-// (which runs as root, no USER) and a runtimeClassName nobody declared:
+// (which runs as root, no USER) and over one whose USER is a name, and a
+// runtimeClassName nobody declared:
 // each pod's container waits with CreateContainerConfigError and the
 // kubelet's (or podrun's) message, in once's report; no app container is
 // made, and the pod of the unknown class gets no sandbox either.
@@ -67,6 +91,9 @@ func TestSecurityRefusedContainersWait(t *testing.T) {
 	e.write("root.yaml", securityPod("rootimage", "Always", "sleep 3600", "",
 		"    securityContext: {runAsNonRoot: true}\n"))
 	e.write("noclass.yaml", securityPod("noclass", "Always", "sleep 3600", "  runtimeClassName: nope\n", ""))
+	named := userImage(t, "nobody")
+	e.write("named.yaml", strings.Replace(securityPod("imagename", "Always", "sleep 3600", "",
+		"    securityContext: {runAsNonRoot: true}\n"), testImage, named, 1))
 
 	code, pods, r := e.onceReport("20s", e.dir)
 	if code != 1 {
@@ -84,9 +111,14 @@ func TestSecurityRefusedContainersWait(t *testing.T) {
 		!strings.Contains(w.Message, "--runtime-class nope=RUNTIME") {
 		t.Errorf("noclass: waiting %+v", w)
 	}
+	w = waitingOf(pods["imagename-"+e.node])
+	if w == nil || w.Reason != "CreateContainerConfigError" ||
+		!strings.Contains(w.Message, "container has runAsNonRoot and image has non-numeric user (nobody), cannot verify user is non-root") {
+		t.Errorf("imagename: waiting %+v", w)
+	}
 	for _, c := range e.containers() {
 		pod, typ := c.Labels["io.podrun.pod.name"], c.Labels["io.podrun.container.type"]
-		if typ != "sandbox" || pod != root {
+		if typ != "sandbox" || (pod != root && pod != "imagename-"+e.node) {
 			t.Errorf("container %s of %s (%s) was made", c.Names, pod, typ)
 		}
 	}
@@ -96,7 +128,8 @@ func TestSecurityRefusedContainersWait(t *testing.T) {
 }
 
 // TestSecurityNonRootUserAndRuntimeClass: runAsNonRoot with runAsUser 1000
-// runs, as uid 1000; a RuntimeClass of --runtime-class and one of a
+// runs, as uid 1000, and so does it without a runAsUser over an image
+// whose USER is 1000:1000; a RuntimeClass of --runtime-class and one of a
 // RuntimeClass object in the manifests run the pod's sandbox and
 // container with the Docker runtime they name (io.containerd.runc.v2 is
 // not Docker's default, runc, so the mapping is seen).
@@ -104,6 +137,9 @@ func TestSecurityNonRootUserAndRuntimeClass(t *testing.T) {
 	e := newEnv(t)
 	e.write("nonroot.yaml", securityPod("nonroot", "Never", "id -u", "",
 		"    securityContext: {runAsNonRoot: true, runAsUser: 1000}\n"))
+	uid := userImage(t, "1000:1000")
+	e.write("imageuser.yaml", strings.Replace(securityPod("imageuser", "Never", "id -u", "",
+		"    securityContext: {runAsNonRoot: true}\n"), testImage, uid, 1))
 	e.write("flagclass.yaml", securityPod("flagclass", "Never", "true", "  runtimeClassName: shim\n", ""))
 	e.write("objclass.yaml", securityPod("objclass", "Never", "true", "  runtimeClassName: plain\n", "")+`---
 apiVersion: node.k8s.io/v1
@@ -116,14 +152,16 @@ handler: runc
 	if code != 0 {
 		t.Fatalf("once: exit %d, want 0\nstdout:\n%s\nstderr:\n%s", code, r.stdout, r.stderr)
 	}
-	for _, name := range []string{"nonroot", "flagclass", "objclass"} {
+	for _, name := range []string{"nonroot", "imageuser", "flagclass", "objclass"} {
 		if p := pods[name+"-"+e.node]; p.Status.Phase != v1.PodSucceeded {
 			t.Errorf("%s: phase %s", name, p.Status.Phase)
 		}
 	}
-	logs := e.podrun(time.Minute, "logs", "nonroot-"+e.node, "-c", "app")
-	if logs.code != 0 || strings.TrimSpace(logs.stdout) != "1000" {
-		t.Errorf("id -u printed %q (exit %d, %s), want 1000", logs.stdout, logs.code, logs.stderr)
+	for _, name := range []string{"nonroot", "imageuser"} {
+		logs := e.podrun(time.Minute, "logs", name+"-"+e.node, "-c", "app")
+		if logs.code != 0 || strings.TrimSpace(logs.stdout) != "1000" {
+			t.Errorf("%s: id -u printed %q (exit %d, %s), want 1000", name, logs.stdout, logs.code, logs.stderr)
+		}
 	}
 
 	want := map[string]string{"flagclass-" + e.node: "io.containerd.runc.v2", "objclass-" + e.node: "runc"}
