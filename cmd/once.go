@@ -104,7 +104,7 @@ func onceRun(ctx context.Context, opts *onceOptions) error {
 	// CreateContainerConfigError); two pods' host ports are the sync
 	// core's to decide (the later pod is refused, and the report says so).
 	var privileged manifest.ErrorList
-	for _, p := range crossCheck(d, opts.AllowPrivileged) {
+	for _, p := range crossCheck(d, opts.AllowPrivileged, opts.RuntimeClasses.Classes) {
 		switch p.Reason {
 		case runner.ReasonPrivileged:
 			privileged = append(privileged, p.Error)

@@ -103,3 +103,23 @@ func TestRuntimeClassFromConfigFile(t *testing.T) {
 		t.Errorf("classes %v, want %v", got.RuntimeClasses.Classes, want)
 	}
 }
+
+// TestValidateRuntimeClasses: a runtimeClassName nobody declares is an
+// error at its line, in validate as once's warning; --runtime-class or a
+// RuntimeClass of the arguments declares it.
+func TestValidateRuntimeClasses(t *testing.T) {
+	e := newCmdEnv(t)
+	p := e.write("pod.yaml", strings.Replace(webPod("web"), "spec:\n", "spec:\n  runtimeClassName: gvisor\n", 1))
+	err := e.validate(p)
+	if exitCode(err) != exitBadInput || !strings.Contains(err.Error(), p+`:6: spec.runtimeClassName: RuntimeClass "gvisor" not found: `+
+		"declare it with --runtime-class gvisor=RUNTIME") || !strings.Contains(err.Error(), "until it is declared") {
+		t.Fatalf("validate: %v", err)
+	}
+	if err := e.validate(p, "--runtime-class", "gvisor=runsc"); err != nil {
+		t.Errorf("validate --runtime-class: %v", err)
+	}
+	e.write("rc.yaml", "apiVersion: node.k8s.io/v1\nkind: RuntimeClass\nmetadata:\n  name: gvisor\nhandler: runsc\n")
+	if err := e.validate(e.dir); err != nil {
+		t.Errorf("validate with a RuntimeClass: %v", err)
+	}
+}

@@ -90,7 +90,7 @@ func TestSecurityRefusedContainersWait(t *testing.T) {
 	e := newEnv(t)
 	e.write("root.yaml", securityPod("rootimage", "Always", "sleep 3600", "",
 		"    securityContext: {runAsNonRoot: true}\n"))
-	e.write("noclass.yaml", securityPod("noclass", "Always", "sleep 3600", "  runtimeClassName: nope\n", ""))
+	noclass := e.write("noclass.yaml", securityPod("noclass", "Always", "sleep 3600", "  runtimeClassName: nope\n", ""))
 	named := userImage(t, "nobody")
 	e.write("named.yaml", strings.Replace(securityPod("imagename", "Always", "sleep 3600", "",
 		"    securityContext: {runAsNonRoot: true}\n"), testImage, named, 1))
@@ -106,6 +106,8 @@ func TestSecurityRefusedContainersWait(t *testing.T) {
 		root+"_default("+string(pods[root].UID)+")") {
 		t.Errorf("%s: waiting %+v", root, w)
 	}
+	// once warned of the class before it started anything, at its line.
+	contains(t, "stderr", r.stderr, noclass+`:8: spec.runtimeClassName: RuntimeClass \"nope\" not found`)
 	w = waitingOf(pods["noclass-"+e.node])
 	if w == nil || w.Reason != "CreateContainerConfigError" || !strings.Contains(w.Message, `RuntimeClass "nope" not found`) ||
 		!strings.Contains(w.Message, "--runtime-class nope=RUNTIME") {
