@@ -86,7 +86,11 @@ func (r *Runner) applyActions(ctx context.Context, pod *v1.Pod, st *podState, a 
 	if err != nil {
 		if targets := startTargets(pod, a); len(targets) > 0 {
 			for _, c := range targets {
-				w.recordStartError(pod, c, err)
+				// One failure a back-off period: a sync meanwhile (an
+				// event, the resync) must not lengthen it.
+				if !w.holdStart(c.Name) {
+					w.recordStartError(pod, c, err)
+				}
 			}
 			return fmt.Errorf("runtime class: %w", err)
 		}
