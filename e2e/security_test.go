@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -186,6 +187,70 @@ handler: runc
 	for pod := range want {
 		if seen[pod] != 2 {
 			t.Errorf("%s: %d containers inspected, want its sandbox and app", pod, seen[pod])
+		}
+	}
+}
+
+// psPods runs `podrun ps -o json` against the watch at base and returns
+// its pods by name.
+func (e *env) psPods(base string) map[string]v1.Pod {
+	e.t.Helper()
+	r := e.podrun(30*time.Second, "ps", "-o", "json", "--daemon-address", strings.TrimPrefix(base, "http://"))
+	var list struct {
+		Items []v1.Pod `json:"items"`
+	}
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &list) != nil {
+		return nil
+	}
+	out := map[string]v1.Pod{}
+	for _, p := range list.Items {
+		out[p.Name] = p
+	}
+	return out
+}
+
+// TestSecurityWatchShowsRefusalsAndTakesNewClasses: under watch, `podrun
+// ps -o json` shows a root image under runAsNonRoot and an undeclared
+// class waiting with CreateContainerConfigError; a RuntimeClass written
+// into the watched directory afterwards is used at the pod's next try,
+// and it runs, with that runtime.
+func TestSecurityWatchShowsRefusalsAndTakesNewClasses(t *testing.T) {
+	e := newEnv(t)
+	e.write("root.yaml", securityPod("rootimage", "Always", "sleep 3600", "",
+		"    securityContext: {runAsNonRoot: true}\n"))
+	e.write("late.yaml", securityPod("late", "Always", "sleep 3600", "  runtimeClassName: late\n", ""))
+	base, stop := e.watchWithServer()
+	defer stop(syscall.SIGTERM)
+
+	root, late := "rootimage-"+e.node, "late-"+e.node
+	var last map[string]v1.Pod
+	waitFor(t, "ps to show both waiting with CreateContainerConfigError", time.Minute, func() bool {
+		last = e.psPods(base)
+		a, b := waitingOf(last[root]), waitingOf(last[late])
+		return a != nil && a.Reason == "CreateContainerConfigError" && b != nil && b.Reason == "CreateContainerConfigError"
+	})
+	if msg := waitingOf(last[root]).Message; !strings.HasPrefix(msg, "container has runAsNonRoot and image will run as root (pod: ") {
+		t.Errorf("%s: %q", root, msg)
+	}
+	if msg := waitingOf(last[late]).Message; !strings.Contains(msg, `RuntimeClass "late" not found`) {
+		t.Errorf("%s: %q", late, msg)
+	}
+
+	e.write("class.yaml", "apiVersion: node.k8s.io/v1\nkind: RuntimeClass\nmetadata:\n  name: late\nhandler: runc\n")
+	waitFor(t, "the late pod running once its class is declared", 2*time.Minute, func() bool {
+		p := e.psPods(base)[late]
+		return len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].State.Running != nil
+	})
+	for _, c := range e.containers() {
+		if c.Labels["io.podrun.pod.name"] != late {
+			continue
+		}
+		ins, err := docker.ContainerInspect(context.Background(), c.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ins.HostConfig.Runtime != "runc" {
+			t.Errorf("%s: runtime %q", c.Names, ins.HostConfig.Runtime)
 		}
 	}
 }
