@@ -21,11 +21,15 @@ type crossProblem struct {
 // crossCheck runs the checks between objects over what the arguments
 // define together (d, merged from updates): host ports two pods ask for,
 // references to ConfigMaps, Secrets and keys no argument defines,
-// privileged containers without allowPrivileged. Each problem is placed at
-// the line of its field in the manifest that writes it.
-func crossCheck(d *desired, allowPrivileged bool) []crossProblem {
+// privileged containers without allowPrivileged, runtimeClassNames that
+// neither classes (--runtime-class) nor an argument's RuntimeClass
+// declares. Each problem is placed at the line of its field in the
+// manifest that writes it.
+func crossCheck(d *desired, allowPrivileged bool, classes map[string]string) []crossProblem {
 	updates := d.Updates
-	findings := runner.CheckPods(d.Pods(), d.ConfigMaps, d.Secrets, allowPrivileged)
+	rc := runner.NewRuntimeClasses(classes)
+	rc.Set(d.RuntimeClasses)
+	findings := runner.CheckPods(d.Pods(), d.ConfigMaps, d.Secrets, rc, allowPrivileged)
 	if len(findings) == 0 {
 		return nil
 	}
@@ -58,6 +62,11 @@ func crossCheck(d *desired, allowPrivileged bool) []crossProblem {
 		case runner.ReasonNodePorts:
 			msg += ", which comes first: once and watch refuse this pod (" + runner.ReasonNodePorts + ")"
 		case "CreateContainerConfigError":
+			if f.Field == "spec.runtimeClassName" {
+				msg += "; once and watch make nothing of the pod: its containers wait (CreateContainerConfigError) " +
+					"until it is declared"
+				break
+			}
 			msg += ": once and watch run the pod, but its containers wait (CreateContainerConfigError) " +
 				"until it is defined; define it, or make the reference optional"
 		}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 
 	v1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/podrun/podrun/manifest"
@@ -79,9 +80,10 @@ func readArgs(ctx context.Context, g *globalOptions, paths []string) ([]source.U
 // argument wins a conflict, and the conflict is reported in the same words.
 type desired struct {
 	// Changes add the desired pods, in priority order.
-	Changes    []source.PodChange
-	ConfigMaps []*v1.ConfigMap
-	Secrets    []*v1.Secret
+	Changes        []source.PodChange
+	ConfigMaps     []*v1.ConfigMap
+	Secrets        []*v1.Secret
+	RuntimeClasses []*nodev1.RuntimeClass
 	// Conflicts are the definitions that lose to an earlier argument's.
 	Conflicts []source.Conflict
 	// Warnings are what the manifests had dropped (manifestWarnings).
@@ -129,6 +131,7 @@ func mergeArgs(updates []source.Update) *desired {
 	// Every update so far only added (a later source never displaces an
 	// earlier one's pod): the changes are the desired pods.
 	d.ConfigMaps, d.Secrets = m.Objects()
+	d.RuntimeClasses = m.RuntimeClasses()
 	d.Conflicts = m.Conflicts()
 	d.Warnings = manifestWarnings(updates)
 	d.Updates = updates

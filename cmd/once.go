@@ -30,6 +30,7 @@ type onceOptions struct {
 	Output          string
 	Remove          bool
 	AllowPrivileged bool
+	RuntimeClasses  runtimeClassOptions
 	// Engine connects to the container engine (connect by default).
 	Engine func(context.Context) (podEngine, error)
 }
@@ -55,6 +56,9 @@ input (nothing is started), 3 the Docker Engine cannot be reached.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Paths = args
+			if err := opts.RuntimeClasses.parse(); err != nil {
+				return err
+			}
 			switch opts.Wait {
 			case waitRunning, waitReady, waitComplete:
 			default:
@@ -81,6 +85,7 @@ input (nothing is started), 3 the Docker Engine cannot be reached.`,
 	f.StringVarP(&opts.Output, "output", "o", "table", "report format: table, json or yaml")
 	f.BoolVar(&opts.Remove, "rm", false, "remove the pods after they complete (with --wait complete)")
 	f.BoolVar(&opts.AllowPrivileged, "allow-privileged", false, "allow privileged containers")
+	addRuntimeClassFlag(f, &opts.RuntimeClasses)
 	return cmd
 }
 
@@ -99,7 +104,7 @@ func onceRun(ctx context.Context, opts *onceOptions) error {
 	// CreateContainerConfigError); two pods' host ports are the sync
 	// core's to decide (the later pod is refused, and the report says so).
 	var privileged manifest.ErrorList
-	for _, p := range crossCheck(d, opts.AllowPrivileged) {
+	for _, p := range crossCheck(d, opts.AllowPrivileged, opts.RuntimeClasses.Classes) {
 		switch p.Reason {
 		case runner.ReasonPrivileged:
 			privileged = append(privileged, p.Error)
@@ -126,11 +131,12 @@ func onceRun(ctx context.Context, opts *onceOptions) error {
 		return err
 	}
 	defer rt.Close()
-	r, err := newRunner(ctx, opts.globalOptions, rt, opts.AllowPrivileged)
+	r, err := newRunner(ctx, opts.globalOptions, rt, opts.AllowPrivileged, opts.RuntimeClasses.tune)
 	if err != nil {
 		return err
 	}
 	r.SetObjects(d.ConfigMaps, d.Secrets)
+	r.SetRuntimeClasses(d.RuntimeClasses)
 
 	runCtx, stop := context.WithCancel(ctx)
 	runUpdates := make(chan runner.PodUpdate, len(podUps))

@@ -13,6 +13,9 @@ type validateOptions struct {
 	// AllowPrivileged is once's and watch's flag: without it a privileged
 	// container is an error, as they refuse it.
 	AllowPrivileged bool
+	// RuntimeClasses is once's and watch's flag: a runtimeClassName that
+	// neither it nor a RuntimeClass of the arguments declares is an error.
+	RuntimeClasses runtimeClassOptions
 }
 
 func newValidateCmd(g *globalOptions, runF func(context.Context, *validateOptions) error) *cobra.Command {
@@ -26,12 +29,16 @@ line and field: invalid manifests, definitions that conflict, and what
 makes pods that are each valid unable to run as written: two pods asking
 for one host port (the later one is refused), a ConfigMap, Secret, key or
 imagePullSecret that no argument defines, a privileged container without
---allow-privileged. An empty file is a warning.
+--allow-privileged, a runtimeClassName that neither --runtime-class nor a
+RuntimeClass of the arguments declares. An empty file is a warning.
 
 Exit status: 0 all good, 2 a problem found.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Paths = args
+			if err := opts.RuntimeClasses.parse(); err != nil {
+				return err
+			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
@@ -40,6 +47,7 @@ Exit status: 0 all good, 2 a problem found.`,
 	}
 	cmd.Flags().BoolVar(&opts.AllowPrivileged, "allow-privileged", false,
 		"allow privileged containers, as once and watch do with this flag")
+	addRuntimeClassFlag(cmd.Flags(), &opts.RuntimeClasses)
 	return cmd
 }
 
@@ -56,7 +64,7 @@ func validateRun(ctx context.Context, opts *validateOptions) error {
 	d := mergeArgs(updates)
 	// The warnings first: they stand whatever else is wrong.
 	writeWarnings(opts.Out, d.Warnings)
-	list := append(conflictList(d.Conflicts), problemList(crossCheck(d, opts.AllowPrivileged))...)
+	list := append(conflictList(d.Conflicts), problemList(crossCheck(d, opts.AllowPrivileged, opts.RuntimeClasses.Classes))...)
 	if len(list) > 0 {
 		return badInput(list)
 	}

@@ -36,6 +36,7 @@ type watchOptions struct {
 	HTTPCheckFrequency time.Duration
 	StopPodsOnExit     bool
 	AllowPrivileged    bool
+	RuntimeClasses     runtimeClassOptions
 	GC                 gcOptions
 	Cluster            clusterOptions
 	// EvictionHard are the node-pressure eviction thresholds
@@ -62,6 +63,9 @@ source has delivered once. SIGTERM or SIGINT stop podrun and leave the pods
 running (an upgrade of podrun is not an outage) unless --stop-pods-on-exit.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := opts.RuntimeClasses.parse(); err != nil {
+				return err
+			}
 			if len(opts.Paths) == 0 && len(opts.URLs) == 0 {
 				return badInputf("give at least one source: --path or --url")
 			}
@@ -102,6 +106,7 @@ running (an upgrade of podrun is not an outage) unless --stop-pods-on-exit.`,
 	f.DurationVar(&opts.HTTPCheckFrequency, "http-check-frequency", 20*time.Second, "how often URLs are polled")
 	f.BoolVar(&opts.StopPodsOnExit, "stop-pods-on-exit", false, "stop and remove the pods when podrun exits")
 	f.BoolVar(&opts.AllowPrivileged, "allow-privileged", false, "allow privileged containers")
+	addRuntimeClassFlag(f, &opts.RuntimeClasses)
 	f.StringVar(&opts.HealthzAddress, "healthz-bind-address", "127.0.0.1", "address of the HTTP server (/healthz, /readyz, /pods, /metrics)")
 	f.IntVar(&opts.HealthzPort, "healthz-port", 10248, "port of the HTTP server; 0 disables it")
 	f.StringVar(&opts.evictionHardRaw, "eviction-hard", node.DefaultEvictionHard,
@@ -153,7 +158,7 @@ func watchRun(ctx context.Context, opts *watchOptions) error {
 	if kc != nil {
 		events = newClusterEvents(opts.NodeName)
 	}
-	r, err := newRunner(ctx, opts.globalOptions, rt, opts.AllowPrivileged, func(c *runner.Config) {
+	r, err := newRunner(ctx, opts.globalOptions, rt, opts.AllowPrivileged, opts.RuntimeClasses.tune, func(c *runner.Config) {
 		if events != nil {
 			c.Events = events.recorder
 		}
@@ -251,6 +256,7 @@ func watchRun(ctx context.Context, opts *watchOptions) error {
 	var conflicts conflictLog
 	mux.Run(ctx, func(c source.Changes) {
 		r.SetObjects(c.ConfigMaps, c.Secrets)
+		r.SetRuntimeClasses(c.RuntimeClasses)
 		conflicts.update(opts.Log, c.Conflicts)
 		podUps, refused := podUpdates(c.Pods, opts.AllowPrivileged)
 		for _, err := range refused {

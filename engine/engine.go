@@ -138,6 +138,14 @@ type PodObjectLister interface {
 	ListPodObjects(ctx context.Context, uid string) ([]*Sandbox, []*Container, error)
 }
 
+// RuntimeHandlerLister is implemented by runtimes that can say which
+// runtimes (SandboxConfig.Runtime) they have: a RuntimeClass is checked
+// against them before a pod's sandbox is made.
+type RuntimeHandlerLister interface {
+	// RuntimeHandlers returns the names of the engine's runtimes.
+	RuntimeHandlers(ctx context.Context) ([]string, error)
+}
+
 // ImageService is implemented by runtimes that can list and remove images
 // and measure the filesystem that holds them: what image garbage collection
 // needs. Unlike the rest of Runtime it is not bound to a node: images belong
@@ -241,6 +249,10 @@ type SandboxConfig struct {
 	// ports, DNS, hostname, volumes); a change means a new sandbox.
 	Hash  string
 	Image string // infra image
+	// Runtime is the engine's runtime (OCI runtime handler) the sandbox
+	// and every container of the pod run with; "" is the engine's default.
+	// A runtime the engine does not have fails RunSandbox.
+	Runtime string
 
 	Hostname    string
 	HostNetwork bool
@@ -409,6 +421,10 @@ type Image struct {
 	CreatedAt time.Time
 	// Labels are the image's own labels (ListImages sets them).
 	Labels map[string]string
+	// User is the user the image runs as when nothing else is said, as
+	// the image configures it: "", a name or uid, optionally ":group"
+	// (ImageStatus sets it).
+	User string
 }
 
 // AuthConfig are registry credentials for one pull.

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -14,9 +15,10 @@ type Claimed struct {
 	// Pods, ConfigMaps and Secrets are the winning definitions, in the
 	// order of the snapshots given, then of each snapshot's lists. They are
 	// the snapshots' own objects, not copies.
-	Pods       []*v1.Pod
-	ConfigMaps []*v1.ConfigMap
-	Secrets    []*v1.Secret
+	Pods           []*v1.Pod
+	ConfigMaps     []*v1.ConfigMap
+	Secrets        []*v1.Secret
+	RuntimeClasses []*nodev1.RuntimeClass
 	// Conflicts are the definitions that lost, in the order met.
 	Conflicts []Conflict
 }
@@ -29,7 +31,7 @@ type Conflict struct {
 	// Obj is the losing definition: a *v1.Pod, *v1.ConfigMap or
 	// *v1.Secret of snapshot Loser.
 	Obj any
-	// Kind is "pod", "ConfigMap" or "Secret".
+	// Kind is "pod", "ConfigMap", "Secret" or "RuntimeClass".
 	Kind string
 	// UID is set when a pod lost over its UID (metadata.uid) rather than
 	// over its namespace/name.
@@ -127,6 +129,16 @@ func Claim(snaps []*Snapshot) Claimed {
 			names[k] = claim{snap: i, obj: sec}
 			out.Secrets = append(out.Secrets, sec)
 		}
+		for _, rc := range snap.RuntimeClasses {
+			// Cluster-scoped: a name alone.
+			k := name{"RuntimeClass", "", rc.Name}
+			if first, taken := names[k]; taken {
+				lost(rc, "RuntimeClass", fmt.Sprintf("RuntimeClass %s", rc.Name), false, first)
+				continue
+			}
+			names[k] = claim{snap: i, obj: rc}
+			out.RuntimeClasses = append(out.RuntimeClasses, rc)
+		}
 	}
 	return out
 }
@@ -168,8 +180,12 @@ func (a *assembly) add(p *parser) {
 	for _, d := range p.defined {
 		if first, taken := a.names[d.definedName]; taken {
 			e := d.origin.at()
-			e.Message = fmt.Sprintf("%s %s/%s conflicts with the %s defined at %s; the first one is kept",
-				d.kind, d.namespace, d.shown, d.kind, a.snap.origins[first])
+			what := d.namespace + "/" + d.shown
+			if d.namespace == "" {
+				what = d.shown // cluster-scoped (a RuntimeClass)
+			}
+			e.Message = fmt.Sprintf("%s %s conflicts with the %s defined at %s; the first one is kept",
+				d.kind, what, d.kind, a.snap.origins[first])
 			a.errs, conflicts = append(a.errs, &e), true
 			continue
 		}
@@ -181,6 +197,8 @@ func (a *assembly) add(p *parser) {
 			a.snap.ConfigMaps = append(a.snap.ConfigMaps, obj)
 		case *v1.Secret:
 			a.snap.Secrets = append(a.snap.Secrets, obj)
+		case *nodev1.RuntimeClass:
+			a.snap.RuntimeClasses = append(a.snap.RuntimeClasses, obj)
 		}
 		a.snap.origins[d.obj] = d.origin
 	}

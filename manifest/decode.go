@@ -11,6 +11,7 @@ import (
 
 	yaml "go.yaml.in/yaml/v3"
 	v1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	sigsjson "sigs.k8s.io/json"
@@ -373,6 +374,12 @@ func (p *parser) keyErrors(loc locator) {
 	}
 }
 
+// kindAPIVersions is the apiVersion of each kind podrun reads (a List's
+// items each have their own).
+var kindAPIVersions = map[string]string{"Pod": "v1", "ConfigMap": "v1", "Secret": "v1",
+	"List": "v1", "PodList": "v1", "ConfigMapList": "v1", "SecretList": "v1",
+	"RuntimeClass": "node.k8s.io/v1", "RuntimeClassList": "node.k8s.io/v1"}
+
 // object decodes one object: a document or a List item. defaultKind is the
 // kind of items of a typed list (PodList); tainted means an error was already
 // found in the object's document, so it is checked but not kept.
@@ -382,7 +389,7 @@ func (p *parser) object(loc locator, raw []byte, m map[string]any, defaultKind s
 	if kind == "" && defaultKind != "" {
 		kind, kindOK = defaultKind, true
 		if apiVersion == "" {
-			apiVersion, apiOK = "v1", true
+			apiVersion, apiOK = kindAPIVersions[kind], true
 		}
 	}
 	switch {
@@ -400,11 +407,11 @@ func (p *parser) object(loc locator, raw []byte, m map[string]any, defaultKind s
 		return
 	}
 
-	supported := map[string]bool{"Pod": true, "ConfigMap": true, "Secret": true,
-		"List": true, "PodList": true, "ConfigMapList": true, "SecretList": true}
-	switch {
-	case !supported[kind]:
-		msg := fmt.Sprintf("kind %q is not supported: podrun runs Pods, with the ConfigMaps and Secrets they use (apiVersion v1), and Lists of them", kind)
+	supported := kindAPIVersions
+	switch want, known := supported[kind]; {
+	case !known:
+		msg := fmt.Sprintf("kind %q is not supported: podrun runs Pods, with the ConfigMaps and Secrets they use (apiVersion v1), "+
+			"the RuntimeClasses they name (apiVersion node.k8s.io/v1), and Lists of them", kind)
 		for known := range supported {
 			if strings.EqualFold(known, kind) {
 				msg = fmt.Sprintf("kind %q is not supported (did you mean %q?)", kind, known)
@@ -412,8 +419,8 @@ func (p *parser) object(loc locator, raw []byte, m map[string]any, defaultKind s
 		}
 		p.errorAt(loc, "kind", msg)
 		return
-	case apiVersion != "v1":
-		p.errorAt(loc, "apiVersion", fmt.Sprintf("Unsupported value: %q: %s is apiVersion v1", apiVersion, kind))
+	case apiVersion != want:
+		p.errorAt(loc, "apiVersion", fmt.Sprintf("Unsupported value: %q: %s is apiVersion %s", apiVersion, kind, want))
 		return
 	}
 
@@ -424,6 +431,8 @@ func (p *parser) object(loc locator, raw []byte, m map[string]any, defaultKind s
 		p.configMap(loc, raw, m, tainted)
 	case "Secret":
 		p.secret(loc, raw, m, tainted)
+	case "RuntimeClass":
+		p.runtimeClass(loc, raw, m, tainted)
 	default:
 		if inList {
 			p.errorAt(loc, "kind", "a List may not hold another List")
@@ -659,4 +668,18 @@ func (p *parser) secret(loc locator, raw []byte, m map[string]any, tainted bool)
 		return
 	}
 	p.define(definition{definedName: definedName{"Secret", s.Namespace, s.Name}, shown: s.Name, obj: s, origin: p.origin(loc)})
+}
+
+func (p *parser) runtimeClass(loc locator, raw []byte, m map[string]any, tainted bool) {
+	before := len(p.errs)
+	rc := &nodev1.RuntimeClass{}
+	bad, unknown, decoded := p.decode(loc, raw, m, rc)
+	if !decoded {
+		return
+	}
+	p.fieldErrors(loc, p.resolveUnknown(loc, unknown, withoutPaths(validateRuntimeClass(rc), bad)))
+	if tainted || len(p.errs) > before {
+		return
+	}
+	p.define(definition{definedName: definedName{"RuntimeClass", "", rc.Name}, shown: rc.Name, obj: rc, origin: p.origin(loc)})
 }

@@ -25,6 +25,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
@@ -79,6 +80,9 @@ type Snapshot struct {
 	Pods       []*v1.Pod
 	ConfigMaps []*v1.ConfigMap
 	Secrets    []*v1.Secret
+	// RuntimeClasses map the pods' runtimeClassName to a runtime handler
+	// (a Docker runtime), as a cluster's RuntimeClass objects do.
+	RuntimeClasses []*nodev1.RuntimeClass
 	// Warnings name fields podrun ignores, e.g.
 	// "pod.yaml:12: spec.affinity: not supported yet by podrun, ignored".
 	Warnings []string
@@ -116,7 +120,7 @@ func (s *Snapshot) Documents() int { return s.documents }
 
 // Empty reports whether the snapshot holds no object at all.
 func (s *Snapshot) Empty() bool {
-	return len(s.Pods) == 0 && len(s.ConfigMaps) == 0 && len(s.Secrets) == 0
+	return len(s.Pods) == 0 && len(s.ConfigMaps) == 0 && len(s.Secrets) == 0 && len(s.RuntimeClasses) == 0
 }
 
 func newSnapshot(source string) *Snapshot {

@@ -222,6 +222,7 @@ func Merge(source string, snaps ...*Snapshot) (*Snapshot, error) {
 	merged := newSnapshot(source)
 	claimed := Claim(snaps)
 	merged.Pods, merged.ConfigMaps, merged.Secrets = claimed.Pods, claimed.ConfigMaps, claimed.Secrets
+	merged.RuntimeClasses = claimed.RuntimeClasses
 	won := map[any]bool{}
 	for _, p := range claimed.Pods {
 		won[p] = true
@@ -231,6 +232,9 @@ func Merge(source string, snaps ...*Snapshot) (*Snapshot, error) {
 	}
 	for _, sec := range claimed.Secrets {
 		won[sec] = true
+	}
+	for _, rc := range claimed.RuntimeClasses {
+		won[rc] = true
 	}
 	for _, s := range snaps {
 		if s == nil {

@@ -47,14 +47,10 @@ func valueNotes() map[string]string {
 		unenforcedResource(v1.ResourceEphemeralStorage, "limits"),
 		unenforcedResource(v1.ResourceHugePagesPrefix+"2Mi", "limits"),
 		unenforcedResource("example.com/device", "limits"))
-	nonRoot := "enforced only with a non-zero runAsUser: " + nonRootUncheckable
 	return map[string]string{
-		"spec.containers[].resources":                        resources,
-		"spec.initContainers[].resources":                    resources,
-		"spec.securityContext.runAsNonRoot":                  nonRoot,
-		"spec.containers[].securityContext.runAsNonRoot":     nonRoot,
-		"spec.initContainers[].securityContext.runAsNonRoot": nonRoot,
-		"spec.volumes[].emptyDir":                            "sizeLimit only with medium: Memory (" + diskSizeLimitReason + ")",
+		"spec.containers[].resources":     resources,
+		"spec.initContainers[].resources": resources,
+		"spec.volumes[].emptyDir":         "sizeLimit only with medium: Memory (" + diskSizeLimitReason + ")",
 	}
 }
 

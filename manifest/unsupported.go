@@ -28,8 +28,9 @@ import (
 //
 // Empty values (null, "", {}, []) are never refused: `nodeSelector: {}` says
 // nothing. Some values are refused by what they are rather than where
-// (refusedValues): runAsNonRoot without a uid podrun can check, resources
-// podrun cannot enforce, a size limit on a disk emptyDir.
+// (refusedValues): resources podrun cannot enforce, a size limit on a disk
+// emptyDir. (runAsNonRoot is the runner's to check, as the kubelet's: it
+// needs the image's user.)
 func supportedPodFields() []string {
 	var fields []string
 	add := func(prefix string, names ...string) {
@@ -42,6 +43,8 @@ func supportedPodFields() []string {
 	add("spec", "restartPolicy", "terminationGracePeriodSeconds", "activeDeadlineSeconds", "dnsPolicy",
 		"dnsConfig.nameservers", "dnsConfig.searches", "dnsConfig.options[].name", "dnsConfig.options[].value",
 		"nodeName", "hostNetwork", "hostPID", "hostIPC", "hostname",
+		// A RuntimeClass of the sources or of --runtime-class (runner).
+		"runtimeClassName",
 		"securityContext.runAsUser", "securityContext.runAsGroup", "securityContext.runAsNonRoot",
 		"securityContext.sysctls[].name", "securityContext.sysctls[].value",
 		"securityContext.seccompProfile.type=RuntimeDefault|Unconfined|Localhost",
@@ -148,8 +151,7 @@ var refusalReasons = map[string]string{
 	"spec.initContainers[].lifecycle.preStop.tcpSocket":   "the kubelet does not run tcpSocket hooks either",
 	"spec.ephemeralContainers":                            "ephemeral containers are added to a running pod through the API, not by a manifest",
 	"spec.readinessGates":                                 "nothing would set the gates' conditions, so the pod would never be Ready",
-	"spec.runtimeClassName":                               "podrun runs every pod with Docker's default runtime",
-	"spec.overhead":                                       "podrun runs every pod with Docker's default runtime, which has no overhead to account",
+	"spec.overhead":                                       "podrun does not account a runtime's overhead (it has no scheduler or pod cgroup to charge it to)",
 	"spec.resources":                                      "pod-level resources need a pod cgroup, which podrun does not make yet",
 	"spec.resourceClaims":                                 "dynamic resource allocation needs a cluster's resource drivers",
 	"spec.volumes[].image": "podrun does not mount images as volumes yet (Docker Engine 28 can, with the containerd " +
@@ -303,29 +305,7 @@ func describeValue(v any) string {
 func refusedValues(pod *v1.Pod) []pathError {
 	var out []pathError
 	spec := &pod.Spec
-	var podUser *int64
-	podNonRoot := false
-	if sc := spec.SecurityContext; sc != nil {
-		podUser = sc.RunAsUser
-		podNonRoot = sc.RunAsNonRoot != nil && *sc.RunAsNonRoot
-	}
 	check := func(c *v1.Container, path string) {
-		user, nonRoot, where := podUser, podNonRoot, "spec.securityContext.runAsNonRoot"
-		if sc := c.SecurityContext; sc != nil {
-			if sc.RunAsUser != nil {
-				user = sc.RunAsUser
-			}
-			if sc.RunAsNonRoot != nil {
-				nonRoot, where = *sc.RunAsNonRoot, path+".securityContext.runAsNonRoot"
-			}
-		}
-		switch {
-		case nonRoot && user == nil:
-			out = append(out, pathError{path: where, message: "Forbidden: container " + c.Name + ": " + nonRootUncheckable})
-		case nonRoot && *user == 0:
-			out = append(out, pathError{path: where, message: "Forbidden: podrun (as the kubelet) will not start container " + c.Name +
-				": it must run as non-root, but its runAsUser is 0"})
-		}
 		for _, kind := range []string{"limits", "requests"} {
 			list := c.Resources.Limits
 			if kind == "requests" {
@@ -354,11 +334,9 @@ func refusedValues(pod *v1.Pod) []pathError {
 	return out
 }
 
-// Why podrun refuses some values (refusedValues).
-const (
-	nonRootUncheckable  = "podrun cannot check that the image runs as a user other than root: give runAsUser, a non-zero uid"
-	diskSizeLimitReason = "podrun cannot limit the size of an emptyDir on disk"
-)
+// diskSizeLimitReason is why podrun refuses a disk emptyDir's sizeLimit
+// (refusedValues).
+const diskSizeLimitReason = "podrun cannot limit the size of an emptyDir on disk"
 
 // unenforcedResource is why podrun cannot honour a container's request or
 // limit of the resource name, or "" when it can.

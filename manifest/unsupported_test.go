@@ -35,14 +35,6 @@ func TestRefusedFields(t *testing.T) {
 		data: podWith("lifecycle:\n  preStop:\n    tcpSocket:\n      port: 5\n", ""),
 		line: 11, field: "spec.containers[0].lifecycle.preStop.tcpSocket", reason: "the kubelet does not run tcpSocket hooks either",
 	}, {
-		name: "runAsNonRoot without a uid",
-		data: podWith("securityContext:\n  runAsNonRoot: true\n", ""),
-		line: 10, field: "spec.containers[0].securityContext.runAsNonRoot", reason: "podrun cannot check",
-	}, {
-		name: "runAsNonRoot with uid 0",
-		data: podWith("", "securityContext:\n  runAsNonRoot: true\n  runAsUser: 0\n"),
-		line: 10, field: "spec.securityContext.runAsNonRoot", reason: "its runAsUser is 0",
-	}, {
 		name: "readiness gates",
 		data: podWith("", "readinessGates:\n- conditionType: example.com/ready\n"),
 		line: 9, field: "spec.readinessGates", reason: "would never be Ready",
@@ -134,6 +126,25 @@ func TestFieldsWithoutEffectAreAcceptedQuietly(t *testing.T) {
 		}
 		if len(snap.Warnings) != 0 || len(snap.Pods) != 1 {
 			t.Errorf("strict %v: warnings %q, %d pods", strict, snap.Warnings, len(snap.Pods))
+		}
+	}
+}
+
+// TestRuntimeChecksAreAccepted: runAsNonRoot, whatever the uid, and a
+// runtimeClassName are the runner's to check when it starts the pod (they
+// need the image's user, and the RuntimeClasses then), as the kubelet's:
+// the manifest is valid.
+func TestRuntimeChecksAreAccepted(t *testing.T) {
+	for _, data := range []string{
+		podWith("securityContext:\n  runAsNonRoot: true\n", ""),
+		podWith("", "securityContext:\n  runAsNonRoot: true\n  runAsUser: 0\n"),
+		podWith("", "runtimeClassName: gvisor\n"),
+	} {
+		opts := testOptions()
+		opts.Strict = true
+		snap, err := Parse("pod.yaml", []byte(data), opts)
+		if err != nil || len(snap.Pods) != 1 {
+			t.Errorf("%s: %v", data, err)
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -16,6 +17,9 @@ import (
 	core "k8s.io/kubernetes/pkg/apis/core"
 	corev1 "k8s.io/kubernetes/pkg/apis/core/v1"
 	corevalidation "k8s.io/kubernetes/pkg/apis/core/validation"
+	"k8s.io/kubernetes/pkg/apis/node"
+	nodeinternalv1 "k8s.io/kubernetes/pkg/apis/node/v1"
+	nodevalidation "k8s.io/kubernetes/pkg/apis/node/validation"
 	"k8s.io/kubernetes/pkg/capabilities"
 	"k8s.io/kubernetes/pkg/features"
 )
@@ -393,4 +397,16 @@ func validateSecret(s *v1.Secret) field.ErrorList {
 		}
 	}
 	return errs
+}
+
+// validateRuntimeClass is the API server's validation of a RuntimeClass
+// create: a DNS subdomain name, a handler that is a DNS label (so Docker
+// runtimes with dots in their names, such as io.containerd.runc.v2, can be
+// named by --runtime-class alone), valid overhead and scheduling.
+func validateRuntimeClass(rc *nodev1.RuntimeClass) field.ErrorList {
+	var internal node.RuntimeClass
+	if err := nodeinternalv1.Convert_v1_RuntimeClass_To_node_RuntimeClass(rc, &internal, nil); err != nil {
+		return field.ErrorList{field.InternalError(nil, err)}
+	}
+	return nodevalidation.ValidateRuntimeClass(&internal)
 }

@@ -80,6 +80,23 @@ func (r *Runner) applyActions(ctx context.Context, pod *v1.Pod, st *podState, a 
 		}
 	}
 
+	// The runtime of the pod's RuntimeClass, checked against the engine's
+	// before a sandbox is made. Containers run with their sandbox's.
+	runtime, err := r.podRuntime(ctx, pod, a.CreateSandbox)
+	if err != nil {
+		if targets := startTargets(pod, a); len(targets) > 0 {
+			for _, c := range targets {
+				// One failure a back-off period: a sync meanwhile (an
+				// event, the resync) must not lengthen it.
+				if !w.holdStart(c.Name) {
+					w.recordStartError(pod, c, err)
+				}
+			}
+			return fmt.Errorf("runtime class: %w", err)
+		}
+	}
+	sbCfg.Runtime = runtime
+
 	if a.CreateSandbox && r.cfg.Admit != nil {
 		if err := r.cfg.Admit(pod); err != nil {
 			for _, c := range allContainers(pod) {
@@ -185,6 +202,19 @@ func (r *Runner) applyActions(ctx context.Context, pod *v1.Pod, st *podState, a 
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// startTargets are the containers a sync would start: all of them with a
+// new sandbox, else the init container and the app containers to start.
+func startTargets(pod *v1.Pod, a *podActions) []*v1.Container {
+	if a.CreateSandbox {
+		return allContainers(pod)
+	}
+	var out []*v1.Container
+	if a.StartInit != nil {
+		out = append(out, a.StartInit)
+	}
+	return append(out, a.StartApps...)
 }
 
 // stopContainers stops the targets in parallel, each within grace, running
@@ -576,6 +606,9 @@ func (r *Runner) startContainer(ctx context.Context, pod *v1.Pod, c *v1.Containe
 		return errors.New("no sandbox")
 	}
 	if err := r.ensureImage(ctx, pod, c, r.cfg.Images); err != nil {
+		return err
+	}
+	if err := r.checkRunAsNonRoot(ctx, pod, c); err != nil {
 		return err
 	}
 	attempt := st.nextAttempt(c.Name)

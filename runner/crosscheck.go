@@ -18,7 +18,10 @@ import (
 //     (MissingRefs): the containers wait with CreateContainerConfigError
 //     until it appears; a missing imagePullSecret is only not used;
 //   - a privileged container without --allow-privileged (CheckPrivileged):
-//     the pod is refused.
+//     the pod is refused;
+//   - a runtimeClassName that no RuntimeClass declares (RuntimeClasses):
+//     the containers wait with CreateContainerConfigError until it is
+//     declared.
 
 // Finding is one problem between objects, at a field of one pod.
 type Finding struct {
@@ -54,9 +57,11 @@ func (f Finding) Text(otherAt func(pod *v1.Pod, field string) string) string {
 
 // CheckPods runs every check between objects over pods, given in the
 // order the runner is given them (the sources' priority order), against
-// the ConfigMaps and Secrets of the sources, with the privileged policy of
-// allowPrivileged. Findings come pod by pod, in the order of pods.
-func CheckPods(pods []*v1.Pod, cms []*v1.ConfigMap, secrets []*v1.Secret, allowPrivileged bool) []Finding {
+// the ConfigMaps and Secrets of the sources and the RuntimeClasses of the
+// node and the sources (nil: runtimeClassName is not checked), with the
+// privileged policy of allowPrivileged. Findings come pod by pod, in the
+// order of pods.
+func CheckPods(pods []*v1.Pod, cms []*v1.ConfigMap, secrets []*v1.Secret, classes *RuntimeClasses, allowPrivileged bool) []Finding {
 	objs := NewObjects()
 	objs.Set(cms, secrets)
 	refused := map[*v1.Pod][]PortConflict{}
@@ -75,6 +80,12 @@ func CheckPods(pods []*v1.Pod, cms []*v1.ConfigMap, secrets []*v1.Secret, allowP
 				reason = ""
 			}
 			out = append(out, Finding{Pod: pod, Field: m.Field, Reason: reason, Message: m.Message})
+		}
+		if classes == nil {
+			continue
+		}
+		if _, err := classes.Resolve(pod.Spec.RuntimeClassName); err != nil {
+			out = append(out, Finding{Pod: pod, Field: "spec.runtimeClassName", Reason: "CreateContainerConfigError", Message: err.Error()})
 		}
 	}
 	return out

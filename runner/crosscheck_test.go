@@ -122,7 +122,9 @@ func TestCheckPods(t *testing.T) {
 	b.Spec.InitContainers = []v1.Container{{Name: "setup", Image: image, SecurityContext: &v1.SecurityContext{Privileged: &yes}}}
 	b.Spec.Volumes = []v1.Volume{{Name: "conf", VolumeSource: v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{
 		LocalObjectReference: v1.LocalObjectReference{Name: "conf"}}}}}
-	findings := runner.CheckPods([]*v1.Pod{a, b}, nil, nil, false)
+	class := "gvisor"
+	a.Spec.RuntimeClassName = &class
+	findings := runner.CheckPods([]*v1.Pod{a, b}, nil, nil, runner.NewRuntimeClasses(nil), false)
 	var got []string
 	for _, f := range findings {
 		got = append(got, string(f.Pod.UID)+" "+f.Field+" "+f.Reason+": "+f.Text(func(p *v1.Pod, field string) string {
@@ -130,6 +132,9 @@ func TestCheckPods(t *testing.T) {
 		}))
 	}
 	want := []string{
+		`a spec.runtimeClassName CreateContainerConfigError: RuntimeClass "gvisor" not found: declare it with --runtime-class ` +
+			"gvisor=RUNTIME (a Docker runtime, as `docker info` lists them), or with a RuntimeClass object " +
+			"(apiVersion: node.k8s.io/v1, handler: RUNTIME) in the manifest sources",
 		"b spec.initContainers[0].securityContext.privileged Privileged: container setup is privileged; pass --allow-privileged to run it",
 		"b spec.containers[0].ports[0].hostPort NodePorts: host port 8080/TCP of container app is held by pod default/a-node1 (a spec.containers[0].ports[0].hostPort)",
 		`b spec.volumes[0].configMap.name CreateContainerConfigError: configmap "conf" not found`,
@@ -137,7 +142,11 @@ func TestCheckPods(t *testing.T) {
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("CheckPods:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	if f := runner.CheckPods([]*v1.Pod{b}, []*v1.ConfigMap{configMap("conf", nil)}, nil, true); len(f) != 0 {
-		t.Errorf("with the ConfigMap and --allow-privileged: %+v", f)
+	if f := runner.CheckPods([]*v1.Pod{a, b}, []*v1.ConfigMap{configMap("conf", nil)}, nil,
+		runner.NewRuntimeClasses(map[string]string{"gvisor": "runsc"}), true); len(f) != 1 || f[0].Reason != runner.ReasonNodePorts {
+		t.Errorf("with the ConfigMap, the class and --allow-privileged: %+v", f)
+	}
+	if f := runner.CheckPods([]*v1.Pod{a}, nil, nil, nil, false); len(f) != 0 {
+		t.Errorf("without classes to check against: %+v", f)
 	}
 }

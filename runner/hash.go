@@ -43,6 +43,9 @@ type sandboxSpec struct {
 	Volumes     []v1.Volume            `json:"volumes,omitempty"`
 	Sysctls     []v1.Sysctl            `json:"sysctls,omitempty"`
 	Security    *v1.PodSecurityContext `json:"securityContext,omitempty"`
+	// RuntimeClass: the sandbox and its containers run with its runtime
+	// (omitted when unset: the hash of a pod without one is as before).
+	RuntimeClass *string `json:"runtimeClassName,omitempty"`
 }
 
 // SandboxHash is the hash of the sandbox-level part of a pod spec: network
@@ -81,6 +84,9 @@ func sandboxSpecOf(pod *v1.Pod) sandboxSpec {
 		HostAliases: pod.Spec.HostAliases,
 		Volumes:     pod.Spec.Volumes,
 		Security:    pod.Spec.SecurityContext,
+	}
+	if n := pod.Spec.RuntimeClassName; n != nil && *n != "" {
+		s.RuntimeClass = n
 	}
 	if sc := pod.Spec.SecurityContext; sc != nil {
 		s.Sysctls = sc.Sysctls

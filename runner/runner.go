@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sync/singleflight"
 	v1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
 	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/kubernetes/pkg/security/apparmor"
 	"k8s.io/utils/clock"
@@ -35,6 +36,9 @@ type Config struct {
 	ClusterDNS    []string
 	ClusterDomain string
 	Objects       *Objects
+	// RuntimeClasses resolve the pods' runtimeClassName to the engine's
+	// runtimes (nil: only the sources' RuntimeClasses, SetRuntimeClasses).
+	RuntimeClasses *RuntimeClasses
 	// Tokens gives the service account tokens of projected volumes
 	// (cluster mode); nil: a pod with a serviceAccountToken projection
 	// cannot start (CreateContainerConfigError).
@@ -153,6 +157,9 @@ func New(cfg Config) *Runner {
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
+	}
+	if cfg.RuntimeClasses == nil {
+		cfg.RuntimeClasses = NewRuntimeClasses(nil)
 	}
 	if cfg.Objects == nil {
 		cfg.Objects = NewObjects()
@@ -477,6 +484,13 @@ func (r *Runner) SetObjects(cms []*v1.ConfigMap, secrets []*v1.Secret) {
 	for _, w := range r.workers {
 		w.objectsChanged(changed)
 	}
+}
+
+// SetRuntimeClasses replaces the RuntimeClasses of the sources. A pod
+// waiting for one is tried again at the end of its back-off (the kubelet's
+// informer is no quicker to matter).
+func (r *Runner) SetRuntimeClasses(rcs []*nodev1.RuntimeClass) {
+	r.cfg.RuntimeClasses.Set(rcs)
 }
 
 // withAppliedResources makes st show the resources hash of containers whose

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	v1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/podrun/podrun/manifest"
@@ -69,6 +70,7 @@ type Merger struct {
 	conflicts []Conflict // in the order met: by losing source, then kind
 	cms       []*v1.ConfigMap
 	secrets   []*v1.Secret
+	rcs       []*nodev1.RuntimeClass
 }
 
 // Conflict is a definition a source loses to one of a source that comes
@@ -77,7 +79,7 @@ type Merger struct {
 type Conflict struct {
 	// Source is the losing source, as named in Update.Source.
 	Source string
-	// Kind is "pod", "ConfigMap" or "Secret".
+	// Kind is "pod", "ConfigMap", "Secret" or "RuntimeClass".
 	Kind string
 	// Problem is the conflict reported at the losing definition (its file,
 	// line and field). Its text is podrun's one report of a conflict
@@ -171,6 +173,7 @@ func (m *Merger) recompute() []PodChange {
 		}
 	}
 	m.pods, m.byUID, m.conflicts, m.cms, m.secrets = pods, byUID, conflicts, cms, secrets
+	m.rcs = claimed.RuntimeClasses
 	return append(removed, changed...)
 }
 
@@ -208,6 +211,16 @@ func (m *Merger) Objects() ([]*v1.ConfigMap, []*v1.Secret) {
 		secrets[i] = s.DeepCopy()
 	}
 	return cms, secrets
+}
+
+// RuntimeClasses returns the RuntimeClasses of all sources (the first
+// source's on a name conflict), as copies, for the pods' runtimeClassName.
+func (m *Merger) RuntimeClasses() []*nodev1.RuntimeClass {
+	rcs := make([]*nodev1.RuntimeClass, len(m.rcs))
+	for i, rc := range m.rcs {
+		rcs[i] = rc.DeepCopy()
+	}
+	return rcs
 }
 
 // Conflicts returns the definitions that lose to those of a source that

@@ -189,6 +189,40 @@ func TestMergerObjects(t *testing.T) {
 	}
 }
 
+// TestMergerRuntimeClasses: RuntimeClasses are merged as ConfigMaps are,
+// by name alone: the first source's wins, the other is a conflict.
+func TestMergerRuntimeClasses(t *testing.T) {
+	rc := func(name, handler string) string {
+		return "apiVersion: node.k8s.io/v1\nkind: RuntimeClass\nmetadata:\n  name: " + name + "\nhandler: " + handler + "\n"
+	}
+	const a, b = "/a", "/b"
+	m := NewMerger([]string{a, b})
+	m.Update(Update{Source: b, Snapshot: snapAt(t, b, rc("fast", "crun")+"---\n"+rc("safe", "runsc"), 1)})
+	m.Update(Update{Source: a, Snapshot: snapAt(t, a, rc("fast", "runc"), 1)})
+	got := map[string]string{}
+	for _, rc := range m.RuntimeClasses() {
+		got[rc.Name] = rc.Handler
+	}
+	if len(got) != 2 || got["fast"] != "runc" || got["safe"] != "runsc" {
+		t.Errorf("RuntimeClasses = %v", got)
+	}
+	conflicts := m.Conflicts()
+	if len(conflicts) != 1 || conflicts[0].Source != b || conflicts[0].Kind != "RuntimeClass" ||
+		!strings.Contains(conflicts[0].Problem.Error(), "RuntimeClass fast conflicts") {
+		t.Errorf("Conflicts = %+v", conflicts)
+	}
+	m.RuntimeClasses()[0].Handler = "changed"
+	if m.RuntimeClasses()[0].Handler == "changed" {
+		t.Error("RuntimeClasses returned the merger's own object")
+	}
+	// A change of a RuntimeClass alone is a new update to send.
+	u1 := Update{Source: a, Snapshot: snapAt(t, a, rc("fast", "runc"), 1)}
+	u2 := Update{Source: a, Snapshot: snapAt(t, a, rc("fast", "crun"), 1)}
+	if fingerprint(u1) == fingerprint(u2) {
+		t.Error("the fingerprint does not see a RuntimeClass's handler")
+	}
+}
+
 func TestMergerReturnsCopies(t *testing.T) {
 	m := NewMerger([]string{"/a"})
 	snap := snapAt(t, "/a", podNamed("web"), 1)

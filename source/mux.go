@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/podrun/podrun/manifest"
@@ -42,6 +43,9 @@ type Changes struct {
 	// delta), as copies: what the pods' volumes and env may refer to.
 	ConfigMaps []*v1.ConfigMap
 	Secrets    []*v1.Secret
+	// RuntimeClasses are all the desired RuntimeClasses now, as copies:
+	// what the pods' runtimeClassName may name.
+	RuntimeClasses []*nodev1.RuntimeClass
 	// Conflicts are all the definitions that lose to those of a source
 	// that comes first now (not a delta; Merger.Conflicts), for the
 	// caller to report.
@@ -144,7 +148,8 @@ func (m *Mux) update(u Update) Changes {
 	}
 	m.metrics.observe(u)
 	cms, secrets := m.merger.Objects()
-	return Changes{Source: u.Source, Pods: changes, ConfigMaps: cms, Secrets: secrets, Conflicts: m.merger.Conflicts()}
+	return Changes{Source: u.Source, Pods: changes, ConfigMaps: cms, Secrets: secrets,
+		RuntimeClasses: m.merger.RuntimeClasses(), Conflicts: m.merger.Conflicts()}
 }
 
 // Ready reports whether every source has delivered a usable snapshot: until

@@ -128,12 +128,15 @@ func snapshotContent(h hash.Hash, s *manifest.Snapshot) {
 		field(string(p.UID), p.Namespace, p.Name, p.Annotations[manifest.AnnotationConfigHash])
 	}
 	// encoding/json writes map keys sorted: the same object, the same bytes.
-	objects := make([]any, 0, len(s.ConfigMaps)+len(s.Secrets))
+	objects := make([]any, 0, len(s.ConfigMaps)+len(s.Secrets)+len(s.RuntimeClasses))
 	for _, cm := range s.ConfigMaps {
 		objects = append(objects, cm)
 	}
 	for _, sec := range s.Secrets {
 		objects = append(objects, sec)
+	}
+	for _, rc := range s.RuntimeClasses {
+		objects = append(objects, rc)
 	}
 	field("objects", fmt.Sprint(len(objects)))
 	for _, obj := range objects {

@@ -98,6 +98,8 @@ func (r *Runtime) containerConfig(ctx context.Context, sbID string, sb *engine.S
 		CapAdd:         cfg.Security.CapAdd,
 		CapDrop:        cfg.Security.CapDrop,
 		OomScoreAdj:    cfg.OOMScoreAdj,
+		// The pod's runtime, as CRI runs every container with its sandbox's.
+		Runtime: sb.Runtime,
 	}
 	switch {
 	case sb.HostPID:

@@ -27,6 +27,7 @@ func (r *Runtime) ImageStatus(ctx context.Context, ref string) (*engine.Image, e
 	}
 	if img.Config != nil {
 		out.Labels = img.Config.Labels
+		out.User = img.Config.User
 	}
 	return out, nil
 }

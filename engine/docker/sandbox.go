@@ -62,6 +62,7 @@ func (r *Runtime) sandboxConfig(cfg *engine.SandboxConfig) (*container.Config, *
 		ExtraHosts:  cfg.ExtraHosts,
 		Sysctls:     cfg.Sysctls,
 		OomScoreAdj: cfg.OOMScoreAdj,
+		Runtime:     cfg.Runtime,
 	}
 	if cfg.HostNetwork {
 		// The host's network and its hostname: Docker would otherwise give

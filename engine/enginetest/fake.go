@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -87,6 +88,7 @@ type fakeStore struct {
 	exec      func(id string, cmd []string) (int, []byte, error)
 	subs      map[*fakeSub]bool
 	stats     map[string]engine.ContainerStats
+	runtimes  []string // as Docker's: "runc" unless SetRuntimeHandlers
 }
 
 // fakeSub is one Events subscriber: a queue its goroutine delivers from.
@@ -135,7 +137,26 @@ func NewFake(nodeName string) *Fake {
 		failNext:  map[string][]error{},
 		calls:     map[string]int{},
 		subs:      map[*fakeSub]bool{},
+		runtimes:  []string{"runc"},
 	}}
+}
+
+// SetRuntimeHandlers sets the runtimes the engine has ("runc" alone by
+// default, as Docker's): RunSandbox fails for any other.
+func (f *Fake) SetRuntimeHandlers(names ...string) {
+	f.s.mu.Lock()
+	defer f.s.mu.Unlock()
+	f.s.runtimes = slices.Clone(names)
+}
+
+// RuntimeHandlers returns the runtimes the engine has.
+func (f *Fake) RuntimeHandlers(ctx context.Context) ([]string, error) {
+	f.s.mu.Lock()
+	defer f.s.mu.Unlock()
+	if err := f.call("RuntimeHandlers"); err != nil {
+		return nil, err
+	}
+	return slices.Clone(f.s.runtimes), nil
 }
 
 // ForNode returns a view of the same fake engine for another node.
@@ -467,6 +488,10 @@ func (f *Fake) createSandbox(cfg *engine.SandboxConfig) (*fakeSandbox, error) {
 	img := f.s.lookupImage(cfg.Image)
 	if img == nil {
 		return nil, fmt.Errorf("image %s: %w", cfg.Image, engine.ErrNotFound)
+	}
+	if cfg.Runtime != "" && !slices.Contains(f.s.runtimes, cfg.Runtime) {
+		// Docker's words.
+		return nil, fmt.Errorf("unknown or invalid runtime name: %s", cfg.Runtime)
 	}
 	sb := &fakeSandbox{node: f.node, key: key, cfg: *cfg, imageID: img.ID}
 	sb.sb = engine.Sandbox{

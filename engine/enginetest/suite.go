@@ -155,6 +155,7 @@ func Run(t *testing.T, newRuntime func(t *testing.T, nodeName string) engine.Run
 		{"Events", testEvents},
 		{"ListPodObjects", testListPodObjects},
 		{"SandboxStartFails", testSandboxStartFails},
+		{"RuntimeHandlers", testRuntimeHandlers},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -1414,4 +1415,42 @@ func slicesContains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// testRuntimeHandlers: a runtime that lists its runtimes runs a sandbox,
+// and a container in it, with each of the first two it lists; RunSandbox
+// with a runtime it does not have fails, and leaves no sandbox behind.
+func testRuntimeHandlers(t *testing.T, s *suite) {
+	rt, _ := s.runtime(t)
+	lister, ok := rt.(engine.RuntimeHandlerLister)
+	if !ok {
+		t.Skip("not a RuntimeHandlerLister")
+	}
+	ctx := ctxFor(t)
+	handlers, err := lister.RuntimeHandlers(ctx)
+	if err != nil || len(handlers) == 0 {
+		t.Fatalf("RuntimeHandlers = %v, %v; want at least one", handlers, err)
+	}
+	for _, h := range handlers[:min(2, len(handlers))] {
+		sb := s.sandboxConfig("rth")
+		sb.Runtime = h
+		sbID := s.runSandbox(t, rt, sb)
+		id := s.create(t, rt, sbID, sb, s.containerConfig("app", ProcessRun))
+		s.start(t, rt, id)
+		s.waitContainer(t, rt, id, "running with runtime "+h, func(c *engine.Container) bool { return c.State == engine.StateRunning })
+	}
+	sb := s.sandboxConfig("rth-missing")
+	sb.Runtime = "podrun-no-such-runtime"
+	if _, err := rt.RunSandbox(ctx, sb); err == nil {
+		t.Fatal("RunSandbox with a runtime the engine lacks succeeded")
+	}
+	sbs, err := rt.ListSandboxes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, got := range sbs {
+		if got.Pod.UID == sb.Pod.UID {
+			t.Errorf("the failed RunSandbox left sandbox %.12s (%s)", got.ID, got.State)
+		}
+	}
 }
