@@ -145,6 +145,35 @@ type ImageService interface {
 	ImageFsInfo(ctx context.Context) (*FsInfo, error)
 }
 
+// InfoReader is implemented by runtimes that can say what the engine
+// offers beyond the contract: the OCI runtimes it has, which decide
+// whether a container may ask for devices (a GPU needs the NVIDIA
+// runtime).
+type InfoReader interface {
+	// EngineInfo returns what the engine offers. It may be asked before
+	// every admission: an implementation asks the engine once and keeps
+	// the answer (an engine gains a runtime only by a restart with a new
+	// configuration). An error (the engine unreachable) is not kept.
+	EngineInfo(ctx context.Context) (*Info, error)
+}
+
+// Info is what an engine offers beyond the contract.
+type Info struct {
+	// Runtimes are the names of the OCI runtimes the engine can run a
+	// container with ("runc", "nvidia", ...), sorted.
+	Runtimes []string
+}
+
+// HasRuntime reports whether the engine has the OCI runtime name.
+func (i *Info) HasRuntime(name string) bool {
+	for _, r := range i.Runtimes {
+		if r == name {
+			return true
+		}
+	}
+	return false
+}
+
 // ErrImageInUse is returned (wrapped) by RemoveImage for an image that a
 // container uses.
 var ErrImageInUse = errors.New("image is in use")
@@ -297,11 +326,14 @@ type ContainerConfig struct {
 	WorkingDir string
 	Mounts     []Mount
 	Devices    []string
-	Resources  Resources
-	Security   SecurityConfig
-	TTY        bool
-	Stdin      bool
-	StdinOnce  bool
+	// DeviceRequests ask the engine's device drivers for devices (GPUs)
+	// by count and capabilities, as Docker's --gpus does.
+	DeviceRequests []DeviceRequest
+	Resources      Resources
+	Security       SecurityConfig
+	TTY            bool
+	Stdin          bool
+	StdinOnce      bool
 	// StopSignal overrides the image's STOPSIGNAL when set.
 	StopSignal string
 	// Labels are extra labels; the runtime adds its own identity labels.
@@ -328,6 +360,15 @@ type Resources struct {
 	CPUQuota    int64 // microseconds per CPUPeriod
 	CPUPeriod   int64
 	MemoryLimit int64 // bytes
+}
+
+// DeviceRequest asks a device driver for Count devices that have all the
+// capabilities of one of Capabilities' sets (Docker's DeviceRequest):
+// {Driver: "nvidia", Count: 2, Capabilities: [["gpu"]]} is two GPUs.
+type DeviceRequest struct {
+	Driver       string
+	Count        int
+	Capabilities [][]string
 }
 
 // SecurityConfig is a container's resolved security context.

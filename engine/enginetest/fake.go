@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -69,6 +70,7 @@ var (
 	_ engine.EventSource     = (*Fake)(nil)
 	_ engine.ImageService    = (*Fake)(nil)
 	_ engine.PodObjectLister = (*Fake)(nil)
+	_ engine.InfoReader      = (*Fake)(nil)
 )
 
 type fakeStore struct {
@@ -81,6 +83,7 @@ type fakeStore struct {
 	names     map[string]string        // identity key -> ID
 	images    map[string]*engine.Image // by reference; refs of one image share it
 	imageFs   engine.FsInfo
+	runtimes  []string
 	pullErrs  map[string]error
 	failNext  map[string][]error
 	calls     map[string]int
@@ -130,6 +133,7 @@ func NewFake(nodeName string) *Fake {
 		names:     map[string]string{},
 		images:    map[string]*engine.Image{},
 		imageFs:   engine.FsInfo{Path: "/fake/images", CapacityBytes: 100 << 30, AvailableBytes: 60 << 30},
+		runtimes:  []string{"runc"},
 		pullErrs:  map[string]error{},
 		failNext:  map[string][]error{},
 		calls:     map[string]int{},
@@ -215,6 +219,24 @@ func (f *Fake) SetImageFs(capacity, available uint64) {
 	f.s.mu.Lock()
 	defer f.s.mu.Unlock()
 	f.s.imageFs.CapacityBytes, f.s.imageFs.AvailableBytes = capacity, available
+}
+
+// SetRuntimes sets the OCI runtimes EngineInfo reports (["runc"] until
+// then): a test of a GPU pod adds "nvidia".
+func (f *Fake) SetRuntimes(names ...string) {
+	f.s.mu.Lock()
+	defer f.s.mu.Unlock()
+	f.s.runtimes = slices.Sorted(slices.Values(names))
+}
+
+// EngineInfo reports the runtimes SetRuntimes set.
+func (f *Fake) EngineInfo(ctx context.Context) (*engine.Info, error) {
+	f.s.mu.Lock()
+	defer f.s.mu.Unlock()
+	if err := f.call("EngineInfo"); err != nil {
+		return nil, err
+	}
+	return &engine.Info{Runtimes: slices.Clone(f.s.runtimes)}, nil
 }
 
 // ListImages returns every image of the fake engine, once each.

@@ -15,6 +15,8 @@ import (
 	"fmt"
 	"net"
 	"reflect"
+	"slices"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -155,6 +157,7 @@ func Run(t *testing.T, newRuntime func(t *testing.T, nodeName string) engine.Run
 		{"Events", testEvents},
 		{"ListPodObjects", testListPodObjects},
 		{"SandboxStartFails", testSandboxStartFails},
+		{"EngineInfo", testEngineInfo},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -1412,4 +1415,30 @@ func slicesContains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// testEngineInfo: an engine that says what it offers names its default
+// runtime (runc, on Docker and the fake alike), sorted, and says the same
+// when asked again.
+func testEngineInfo(t *testing.T, s *suite) {
+	rt, _ := s.runtime(t)
+	ir, ok := rt.(engine.InfoReader)
+	if !ok {
+		t.Fatal("the runtime does not implement engine.InfoReader")
+	}
+	ctx := ctxFor(t)
+	info, err := ir.EngineInfo(ctx)
+	if err != nil {
+		t.Fatalf("EngineInfo: %v", err)
+	}
+	if !info.HasRuntime("runc") {
+		t.Errorf("EngineInfo().Runtimes = %v, want runc among them", info.Runtimes)
+	}
+	if !sort.StringsAreSorted(info.Runtimes) {
+		t.Errorf("EngineInfo().Runtimes = %v, want them sorted", info.Runtimes)
+	}
+	again, err := ir.EngineInfo(ctx)
+	if err != nil || !slices.Equal(again.Runtimes, info.Runtimes) {
+		t.Errorf("EngineInfo again = %v, %v; want %v", again, err, info.Runtimes)
+	}
 }
