@@ -34,6 +34,7 @@ type watchOptions struct {
 	HTTPCheckFrequency time.Duration
 	StopPodsOnExit     bool
 	AllowPrivileged    bool
+	ExtendedResources  extendedResources
 	GC                 gcOptions
 	Cluster            clusterOptions
 	// Engine connects to the container engine (connect by default).
@@ -93,6 +94,7 @@ running (an upgrade of podrun is not an outage) unless --stop-pods-on-exit.`,
 	f.BoolVar(&opts.AllowPrivileged, "allow-privileged", false, "allow privileged containers")
 	f.StringVar(&opts.HealthzAddress, "healthz-bind-address", "127.0.0.1", "address of the HTTP server (/healthz, /readyz, /pods, /metrics)")
 	f.IntVar(&opts.HealthzPort, "healthz-port", 10248, "port of the HTTP server; 0 disables it")
+	addExtendedResourceFlag(f, &opts.ExtendedResources)
 	addGCFlags(f, &opts.GC)
 	addClusterFlags(f, &opts.Cluster)
 	return cmd
@@ -149,6 +151,7 @@ func watchRun(ctx context.Context, opts *watchOptions) error {
 			c.Tokens = &source.TokenManager{Client: kc.Get, Clock: opts.Clock}
 		}
 		c.SyncFrequency = opts.SyncFrequency
+		c.ExtendedResources = opts.ExtendedResources
 		c.SourcesReady = mux.Ready
 		c.KeepSource = mux.Keep
 		c.Metrics = runner.NewMetrics(reg)

@@ -638,21 +638,22 @@ func (r *Runner) containerConfig(pod *v1.Pod, c *v1.Container, typ engine.Contai
 		return "", false
 	}
 	cfg := &engine.ContainerConfig{
-		Name:          c.Name,
-		Type:          typ,
-		Attempt:       attempt,
-		Hash:          ContainerHash(c),
-		ResourcesHash: ResourcesHash(c),
-		Image:         c.Image,
-		Command:       expansion.All(c.Command, lookup),
-		Args:          expansion.All(c.Args, lookup),
-		Env:           env,
-		WorkingDir:    c.WorkingDir,
-		Resources:     containerResources(c),
-		Security:      sec,
-		TTY:           c.TTY,
-		Stdin:         c.Stdin,
-		StdinOnce:     c.StdinOnce,
+		Name:           c.Name,
+		Type:           typ,
+		Attempt:        attempt,
+		Hash:           ContainerHash(c),
+		ResourcesHash:  ResourcesHash(c),
+		Image:          c.Image,
+		Command:        expansion.All(c.Command, lookup),
+		Args:           expansion.All(c.Args, lookup),
+		Env:            env,
+		WorkingDir:     c.WorkingDir,
+		Resources:      containerResources(c),
+		DeviceRequests: deviceRequests(c),
+		Security:       sec,
+		TTY:            c.TTY,
+		Stdin:          c.Stdin,
+		StdinOnce:      c.StdinOnce,
 	}
 	for _, vm := range c.VolumeMounts {
 		src, ok := vols[vm.Name]

@@ -288,13 +288,14 @@ func soonest(ds ...time.Duration) time.Duration {
 // failed.
 func (w *podWorker) sync(ctx context.Context, pod *v1.Pod, st *podState) (*podActions, bool, error) {
 	r := w.r
-	// Admission first: a pod refused its host ports runs nothing.
-	conflict, err := r.admitHostPorts(ctx, pod, st)
+	// Admission first: a pod refused its host ports or an extended
+	// resource runs nothing.
+	why, err := r.admitPod(ctx, pod, st)
 	if err != nil {
 		return &podActions{}, false, err
 	}
-	if conflict != nil {
-		return w.syncRefused(ctx, pod, st, conflict)
+	if why != nil {
+		return w.syncRefused(ctx, pod, st, why)
 	}
 	start := r.clock.Now()
 	r.withAppliedResources(st)
