@@ -15,8 +15,9 @@ var _ engine.InfoReader = (*Runtime)(nil)
 
 // EngineInfo is what `docker info` says of the engine's runtimes, asked
 // once: dockerd learns of a runtime (the NVIDIA Container Toolkit's
-// "nvidia") only from its configuration, at its start. A failed ask is
-// not kept.
+// "nvidia") only from its configuration, at its start (or a reload). A
+// failed ask is not kept, nor the answer once Events had to reconnect
+// (the engine may have restarted with another configuration).
 func (r *Runtime) EngineInfo(ctx context.Context) (*engine.Info, error) {
 	r.mu.Lock()
 	cached := r.info
