@@ -159,9 +159,9 @@ func samePorts(a, b []HostPort) bool {
 }
 
 // admitPod returns why pod (its runtime state st, as its worker just saw
-// it) is refused its host ports or an extended resource, or nil when it is
-// admitted (or asks for neither). An undecided pod is decided with every other undecided
-// one, so that the order of the decisions is the rule's, not that of the
+// it) is refused its host ports or an extended resource, or nil when it
+// is admitted (or asks for neither). An undecided pod is decided with
+// every other undecided one, so that the order of the decisions is the rule's, not that of the
 // workers' first syncs; that asks the runtime whether each runs. An error
 // (the runtime cannot say) decides nothing: a pod that runs must never be
 // refused for want of knowing it.
@@ -179,10 +179,6 @@ func (r *Runner) admitPod(ctx context.Context, pod *v1.Pod, st *podState) (*reje
 		return why, nil
 	}
 	a.mu.Unlock()
-	capacity, err := r.extendedCapacity(ctx)
-	if err != nil {
-		return nil, err
-	}
 
 	finished := r.finishedPods()
 	a.mu.Lock()
@@ -198,6 +194,14 @@ func (r *Runner) admitPod(ctx context.Context, pod *v1.Pod, st *podState) (*reje
 		}
 	}
 	sort.Slice(undecided, func(i, j int) bool { return undecided[i].seq < undecided[j].seq })
+	gpus := false
+	for _, u := range undecided {
+		gpus = gpus || u.resources[ResourceNvidiaGPU] > 0
+	}
+	capacity, err := r.extendedCapacity(ctx, gpus)
+	if err != nil {
+		return nil, err
+	}
 	running := make([]bool, len(undecided))
 	for i, u := range undecided {
 		ust := st
@@ -257,11 +261,12 @@ func (c *portClaim) rejection() *rejection {
 
 // extendedCapacity is what the node has of extended resources: the
 // declared ones, and GPUs when the engine has the NVIDIA runtime (an
-// engine that cannot say has none).
-func (r *Runner) extendedCapacity(ctx context.Context) (ExtendedCapacity, error) {
+// engine that cannot say has none). The engine is asked only when gpus
+// (a pod to decide asks for GPUs).
+func (r *Runner) extendedCapacity(ctx context.Context, gpus bool) (ExtendedCapacity, error) {
 	c := ExtendedCapacity{Declared: r.cfg.ExtendedResources}
 	ir, ok := r.raw.(engine.InfoReader)
-	if !ok {
+	if !ok || !gpus {
 		return c, nil
 	}
 	info, err := ir.EngineInfo(ctx)

@@ -134,6 +134,10 @@ func TestDeclaredExtendedResourceIsCounted(t *testing.T) {
 		}
 	}
 
+	if n := fake.Calls("EngineInfo"); n != 0 {
+		t.Errorf("the engine was asked for its runtimes %d times for pods without GPUs", n)
+	}
+
 	// a goes: its dongle is free, and c runs.
 	h.updates <- runner.PodUpdate{Op: runner.OpRemove, Pods: []*v1.Pod{a}}
 	h.waitStatus("c", "c running once a is gone", allRunning)
