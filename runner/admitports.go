@@ -40,9 +40,10 @@ import (
 // (when any admitted pod goes or changes: resources, unlike a port, are
 // not held by one pod).
 //
-// Pods without host ports or extended resources are not tracked. A pod's claim goes when the
-// pod is removed (not when its teardown ends: a pod that moves to another
-// manifest must not be refused its own ports by its former self).
+// Pods without host ports or extended resources are not tracked. A pod's
+// claim goes when the pod is removed (not when its teardown ends: a pod
+// that moves to another manifest must not be refused its own ports by its
+// former self).
 type portAdmission struct {
 	mu     sync.Mutex
 	seq    uint64
@@ -161,10 +162,10 @@ func samePorts(a, b []HostPort) bool {
 // admitPod returns why pod (its runtime state st, as its worker just saw
 // it) is refused its host ports or an extended resource, or nil when it
 // is admitted (or asks for neither). An undecided pod is decided with
-// every other undecided one, so that the order of the decisions is the rule's, not that of the
-// workers' first syncs; that asks the runtime whether each runs. An error
-// (the runtime cannot say) decides nothing: a pod that runs must never be
-// refused for want of knowing it.
+// every other undecided one, so that the order of the decisions is the
+// rule's, not that of the workers' first syncs; that asks the runtime
+// whether each runs. An error (the runtime cannot say) decides nothing: a
+// pod that runs must never be refused for want of knowing it.
 func (r *Runner) admitPod(ctx context.Context, pod *v1.Pod, st *podState) (*rejection, error) {
 	a := r.ports
 	uid := string(pod.UID)
