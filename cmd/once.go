@@ -31,6 +31,8 @@ type onceOptions struct {
 	Remove          bool
 	AllowPrivileged bool
 	RuntimeClasses  runtimeClassOptions
+	// ExtendedResources are the node's declared extended resources.
+	ExtendedResources extendedResources
 	// Engine connects to the container engine (connect by default).
 	Engine func(context.Context) (podEngine, error)
 }
@@ -86,6 +88,7 @@ input (nothing is started), 3 the Docker Engine cannot be reached.`,
 	f.BoolVar(&opts.Remove, "rm", false, "remove the pods after they complete (with --wait complete)")
 	f.BoolVar(&opts.AllowPrivileged, "allow-privileged", false, "allow privileged containers")
 	addRuntimeClassFlag(f, &opts.RuntimeClasses)
+	addExtendedResourceFlag(f, &opts.ExtendedResources)
 	return cmd
 }
 
@@ -131,7 +134,9 @@ func onceRun(ctx context.Context, opts *onceOptions) error {
 		return err
 	}
 	defer rt.Close()
-	r, err := newRunner(ctx, opts.globalOptions, rt, opts.AllowPrivileged, opts.RuntimeClasses.tune)
+	r, err := newRunner(ctx, opts.globalOptions, rt, opts.AllowPrivileged, opts.RuntimeClasses.tune, func(c *runner.Config) {
+		c.ExtendedResources = opts.ExtendedResources
+	})
 	if err != nil {
 		return err
 	}
@@ -258,16 +263,17 @@ func currentPods(r *runner.Runner, pods []*v1.Pod) ([]*v1.Pod, bool) {
 }
 
 // conditionMet reports whether every pod meets cond, and whether any pod has
-// failed (which ends the wait). A pod refused its host ports (reason
-// NodePorts) has failed too, but never started: it does not end the wait,
-// so that the pod holding the port is reported up; it fails the run at the
+// failed (which ends the wait). A pod refused admission - its host ports
+// (reason NodePorts) or an extended resource (OutOf<name>) - has failed
+// too, but never started: it does not end the wait, so that the pod
+// holding the port or resource is reported up; it fails the run at the
 // end.
 func conditionMet(pods []*v1.Pod, cond string) (met, failed bool) {
 	met = true
 	for _, p := range pods {
 		switch p.Status.Phase {
 		case v1.PodFailed:
-			if p.Status.Reason == runner.ReasonNodePorts {
+			if p.Status.Reason == runner.ReasonNodePorts || runner.IsOutOfResource(p.Status.Reason) {
 				continue
 			}
 			failed = true

@@ -37,6 +37,7 @@ type watchOptions struct {
 	StopPodsOnExit     bool
 	AllowPrivileged    bool
 	RuntimeClasses     runtimeClassOptions
+	ExtendedResources  extendedResources
 	GC                 gcOptions
 	Cluster            clusterOptions
 	// EvictionHard are the node-pressure eviction thresholds
@@ -111,6 +112,7 @@ running (an upgrade of podrun is not an outage) unless --stop-pods-on-exit.`,
 	f.IntVar(&opts.HealthzPort, "healthz-port", 10248, "port of the HTTP server; 0 disables it")
 	f.StringVar(&opts.evictionHardRaw, "eviction-hard", node.DefaultEvictionHard,
 		"node-pressure eviction thresholds, as the kubelet's flag (signal<quantity or signal<N%); empty: no eviction")
+	addExtendedResourceFlag(f, &opts.ExtendedResources)
 	addGCFlags(f, &opts.GC)
 	addClusterFlags(f, &opts.Cluster)
 	return cmd
@@ -167,6 +169,7 @@ func watchRun(ctx context.Context, opts *watchOptions) error {
 			c.Tokens = &source.TokenManager{Client: kc.Get, Clock: opts.Clock}
 		}
 		c.SyncFrequency = opts.SyncFrequency
+		c.ExtendedResources = opts.ExtendedResources
 		c.SourcesReady = mux.Ready
 		c.KeepSource = mux.Keep
 		c.Metrics = runner.NewMetrics(reg)

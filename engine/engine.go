@@ -140,9 +140,13 @@ type PodObjectLister interface {
 
 // RuntimeHandlerLister is implemented by runtimes that can say which
 // runtimes (SandboxConfig.Runtime) they have: a RuntimeClass is checked
-// against them before a pod's sandbox is made.
+// against them before a pod's sandbox is made, and a GPU needs the NVIDIA
+// runtime.
 type RuntimeHandlerLister interface {
-	// RuntimeHandlers returns the names of the engine's runtimes.
+	// RuntimeHandlers returns the names of the engine's runtimes, sorted.
+	// It may be asked before every admission: an implementation asks the
+	// engine once and keeps the answer (an engine gains a runtime only by
+	// a restart with a new configuration). An error is not kept.
 	RuntimeHandlers(ctx context.Context) ([]string, error)
 }
 
@@ -334,7 +338,10 @@ type ContainerConfig struct {
 	WorkingDir string
 	Mounts     []Mount
 	Devices    []string
-	Resources  Resources
+	// DeviceRequests ask the engine's device drivers for devices (GPUs)
+	// by count and capabilities, as Docker's --gpus does.
+	DeviceRequests []DeviceRequest
+	Resources      Resources
 	// OOMScoreAdj is the container's oom_score_adj (-1000..1000); 0 leaves
 	// the runtime's default. A score below what the runtime may set (a
 	// negative one without CAP_SYS_RESOURCE) makes the container fail to
@@ -370,6 +377,15 @@ type Resources struct {
 	CPUQuota    int64 // microseconds per CPUPeriod
 	CPUPeriod   int64
 	MemoryLimit int64 // bytes
+}
+
+// DeviceRequest asks a device driver for Count devices that have all the
+// capabilities of one of Capabilities' sets (Docker's DeviceRequest):
+// {Driver: "nvidia", Count: 2, Capabilities: [["gpu"]]} is two GPUs.
+type DeviceRequest struct {
+	Driver       string
+	Count        int
+	Capabilities [][]string
 }
 
 // SecurityConfig is a container's resolved security context.

@@ -615,6 +615,7 @@ func (p *parser) pod(loc locator, raw []byte, m map[string]any, tainted bool) {
 	if tainted || len(p.errs) > before {
 		return
 	}
+	p.warn(loc, extendedResourceNotes(pod))
 	name := pod.Name
 	applyIdentity(pod, p.opts.NodeName, p.identity, p.seen)
 	o := p.origin(loc)

@@ -42,11 +42,11 @@ var noEffectReasons = map[string]string{
 // valueNotes say which values of a supported field podrun refuses, by
 // what they are (refusedValues).
 func valueNotes() map[string]string {
-	resources := fmt.Sprintf("cpu and memory are enforced, ephemeral-storage requests accepted; refused: "+
-		"ephemeral-storage limits (%s), hugepages (%s), extended resources (%s)",
+	resources := fmt.Sprintf("cpu and memory are enforced, ephemeral-storage requests accepted; %s; refused: "+
+		"ephemeral-storage limits (%s), hugepages (%s)",
+		extendedNote,
 		unenforcedResource(v1.ResourceEphemeralStorage, "limits"),
-		unenforcedResource(v1.ResourceHugePagesPrefix+"2Mi", "limits"),
-		unenforcedResource("example.com/device", "limits"))
+		unenforcedResource(v1.ResourceHugePagesPrefix+"2Mi", "limits"))
 	return map[string]string{
 		"spec.containers[].resources":     resources,
 		"spec.initContainers[].resources": resources,

@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
+	v1helper "k8s.io/kubernetes/pkg/apis/core/v1/helper"
 )
 
 // Every field of a Pod is one of three kinds to podrun:
@@ -28,9 +29,10 @@ import (
 //
 // Empty values (null, "", {}, []) are never refused: `nodeSelector: {}` says
 // nothing. Some values are refused by what they are rather than where
-// (refusedValues): resources podrun cannot enforce, a size limit on a disk
-// emptyDir. (runAsNonRoot is the runner's to check, as the kubelet's: it
-// needs the image's user.)
+// (refusedValues): resources podrun cannot enforce (extended resources are
+// admitted at run time, with a warning), a size limit on a disk emptyDir.
+// (runAsNonRoot is the runner's to check, as the kubelet's: it needs the
+// image's user.)
 func supportedPodFields() []string {
 	var fields []string
 	add := func(prefix string, names ...string) {
@@ -339,7 +341,9 @@ func refusedValues(pod *v1.Pod) []pathError {
 const diskSizeLimitReason = "podrun cannot limit the size of an emptyDir on disk"
 
 // unenforcedResource is why podrun cannot honour a container's request or
-// limit of the resource name, or "" when it can.
+// limit of the resource name, or "" when it can. Extended resources are
+// the sync core's to admit, at run time: what the node has of them is
+// known only there (extendedResourceNote).
 func unenforcedResource(name v1.ResourceName, kind string) string {
 	switch {
 	case name == v1.ResourceCPU, name == v1.ResourceMemory:
@@ -349,7 +353,44 @@ func unenforcedResource(name v1.ResourceName, kind string) string {
 	case name == v1.ResourceEphemeralStorage:
 		return "podrun cannot limit a container's writable layer and logs"
 	case strings.HasPrefix(string(name), v1.ResourceHugePagesPrefix):
-		return "podrun does not reserve huge pages"
+		return "podrun does not reserve huge pages: Docker's API has no hugetlb limit"
+	case v1helper.IsExtendedResourceName(name):
+		return ""
 	}
-	return "podrun has no device plugins to allocate extended resources"
+	return "podrun has no device plugins to allocate it"
+}
+
+// Resources podrun admits at run time.
+const (
+	resourceNvidiaGPU v1.ResourceName = "nvidia.com/gpu"
+	// extendedNote is what the support table says of extended resources.
+	extendedNote = "extended resources are admitted at run time: nvidia.com/gpu through Docker's NVIDIA runtime " +
+		"(`--gpus`), others when declared with --extended-resource NAME=COUNT; else the pod fails admission (reason OutOfexample.com/dongle, say)"
+)
+
+// extendedResourceNotes are the warnings of the pod's extended resources:
+// whether it runs depends on the node, which validation does not know.
+func extendedResourceNotes(pod *v1.Pod) []pathError {
+	var out []pathError
+	note := func(c *v1.Container, path string) {
+		for _, name := range slices.Sorted(maps.Keys(c.Resources.Limits)) {
+			if !v1helper.IsExtendedResourceName(name) {
+				continue
+			}
+			msg := fmt.Sprintf("podrun admits this pod only if the node has %s: declare it with --extended-resource %s=COUNT; "+
+				"else the pod fails OutOf%s", name, name, name)
+			if name == resourceNvidiaGPU {
+				msg = "podrun gives the container GPUs through Docker's NVIDIA runtime (docker run --gpus); " +
+					"without that runtime the pod fails OutOfnvidia.com/gpu"
+			}
+			out = append(out, pathError{path: fmt.Sprintf("%s.resources.limits[%s]", path, name), message: msg})
+		}
+	}
+	for i := range pod.Spec.InitContainers {
+		note(&pod.Spec.InitContainers[i], fmt.Sprintf("spec.initContainers[%d]", i))
+	}
+	for i := range pod.Spec.Containers {
+		note(&pod.Spec.Containers[i], fmt.Sprintf("spec.containers[%d]", i))
+	}
+	return out
 }

@@ -43,10 +43,6 @@ func TestRefusedFields(t *testing.T) {
 		data: podWith("resizePolicy:\n- resourceName: cpu\n  restartPolicy: RestartContainer\n", ""),
 		line: 11, field: "spec.containers[0].resizePolicy[0].restartPolicy", reason: "resizes a container in place",
 	}, {
-		name: "extended resource",
-		data: podWith("resources:\n  limits:\n    example.com/widget: 1\n", ""),
-		line: 11, field: "spec.containers[0].resources.limits[example.com/widget]", reason: "no device plugins",
-	}, {
 		name: "hugepages",
 		data: podWith("resources:\n  limits:\n    hugepages-2Mi: 4Mi\n    memory: 64Mi\n    cpu: 1\n", ""),
 		line: 11, field: "spec.containers[0].resources.limits[hugepages-2Mi]", reason: "does not reserve huge pages",
@@ -222,5 +218,29 @@ func TestKubeadmStaticPods(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestExtendedResourcesAreWarnedOf: an extended resource is no refusal
+// (the sync core admits it, or not, by what the node has), but validation
+// says, at its line, what the pod needs at run time, Strict or not.
+func TestExtendedResourcesAreWarnedOf(t *testing.T) {
+	data := podWith("resources:\n  limits:\n    example.com/widget: 1\n    nvidia.com/gpu: 2\n", "")
+	for _, strict := range []bool{false, true} {
+		opts := testOptions()
+		opts.Strict = strict
+		snap, err := Parse("pod.yaml", []byte(data), opts)
+		if err != nil {
+			t.Fatalf("Parse (strict %v): %v", strict, err)
+		}
+		want := []string{
+			"pod.yaml:11: spec.containers[0].resources.limits[example.com/widget]: podrun admits this pod only if the node has " +
+				"example.com/widget: declare it with --extended-resource example.com/widget=COUNT; else the pod fails OutOfexample.com/widget",
+			"pod.yaml:12: spec.containers[0].resources.limits[nvidia.com/gpu]: podrun gives the container GPUs through " +
+				"Docker's NVIDIA runtime (docker run --gpus); without that runtime the pod fails OutOfnvidia.com/gpu",
+		}
+		if got := strings.Join(snap.Warnings, "\n"); got != strings.Join(want, "\n") {
+			t.Errorf("strict %v: warnings:\n%s\nwant:\n%s", strict, got, strings.Join(want, "\n"))
+		}
 	}
 }

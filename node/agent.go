@@ -15,6 +15,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -48,6 +49,11 @@ type AgentConfig struct {
 	Taints []v1.Taint
 	// MaxPods is the pods capacity (0: 110).
 	MaxPods int
+	// ExtendedResources are the node's declared extended resources
+	// (--extended-resource), reported in its capacity and allocatable as
+	// a device plugin's are, so that the scheduler places pods that ask
+	// for them.
+	ExtendedResources map[v1.ResourceName]int64
 	// Port is where the node API listens (daemonEndpoints).
 	Port int32
 	// Version is the kubeletVersion reported: podrun's version.
@@ -301,6 +307,10 @@ func (a *Agent) measure() Measurements {
 func (a *Agent) status(m Measurements, old []v1.NodeCondition, now time.Time) v1.NodeStatus {
 	f := a.cfg.Facts
 	capacity, allocatable := Resources(f, m.NodeFS, a.cfg.MaxPods)
+	for name, n := range a.cfg.ExtendedResources {
+		capacity[name] = *resource.NewQuantity(n, resource.DecimalSI)
+		allocatable[name] = *resource.NewQuantity(n, resource.DecimalSI)
+	}
 	return v1.NodeStatus{
 		Capacity:        capacity,
 		Allocatable:     allocatable,

@@ -128,3 +128,21 @@ func TestMemAvailable(t *testing.T) {
 		t.Fatal("no MemAvailable line: want an error")
 	}
 }
+
+// TestStatusReportsDeclaredExtendedResources: what --extended-resource
+// declares is in the node's capacity and allocatable, as a device
+// plugin's resources are, so that the scheduler may place pods asking
+// for it; nothing undeclared is.
+func TestStatusReportsDeclaredExtendedResources(t *testing.T) {
+	a := &Agent{cfg: AgentConfig{Facts: &Facts{CPUs: 2, MemoryBytes: 4 << 30},
+		ExtendedResources: map[v1.ResourceName]int64{"example.com/dongle": 3}}}
+	s := a.status(Measurements{NodeFS: Filesystem{CapacityBytes: 10 << 30}}, nil, time.Now())
+	for what, list := range map[string]v1.ResourceList{"capacity": s.Capacity, "allocatable": s.Allocatable} {
+		if q, ok := list["example.com/dongle"]; !ok || q.Value() != 3 {
+			t.Errorf("%s example.com/dongle = %v (%v), want 3", what, q.String(), ok)
+		}
+		if _, ok := list["nvidia.com/gpu"]; ok {
+			t.Errorf("%s has nvidia.com/gpu, which nothing declared", what)
+		}
+	}
+}

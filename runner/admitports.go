@@ -2,6 +2,9 @@ package runner
 
 import (
 	"context"
+	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -32,9 +35,16 @@ import (
 //   - then the pods in the order the runner was given them (the sources'
 //     priority order at start, and the order of later additions).
 //
-// Pods without host ports are not tracked. A pod's claim goes when the
-// pod is removed (not when its teardown ends: a pod that moves to another
-// manifest must not be refused its own ports by its former self).
+// The same admission counts extended resources (extended.go): a pod that
+// asks for more of one than the pods admitted before it leave is refused
+// (Failed, OutOf<name>), by the same order, and asked again likewise
+// (when any admitted pod goes or changes: resources, unlike a port, are
+// not held by one pod).
+//
+// Pods without host ports or extended resources are not tracked. A pod's
+// claim goes when the pod is removed (not when its teardown ends: a pod
+// that moves to another manifest must not be refused its own ports by its
+// former self).
 type portAdmission struct {
 	mu     sync.Mutex
 	seq    uint64
@@ -50,11 +60,15 @@ const (
 )
 
 type portClaim struct {
-	seq      uint64 // the order the runner was given the pod in
-	pod      *v1.Pod
-	ports    []HostPort
-	state    claimState
-	conflict *PortConflict // why it is refused
+	seq   uint64 // the order the runner was given the pod in
+	pod   *v1.Pod
+	ports []HostPort
+	// resources are the pod's ExtendedRequests.
+	resources map[v1.ResourceName]int64
+	state     claimState
+	// Why it is refused: a port, or a resource.
+	conflict *PortConflict
+	shortage *ResourceShortage
 }
 
 func newPortAdmission() *portAdmission {
@@ -69,22 +83,26 @@ func newPortAdmission() *portAdmission {
 // them no more.
 func (a *portAdmission) set(pod *v1.Pod) []string {
 	ports := HostPorts(pod)
+	res := ExtendedRequests(pod)
 	uid := string(pod.UID)
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	c := a.claims[uid]
 	switch {
-	case len(ports) == 0:
+	case len(ports) == 0 && len(res) == 0:
+		if c == nil {
+			return nil // held nothing
+		}
 		delete(a.claims, uid)
 		return a.released(uid)
 	case c == nil:
 		a.seq++
-		a.claims[uid] = &portClaim{seq: a.seq, pod: pod, ports: ports}
+		a.claims[uid] = &portClaim{seq: a.seq, pod: pod, ports: ports, resources: res}
 		return nil
-	case c.state == claimRefused, !samePorts(c.ports, ports):
-		c.state, c.conflict = claimUndecided, nil
+	case c.state == claimRefused, !samePorts(c.ports, ports), !maps.Equal(c.resources, res):
+		c.state, c.conflict, c.shortage = claimUndecided, nil, nil
 	}
-	c.pod, c.ports = pod, ports
+	c.pod, c.ports, c.resources = pod, ports, res
 	if c.state == claimUndecided {
 		return a.released(uid)
 	}
@@ -96,18 +114,24 @@ func (a *portAdmission) set(pod *v1.Pod) []string {
 func (a *portAdmission) remove(uid string) []string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if a.claims[uid] == nil {
+		return nil // held nothing
+	}
 	delete(a.claims, uid)
 	return a.released(uid)
 }
 
-// released makes the refused static pods that uid held a port from
-// undecided, and returns them.
+// released makes the refused static pods that uid held a port from, and
+// those refused a resource (which uid may have held some of), undecided,
+// and returns them.
 func (a *portAdmission) released(uid string) []string {
 	var again []string
 	for id, c := range a.claims {
-		if c.state == claimRefused && string(c.conflict.Holder.UID) == uid &&
-			c.pod.Annotations[annotationConfigSource] != configSourceAPI {
-			c.state, c.conflict = claimUndecided, nil
+		if c.state != claimRefused || c.pod.Annotations[annotationConfigSource] == configSourceAPI {
+			continue
+		}
+		if c.shortage != nil || string(c.conflict.Holder.UID) == uid {
+			c.state, c.conflict, c.shortage = claimUndecided, nil, nil
 			again = append(again, id)
 		}
 	}
@@ -136,25 +160,25 @@ func samePorts(a, b []HostPort) bool {
 	return key(a) == key(b)
 }
 
-// admitHostPorts returns why pod (its runtime state st, as its worker
-// just saw it) is refused its host ports, or nil when it is admitted (or
-// asks for none). An undecided pod is decided with every other undecided
-// one, so that the order of the decisions is the rule's, not that of the
-// workers' first syncs; that asks the runtime whether each runs. An error
-// (the runtime cannot say) decides nothing: a pod that runs must never be
-// refused for want of knowing it.
-func (r *Runner) admitHostPorts(ctx context.Context, pod *v1.Pod, st *podState) (*PortConflict, error) {
+// admitPod returns why pod (its runtime state st, as its worker just saw
+// it) is refused its host ports or an extended resource, or nil when it
+// is admitted (or asks for neither). An undecided pod is decided with
+// every other undecided one, so that the order of the decisions is the
+// rule's, not that of the workers' first syncs; that asks the runtime
+// whether each runs. An error (the runtime cannot say) decides nothing: a
+// pod that runs must never be refused for want of knowing it.
+func (r *Runner) admitPod(ctx context.Context, pod *v1.Pod, st *podState) (*rejection, error) {
 	a := r.ports
 	uid := string(pod.UID)
 	a.mu.Lock()
 	c := a.claims[uid]
 	if c == nil || c.state != claimUndecided {
-		var conflict *PortConflict
+		var why *rejection
 		if c != nil {
-			conflict = c.conflict
+			why = c.rejection()
 		}
 		a.mu.Unlock()
-		return conflict, nil
+		return why, nil
 	}
 	a.mu.Unlock()
 
@@ -172,6 +196,14 @@ func (r *Runner) admitHostPorts(ctx context.Context, pod *v1.Pod, st *podState) 
 		}
 	}
 	sort.Slice(undecided, func(i, j int) bool { return undecided[i].seq < undecided[j].seq })
+	gpus := false
+	for _, u := range undecided {
+		gpus = gpus || u.resources[ResourceNvidiaGPU] > 0
+	}
+	capacity, err := r.extendedCapacity(ctx, gpus)
+	if err != nil {
+		return nil, err
+	}
 	running := make([]bool, len(undecided))
 	for i, u := range undecided {
 		ust := st
@@ -194,20 +226,57 @@ func (r *Runner) admitHostPorts(ctx context.Context, pod *v1.Pod, st *podState) 
 		if running[i] {
 			continue
 		}
-		if conflict := FindPortConflict(u.pod, u.ports, holders); conflict != nil {
-			u.state, u.conflict = claimRefused, conflict
-			msg := conflict.statusMessage()
-			r.log.Warn("pod rejected", "pod", podKey(u.pod), "reason", ReasonNodePorts, "message", msg)
-			r.event(u.pod, "", v1.EventTypeWarning, ReasonNodePorts, "%s", strings.TrimPrefix(msg, "Pod was rejected: "))
+		u.conflict = FindPortConflict(u.pod, u.ports, holders)
+		if u.conflict == nil {
+			u.shortage = FindShortage(u.pod, u.resources, holders, capacity)
+		}
+		if why := u.rejection(); why != nil {
+			u.state = claimRefused
+			r.log.Warn("pod rejected", "pod", podKey(u.pod), "reason", why.reason, "message", why.message)
+			r.event(u.pod, "", v1.EventTypeWarning, why.reason, "%s", strings.TrimPrefix(why.message, "Pod was rejected: "))
 			continue
 		}
 		u.state = claimAdmitted
 		holders = append(holders, u.pod)
 	}
 	if c := a.claims[uid]; c != nil {
-		return c.conflict, nil
+		return c.rejection(), nil
 	}
 	return nil, nil // removed meanwhile: its next sync tears it down
+}
+
+// rejection is why admission refuses a pod: its status reason and message.
+type rejection struct {
+	reason, message string
+}
+
+// rejection is why the claim is refused, or nil.
+func (c *portClaim) rejection() *rejection {
+	switch {
+	case c.conflict != nil:
+		return &rejection{reason: ReasonNodePorts, message: c.conflict.statusMessage()}
+	case c.shortage != nil:
+		return &rejection{reason: c.shortage.Reason(), message: c.shortage.statusMessage()}
+	}
+	return nil
+}
+
+// extendedCapacity is what the node has of extended resources: the
+// declared ones, and GPUs when the engine has the NVIDIA runtime (an
+// engine that cannot say has none). The engine is asked only when gpus
+// (a pod to decide asks for GPUs).
+func (r *Runner) extendedCapacity(ctx context.Context, gpus bool) (ExtendedCapacity, error) {
+	c := ExtendedCapacity{Declared: r.cfg.ExtendedResources}
+	lister, ok := r.raw.(engine.RuntimeHandlerLister)
+	if !ok || !gpus {
+		return c, nil
+	}
+	have, err := lister.RuntimeHandlers(ctx)
+	if err != nil {
+		return c, fmt.Errorf("list the engine's runtimes: %w", err)
+	}
+	c.NvidiaRuntime = slices.Contains(have, NvidiaRuntime)
+	return c, nil
 }
 
 // finishedPods are the pods whose last status is Succeeded or Failed:
@@ -225,11 +294,11 @@ func (r *Runner) finishedPods() map[string]bool {
 	return out
 }
 
-// syncRefused is the sync of a pod refused its host ports: nothing of it
-// may run (what runs of it is of a spec whose ports it no longer asks
-// for), and its status is the kubelet's for a rejected pod: Failed, with
-// the reason and message.
-func (w *podWorker) syncRefused(ctx context.Context, pod *v1.Pod, st *podState, conflict *PortConflict) (*podActions, bool, error) {
-	return w.stopAsFailed(ctx, pod, st, gracePeriod(pod), "pod refused its host ports",
-		v1.PodStatus{Phase: v1.PodFailed, Reason: ReasonNodePorts, Message: conflict.statusMessage()})
+// syncRefused is the sync of a pod refused admission: nothing of it may
+// run (what runs of it is of a spec that no longer asks for what it was
+// refused), and its status is the kubelet's for a rejected pod: Failed,
+// with the reason and message.
+func (w *podWorker) syncRefused(ctx context.Context, pod *v1.Pod, st *podState, why *rejection) (*podActions, bool, error) {
+	return w.stopAsFailed(ctx, pod, st, gracePeriod(pod), "pod refused: "+why.reason,
+		v1.PodStatus{Phase: v1.PodFailed, Reason: why.reason, Message: why.message})
 }

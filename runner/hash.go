@@ -13,10 +13,13 @@ import (
 // upgrade does not, by itself, restart anything.
 
 // ContainerHash is the hash of a container's spec without its resources; a
-// change means the container is replaced.
+// change means the container is replaced. Extended resources are the
+// exception: devices (GPUs) are given to a container when it is made, so
+// a change of them replaces it. A container without any hashes as before
+// they were counted.
 func ContainerHash(c *v1.Container) string {
 	cp := c.DeepCopy()
-	cp.Resources = v1.ResourceRequirements{}
+	cp.Resources = v1.ResourceRequirements{Limits: extendedLimits(c)}
 	cp.ResizePolicy = nil
 	return hashJSON(cp)
 }

@@ -30,6 +30,11 @@ type Config struct {
 	InfraImage      string
 	HostIP          string
 	AllowPrivileged bool
+	// ExtendedResources are the extended resources the node has, by
+	// name, with their count (--extended-resource): pods that ask for
+	// them are admitted while the count lasts. nvidia.com/gpu needs the
+	// engine's NVIDIA runtime besides; undeclared, it is not counted.
+	ExtendedResources map[v1.ResourceName]int64
 	// ClusterDNS and ClusterDomain make the resolv.conf of ClusterFirst
 	// pods (KubeletConfiguration clusterDNS, clusterDomain); without
 	// ClusterDNS they get the host's.

@@ -301,13 +301,14 @@ func (w *podWorker) sync(ctx context.Context, pod *v1.Pod, st *podState) (*podAc
 		return w.stopAsFailed(ctx, pod, st, gracePeriod(pod), "pod refused: AppArmor", v1.PodStatus{Phase: v1.PodFailed, Reason: ReasonAppArmor,
 			Message: "Cannot enforce AppArmor: " + err.Error()})
 	}
-	// Admission first: a pod refused its host ports runs nothing.
-	conflict, err := r.admitHostPorts(ctx, pod, st)
+	// Admission first: a pod refused its host ports or an extended
+	// resource runs nothing.
+	why, err := r.admitPod(ctx, pod, st)
 	if err != nil {
 		return &podActions{}, false, err
 	}
-	if conflict != nil {
-		return w.syncRefused(ctx, pod, st, conflict)
+	if why != nil {
+		return w.syncRefused(ctx, pod, st, why)
 	}
 	start := r.clock.Now()
 	prev := r.previousStatus(w.uid)

@@ -134,6 +134,7 @@ func (r *Runtime) containerConfig(ctx context.Context, sbID string, sb *engine.S
 		}
 		hc.Resources.Devices = append(hc.Resources.Devices, dm)
 	}
+	hc.Resources.DeviceRequests = deviceRequests(cfg.DeviceRequests)
 	for _, m := range cfg.Mounts {
 		if err := addMount(hc, m); err != nil {
 			return nil, nil, err

@@ -113,6 +113,8 @@ type Runtime struct {
 	// starts counts StartContainer calls per ID: an inspect that overlapped
 	// one may describe the run before it, and is not cached.
 	starts map[string]int
+	// info is EngineInfo's answer, once it has one.
+	runtimes []string // RuntimeHandlers, asked once
 }
 
 var (

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"sync"
@@ -816,5 +817,30 @@ func TestContainerStatsWorkingSet(t *testing.T) {
 	other := newRuntime(t, "rt-"+randHex(8))
 	if _, err := other.ContainerStats(ctx, id); !errors.Is(err, engine.ErrNotFound) {
 		t.Errorf("stats of another node's container: %v, want ErrNotFound", err)
+	}
+}
+
+// TestDeviceRequests: a container's device requests reach Docker as they
+// were given (the HostConfig of `docker run --gpus 2`). The container is
+// only created: starting it needs the NVIDIA driver, which this
+// machine's engine may lack.
+func TestDeviceRequests(t *testing.T) {
+	t.Parallel()
+	p := newPod(t, nil)
+	ctx := context.Background()
+	id, err := p.r.CreateContainer(ctx, p.sbID, p.sb, &engine.ContainerConfig{
+		Name: "gpu", Type: engine.ContainerTypeApp, Image: testImage, Command: []string{"true"},
+		DeviceRequests: []engine.DeviceRequest{{Driver: "nvidia", Count: 2, Capabilities: [][]string{{"gpu"}}}},
+	})
+	if err != nil {
+		t.Fatalf("CreateContainer: %v", err)
+	}
+	ins, err := p.r.cli.ContainerInspect(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []container.DeviceRequest{{Driver: "nvidia", Count: 2, Capabilities: [][]string{{"gpu"}}}}
+	if got := ins.HostConfig.DeviceRequests; !reflect.DeepEqual(got, want) {
+		t.Errorf("HostConfig.DeviceRequests = %+v, want %+v", got, want)
 	}
 }

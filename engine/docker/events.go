@@ -73,6 +73,11 @@ func (r *Runtime) watchEvents(ctx context.Context, out chan<- engine.Event, sinc
 		msgs, errs := r.cli.Events(sctx, events.ListOptions{Filters: f, Since: dockerSince(since)})
 		if !first {
 			r.log.Info("docker events: reconnected")
+			// The engine may have restarted with another configuration
+			// (a runtime added): EngineInfo asks again.
+			r.mu.Lock()
+			r.runtimes = nil
+			r.mu.Unlock()
 			if !send(engine.Event{Resync: true}) {
 				cancel()
 				return

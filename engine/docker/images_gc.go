@@ -3,7 +3,6 @@ package docker
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -121,21 +120,6 @@ func (r *Runtime) DataRoot(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("docker info: no DockerRootDir")
 	}
 	return info.DockerRootDir, nil
-}
-
-// RuntimeHandlers returns the names of Docker's runtimes (Runtimes of
-// `docker info`): what HostConfig.Runtime may name.
-func (r *Runtime) RuntimeHandlers(ctx context.Context) ([]string, error) {
-	info, err := r.cli.Info(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("docker info: %w", wrap(err))
-	}
-	names := make([]string, 0, len(info.Runtimes))
-	for name := range info.Runtimes {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	return names, nil
 }
 
 // Statfs measures the filesystem holding path.

@@ -63,13 +63,14 @@ type Fake struct {
 }
 
 var (
-	_ engine.Runtime         = (*Fake)(nil)
-	_ engine.ResourceUpdater = (*Fake)(nil)
-	_ engine.LogReader       = (*Fake)(nil)
-	_ engine.Execer          = (*Fake)(nil)
-	_ engine.EventSource     = (*Fake)(nil)
-	_ engine.ImageService    = (*Fake)(nil)
-	_ engine.PodObjectLister = (*Fake)(nil)
+	_ engine.Runtime              = (*Fake)(nil)
+	_ engine.ResourceUpdater      = (*Fake)(nil)
+	_ engine.LogReader            = (*Fake)(nil)
+	_ engine.Execer               = (*Fake)(nil)
+	_ engine.EventSource          = (*Fake)(nil)
+	_ engine.ImageService         = (*Fake)(nil)
+	_ engine.PodObjectLister      = (*Fake)(nil)
+	_ engine.RuntimeHandlerLister = (*Fake)(nil)
 )
 
 type fakeStore struct {
@@ -82,13 +83,13 @@ type fakeStore struct {
 	names     map[string]string        // identity key -> ID
 	images    map[string]*engine.Image // by reference; refs of one image share it
 	imageFs   engine.FsInfo
+	runtimes  []string // as Docker's: "runc" unless SetRuntimeHandlers
 	pullErrs  map[string]error
 	failNext  map[string][]error
 	calls     map[string]int
 	exec      func(id string, cmd []string) (int, []byte, error)
 	subs      map[*fakeSub]bool
 	stats     map[string]engine.ContainerStats
-	runtimes  []string // as Docker's: "runc" unless SetRuntimeHandlers
 }
 
 // fakeSub is one Events subscriber: a queue its goroutine delivers from.
@@ -133,11 +134,11 @@ func NewFake(nodeName string) *Fake {
 		names:     map[string]string{},
 		images:    map[string]*engine.Image{},
 		imageFs:   engine.FsInfo{Path: "/fake/images", CapacityBytes: 100 << 30, AvailableBytes: 60 << 30},
+		runtimes:  []string{"runc"},
 		pullErrs:  map[string]error{},
 		failNext:  map[string][]error{},
 		calls:     map[string]int{},
 		subs:      map[*fakeSub]bool{},
-		runtimes:  []string{"runc"},
 	}}
 }
 
@@ -146,7 +147,7 @@ func NewFake(nodeName string) *Fake {
 func (f *Fake) SetRuntimeHandlers(names ...string) {
 	f.s.mu.Lock()
 	defer f.s.mu.Unlock()
-	f.s.runtimes = slices.Clone(names)
+	f.s.runtimes = slices.Sorted(slices.Values(names))
 }
 
 // RuntimeHandlers returns the runtimes the engine has.

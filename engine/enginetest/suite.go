@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"net"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -1424,12 +1425,15 @@ func testRuntimeHandlers(t *testing.T, s *suite) {
 	rt, _ := s.runtime(t)
 	lister, ok := rt.(engine.RuntimeHandlerLister)
 	if !ok {
-		t.Skip("not a RuntimeHandlerLister")
+		t.Fatal("the runtime does not implement engine.RuntimeHandlerLister")
 	}
 	ctx := ctxFor(t)
 	handlers, err := lister.RuntimeHandlers(ctx)
-	if err != nil || len(handlers) == 0 {
-		t.Fatalf("RuntimeHandlers = %v, %v; want at least one", handlers, err)
+	if err != nil || !slices.Contains(handlers, "runc") || !slices.IsSorted(handlers) {
+		t.Fatalf("RuntimeHandlers = %v, %v; want runc among them, sorted", handlers, err)
+	}
+	if again, err := lister.RuntimeHandlers(ctx); err != nil || !slices.Equal(again, handlers) {
+		t.Errorf("RuntimeHandlers again = %v, %v; want %v", again, err, handlers)
 	}
 	for _, h := range handlers[:min(2, len(handlers))] {
 		sb := s.sandboxConfig("rth")
