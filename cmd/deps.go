@@ -11,6 +11,7 @@ import (
 
 	"github.com/podrun/podrun/engine"
 	"github.com/podrun/podrun/engine/docker"
+	"github.com/podrun/podrun/node"
 	"github.com/podrun/podrun/runner"
 )
 
@@ -137,6 +138,7 @@ func newRunner(ctx context.Context, g *globalOptions, rt podEngine, allowPrivile
 		Log:             g.Log,
 		NodeMilliCPU:    host.MilliCPU,
 		NodeMemory:      host.MemoryBytes,
+		HostDNS:         hostDNS(host.DNS),
 		Images:          g.Images.runnerImages(g.Log, g.imageUsage),
 		Admit:           g.Images.admitter(ctx, g.RootDir, rt, g.Log),
 	}
@@ -144,6 +146,14 @@ func newRunner(ctx context.Context, g *globalOptions, rt podEngine, allowPrivile
 		t(&cfg)
 	}
 	return runner.New(cfg), nil
+}
+
+// hostDNS is the host's resolver configuration for the runner.
+func hostDNS(rc *node.ResolvConf) *engine.DNSConfig {
+	if rc == nil {
+		return nil
+	}
+	return &engine.DNSConfig{Servers: rc.Servers, Searches: rc.Searches, Options: rc.Options}
 }
 
 // newTeardownRunner is a runner for removing pods: it starts nothing, so it

@@ -13,7 +13,8 @@ import (
 func TestDNSConfigAsTheKubeletMakesIt(t *testing.T) {
 	ndots := "2"
 	clusterDNS := []string{"10.96.0.10"}
-	search := []string{"web.svc.cluster.local", "svc.cluster.local", "cluster.local"}
+	// The cluster's search path, then the host's.
+	search := []string{"web.svc.cluster.local", "svc.cluster.local", "cluster.local", "host.example"}
 	tests := []struct {
 		name        string
 		policy      v1.DNSPolicy
@@ -33,6 +34,19 @@ func TestDNSConfigAsTheKubeletMakesIt(t *testing.T) {
 		{"Default", v1.DNSDefault, false, clusterDNS, nil, nil},
 		{"None", v1.DNSNone, false, clusterDNS, &v1.PodDNSConfig{Nameservers: []string{"1.1.1.1"}},
 			&engine.DNSConfig{Servers: []string{"1.1.1.1"}}},
+		{"Default with dnsConfig: the host's first, loopback servers left out", v1.DNSDefault, false, clusterDNS,
+			&v1.PodDNSConfig{Nameservers: []string{"192.0.2.9", "10.0.0.2"}, Searches: []string{"corp", "host.example"},
+				Options: []v1.PodDNSConfigOption{{Name: "ndots", Value: &ndots}}},
+			&engine.DNSConfig{Servers: []string{"10.0.0.2", "192.0.2.9"}, Searches: []string{"host.example", "corp"},
+				Options: []string{"edns0", "ndots:2"}}},
+		{"ClusterFirst without cluster DNS, with dnsConfig, is Default's", v1.DNSClusterFirst, false, nil,
+			&v1.PodDNSConfig{Nameservers: []string{"192.0.2.9"}},
+			&engine.DNSConfig{Servers: []string{"10.0.0.2", "192.0.2.9"}, Searches: []string{"host.example"},
+				Options: []string{"ndots:1", "edns0"}}},
+		{"Default on the host's network keeps the host's loopback server", v1.DNSDefault, true, nil,
+			&v1.PodDNSConfig{Searches: []string{"corp"}},
+			&engine.DNSConfig{Servers: []string{"127.0.0.53", "10.0.0.2"}, Searches: []string{"host.example", "corp"},
+				Options: []string{"ndots:1", "edns0"}}},
 		{"dnsConfig on top, its ndots replacing the default", v1.DNSClusterFirst, false, clusterDNS,
 			&v1.PodDNSConfig{Searches: []string{"corp"}, Options: []v1.PodDNSConfigOption{{Name: "ndots", Value: &ndots}, {Name: "edns0"}}},
 			&engine.DNSConfig{Servers: clusterDNS, Searches: append(append([]string(nil), search...), "corp"), Options: []string{"ndots:2", "edns0"}}},
@@ -41,7 +55,9 @@ func TestDNSConfigAsTheKubeletMakesIt(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "web"},
 				Spec: v1.PodSpec{DNSPolicy: tt.policy, HostNetwork: tt.hostNetwork, DNSConfig: tt.dnsConfig}}
-			got := dnsConfig(pod, tt.clusterDNS, "cluster.local")
+			host := &engine.DNSConfig{Servers: []string{"127.0.0.53", "10.0.0.2"}, Searches: []string{"host.example"},
+				Options: []string{"ndots:1", "edns0"}}
+			got := dnsConfig(pod, tt.clusterDNS, "cluster.local", host)
 			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("got %+v, want %+v", got, tt.want)
 			}
