@@ -1,0 +1,253 @@
+package e2e
+
+// Runtime fidelity: what a pod's spec asks of its containers' world
+// (hostname, /etc/hosts, resolv.conf, sysctls, volume files, mounts, hooks,
+// privilege), read back from inside the containers.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/pkg/stdcopy"
+)
+
+// logsOf is what `podrun logs` prints of a container of a pod.
+func (e *env) logsOf(namespace, pod, ctr string) string {
+	e.t.Helper()
+	r := e.podrun(30*time.Second, "logs", "-n", namespace, pod, "-c", ctr)
+	if r.code != 0 {
+		e.t.Fatalf("logs -n %s %s -c %s: exit %d\n%s", namespace, pod, ctr, r.code, r.stderr)
+	}
+	return r.stdout
+}
+
+// section is the part of out between the line "== name" and the next
+// "== " line: the pods below print several files to one log that way.
+func section(out, name string) string {
+	_, rest, ok := strings.Cut(out, "== "+name+"\n")
+	if !ok {
+		return ""
+	}
+	if i := strings.Index(rest, "== "); i >= 0 {
+		rest = rest[:i]
+	}
+	return rest
+}
+
+// hostsEntries maps each name of an /etc/hosts text to its addresses.
+func hostsEntries(hosts string) map[string][]string {
+	out := map[string][]string{}
+	sc := bufio.NewScanner(strings.NewReader(hosts))
+	for sc.Scan() {
+		line, _, _ := strings.Cut(sc.Text(), "#")
+		f := strings.Fields(line)
+		for _, name := range f[min(1, len(f)):] {
+			out[name] = append(out[name], f[0])
+		}
+	}
+	return out
+}
+
+// resolvConf is a resolv.conf's nameservers, search list and options.
+type resolvConf struct{ servers, searches, options []string }
+
+func parseResolvConf(s string) resolvConf {
+	var rc resolvConf
+	sc := bufio.NewScanner(strings.NewReader(s))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) == 0 {
+			continue
+		}
+		switch f[0] {
+		case "nameserver":
+			rc.servers = append(rc.servers, f[1:]...)
+		case "search":
+			rc.searches = append(rc.searches, f[1:]...)
+		case "options":
+			rc.options = append(rc.options, f[1:]...)
+		}
+	}
+	return rc
+}
+
+// execOut runs cmd in the container id and returns its output (stdout and
+// stderr) and exit code.
+func execOut(t *testing.T, id string, cmd ...string) (string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ex, err := docker.ContainerExecCreate(ctx, id, container.ExecOptions{Cmd: cmd, AttachStdout: true, AttachStderr: true})
+	if err != nil {
+		t.Fatalf("exec %v: %v", cmd, err)
+	}
+	att, err := docker.ContainerExecAttach(ctx, ex.ID, container.ExecAttachOptions{})
+	if err != nil {
+		t.Fatalf("exec %v: %v", cmd, err)
+	}
+	defer att.Close()
+	var out bytes.Buffer
+	if _, err := stdcopy.StdCopy(&out, &out, att.Reader); err != nil {
+		t.Fatalf("exec %v: %v", cmd, err)
+	}
+	ins, err := docker.ContainerExecInspect(ctx, ex.ID)
+	if err != nil {
+		t.Fatalf("exec %v: %v", cmd, err)
+	}
+	return out.String(), ins.ExitCode
+}
+
+// TestFidelityNamesHostsDNSSysctls: hostname (spec.hostname, and the pod
+// name cut to 63 characters as the kubelet cuts it), hostAliases in
+// /etc/hosts (on the pod's network and on the host's), dnsPolicy None with
+// dnsConfig, Default, ClusterFirst without cluster DNS (the host's, as the
+// kubelet falls back), dnsConfig on top of Default, and namespaced sysctls,
+// each read back inside the pod.
+func TestFidelityNamesHostsDNSSysctls(t *testing.T) {
+	e := newEnv(t)
+	show := `for f in $FILES; do echo "== $f"; cat $f; done; echo "== hostname"; hostname; echo "== end"`
+	pod := func(name, spec, files string) string {
+		return fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: %s}
+spec:
+  restartPolicy: Never
+%s
+  containers:
+  - name: c
+    image: %s
+    env: [{name: FILES, value: %q}]
+    command: ["sh", "-c", %q]
+---
+`, name, spec, testImage, files, show)
+	}
+	// The pod's full name is long-<57 x>-<node>: its first 63 characters
+	// end in '-', which the kubelet trims.
+	long := "long-" + strings.Repeat("x", 57)
+	e.write("pods.yaml",
+		pod("named", `  hostname: h1
+  hostAliases:
+  - ip: 10.1.2.3
+    hostnames: [foo.example, bar.example]
+  - ip: "fd00::7"
+    hostnames: [six.example]
+  dnsPolicy: None
+  dnsConfig:
+    nameservers: [192.0.2.53, 192.0.2.54]
+    searches: [a.example, b.example]
+    options: [{name: ndots, value: "2"}, {name: edns0}]
+  securityContext:
+    sysctls:
+    - {name: net.ipv4.ip_unprivileged_port_start, value: "81"}
+    - {name: kernel.shm_rmid_forced, value: "1"}`,
+			"/etc/hosts /etc/resolv.conf /proc/sys/net/ipv4/ip_unprivileged_port_start /proc/sys/kernel/shm_rmid_forced")+
+			pod(long, "", "/etc/hosts")+
+			pod("dflt", "  dnsPolicy: Default", "/etc/resolv.conf")+
+			pod("cf", "  dnsPolicy: ClusterFirst", "/etc/resolv.conf")+
+			pod("dflt-plus", `  dnsPolicy: Default
+  dnsConfig:
+    nameservers: [192.0.2.99]
+    searches: [extra.example]
+    options: [{name: timeout, value: "3"}]`, "/etc/resolv.conf")+
+			pod("hostnet", `  hostNetwork: true
+  hostAliases:
+  - ip: 10.9.9.9
+    hostnames: [alias.example]`, "/etc/hosts"))
+
+	r := e.podrun(3*time.Minute, "once", e.dir, "--wait", "complete", "--timeout", "2m")
+	if r.code != 0 {
+		t.Fatalf("once: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+
+	named := e.logsOf("default", "named", "c")
+	if got := strings.TrimSpace(section(named, "hostname")); got != "h1" {
+		t.Errorf("spec.hostname h1: the container's hostname is %q", got)
+	}
+	hosts := hostsEntries(section(named, "/etc/hosts"))
+	for name, want := range map[string]string{"foo.example": "10.1.2.3", "bar.example": "10.1.2.3", "six.example": "fd00::7"} {
+		if !slices.Contains(hosts[name], want) {
+			t.Errorf("hostAliases: /etc/hosts has %s at %v, want %s\n%s", name, hosts[name], want, section(named, "/etc/hosts"))
+		}
+	}
+	// The pod's own entry: its hostname at its IP, as the kubelet writes it.
+	if len(hosts["h1"]) != 1 || hosts["h1"][0] == "127.0.0.1" {
+		t.Errorf("/etc/hosts has h1 at %v, want the pod's IP\n%s", hosts["h1"], section(named, "/etc/hosts"))
+	}
+	rc := parseResolvConf(section(named, "/etc/resolv.conf"))
+	if want := []string{"192.0.2.53", "192.0.2.54"}; !slices.Equal(rc.servers, want) {
+		t.Errorf("dnsPolicy None: nameservers %v, want %v", rc.servers, want)
+	}
+	if want := []string{"a.example", "b.example"}; !slices.Equal(rc.searches, want) {
+		t.Errorf("dnsPolicy None: search %v, want %v", rc.searches, want)
+	}
+	if want := []string{"ndots:2", "edns0"}; !slices.Equal(rc.options, want) {
+		t.Errorf("dnsPolicy None: options %v, want %v", rc.options, want)
+	}
+	for file, want := range map[string]string{
+		"/proc/sys/net/ipv4/ip_unprivileged_port_start": "81",
+		"/proc/sys/kernel/shm_rmid_forced":              "1",
+	} {
+		if got := strings.TrimSpace(section(named, file)); got != want {
+			t.Errorf("sysctl %s = %q, want %q", file, got, want)
+		}
+	}
+
+	longOut := e.logsOf("default", long, "c")
+	if got := strings.TrimSpace(section(longOut, "hostname")); got != long {
+		t.Errorf("pod %s-%s: hostname %q, want the name cut to 63 characters without the trailing '-': %q",
+			long, e.node, got, long)
+	}
+
+	// Default and ClusterFirst without cluster DNS: the host's resolver
+	// configuration, the same for both.
+	dflt := parseResolvConf(section(e.logsOf("default", "dflt", "c"), "/etc/resolv.conf"))
+	cf := parseResolvConf(section(e.logsOf("default", "cf", "c"), "/etc/resolv.conf"))
+	if len(dflt.servers) == 0 || fmt.Sprint(dflt) != fmt.Sprint(cf) {
+		t.Errorf("dnsPolicy Default %+v, ClusterFirst without cluster DNS %+v: want the same, with the host's nameservers", dflt, cf)
+	}
+	if slices.Contains(cf.options, "ndots:5") {
+		t.Errorf("ClusterFirst without cluster DNS has the cluster options: %+v", cf)
+	}
+	hostRC, err := os.ReadFile("/etc/resolv.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range parseResolvConf(string(hostRC)).servers {
+		if !strings.HasPrefix(s, "127.") && s != "::1" && !slices.Contains(dflt.servers, s) {
+			t.Errorf("dnsPolicy Default: nameservers %v lack the host's %s", dflt.servers, s)
+		}
+	}
+	// dnsConfig on top of Default: the host's entries, then the pod's.
+	plus := parseResolvConf(section(e.logsOf("default", "dflt-plus", "c"), "/etc/resolv.conf"))
+	if want := append(slices.Clone(dflt.servers), "192.0.2.99"); !slices.Equal(plus.servers, want) {
+		t.Errorf("Default with dnsConfig: nameservers %v, want the host's then the pod's: %v", plus.servers, want)
+	}
+	if want := append(slices.Clone(dflt.searches), "extra.example"); !slices.Equal(plus.searches, want) {
+		t.Errorf("Default with dnsConfig: search %v, want %v", plus.searches, want)
+	}
+	if !slices.Contains(plus.options, "timeout:3") {
+		t.Errorf("Default with dnsConfig: options %v lack timeout:3", plus.options)
+	}
+
+	// On the host's network: the host's name, and the aliases on top of
+	// the host's /etc/hosts.
+	hn := e.logsOf("default", "hostnet", "c")
+	hostname, _ := os.Hostname()
+	if got := strings.TrimSpace(section(hn, "hostname")); got != hostname {
+		t.Errorf("hostNetwork: hostname %q, want the host's %q", got, hostname)
+	}
+	if got := hostsEntries(section(hn, "/etc/hosts"))["alias.example"]; !slices.Equal(got, []string{"10.9.9.9"}) {
+		t.Errorf("hostNetwork hostAliases: alias.example at %v, want 10.9.9.9\n%s", got, section(hn, "/etc/hosts"))
+	}
+}
+
+var _ = exec.Command
