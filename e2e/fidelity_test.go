@@ -10,7 +10,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -250,4 +249,118 @@ spec:
 	}
 }
 
-var _ = exec.Command
+// TestFidelityDownwardProjectedSubPath: downwardAPI and projected volume
+// files (labels, annotations, name, namespace, limits through
+// resourceFieldRef with divisors, modes of items and defaults), and
+// subPath and subPathExpr mounts (expanded from the container's env) of an
+// emptyDir, read back inside the pod.
+func TestFidelityDownwardProjectedSubPath(t *testing.T) {
+	e := newEnv(t)
+	e.write("vols.yaml", fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: vols
+  namespace: fid
+  labels: {app: vols, tier: back.end}
+  annotations: {note: "say \"hi\""}
+spec:
+  restartPolicy: Never
+  containers:
+  - name: c
+    image: %[1]s
+    resources:
+      limits: {cpu: 500m, memory: 64Mi}
+    env:
+    - name: POD_NAME
+      valueFrom: {fieldRef: {fieldPath: metadata.name}}
+    - {name: KIND, value: logs}
+    command:
+    - sh
+    - -c
+    - |
+      for f in /info/labels /info/annotations /info/name /info/namespace /info/cpu /info/mem \
+               /proj/name /proj/cfg /proj/sub/mem; do echo "== $f"; cat $f; echo; done
+      echo "== modes"
+      for f in /info/labels /info/name /info/cpu /proj/name /proj/cfg /proj/sub/mem; do stat -L -c '%%a %%n' $f; done
+      echo mine > /mine/file && echo fixed > /fixed/file
+      echo "== tree"
+      find /all -type f | sort
+      echo "== end"
+    volumeMounts:
+    - {name: info, mountPath: /info, readOnly: true}
+    - {name: proj, mountPath: /proj, readOnly: true}
+    - {name: data, mountPath: /all}
+    - {name: data, mountPath: /mine, subPathExpr: "$(POD_NAME)/$(KIND)"}
+    - {name: data, mountPath: /fixed, subPath: fixed/dir}
+  volumes:
+  - name: info
+    downwardAPI:
+      defaultMode: 0440
+      items:
+      - {path: labels, fieldRef: {fieldPath: metadata.labels}}
+      - {path: annotations, fieldRef: {fieldPath: metadata.annotations}}
+      - {path: name, fieldRef: {fieldPath: metadata.name}, mode: 0400}
+      - {path: namespace, fieldRef: {fieldPath: metadata.namespace}}
+      - {path: cpu, resourceFieldRef: {containerName: c, resource: limits.cpu, divisor: 1m}}
+      - {path: mem, resourceFieldRef: {containerName: c, resource: limits.memory, divisor: 1Mi}}
+  - name: proj
+    projected:
+      defaultMode: 0444
+      sources:
+      - downwardAPI:
+          items:
+          - {path: name, fieldRef: {fieldPath: metadata.name}}
+          - {path: sub/mem, resourceFieldRef: {containerName: c, resource: limits.memory}, mode: 0600}
+      - configMap:
+          name: cfg
+          items: [{key: k, path: cfg, mode: 0640}]
+  - name: data
+    emptyDir: {}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: cfg, namespace: fid}
+data: {k: from-the-configmap}
+`, testImage))
+	r := e.podrun(3*time.Minute, "once", e.dir, "--wait", "complete", "--timeout", "2m")
+	if r.code != 0 {
+		t.Fatalf("once: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	out := e.logsOf("fid", "vols", "c")
+	name := "vols-" + e.node
+	for file, want := range map[string]string{
+		"/info/labels":    "app=\"vols\"\ntier=\"back.end\"",
+		"/info/name":      name,
+		"/info/namespace": "fid",
+		"/info/cpu":       "500",
+		"/info/mem":       "64",
+		"/proj/name":      name,
+		"/proj/cfg":       "from-the-configmap",
+		"/proj/sub/mem":   "67108864",
+	} {
+		if got := strings.TrimSpace(section(out, file)); got != want {
+			t.Errorf("%s = %q, want %q", file, got, want)
+		}
+	}
+	// The user's annotation beside those podrun sets, as the kubelet's
+	// static pods have them.
+	contains(t, "/info/annotations", section(out, "/info/annotations"), "note=\"say \\\"hi\\\"\"", "kubernetes.io/config.source=")
+	modes := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(section(out, "modes")), "\n") {
+		if mode, file, ok := strings.Cut(line, " "); ok {
+			modes[file] = mode
+		}
+	}
+	for file, want := range map[string]string{
+		"/info/labels": "440", "/info/name": "400", "/info/cpu": "440",
+		"/proj/name": "444", "/proj/cfg": "640", "/proj/sub/mem": "600",
+	} {
+		if modes[file] != want {
+			t.Errorf("mode of %s = %q, want %s", file, modes[file], want)
+		}
+	}
+	tree := strings.Fields(section(out, "tree"))
+	if want := []string{"/all/fixed/dir/file", "/all/" + name + "/logs/file"}; !slices.Equal(tree, want) {
+		t.Errorf("files of the emptyDir: %v, want %v (subPath fixed/dir, subPathExpr $(POD_NAME)/$(KIND))", tree, want)
+	}
+}
