@@ -10,8 +10,11 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -362,5 +365,170 @@ data: {k: from-the-configmap}
 	tree := strings.Fields(section(out, "tree"))
 	if want := []string{"/all/fixed/dir/file", "/all/" + name + "/logs/file"}; !slices.Equal(tree, want) {
 		t.Errorf("files of the emptyDir: %v, want %v (subPath fixed/dir, subPathExpr $(POD_NAME)/$(KIND))", tree, want)
+	}
+}
+
+// sharedMount makes a directory that is a shared mount point of its own,
+// as mount propagation needs its source to be, and unmounts it, with all
+// that propagated into it, when the test ends.
+func sharedMount(t *testing.T) string {
+	t.Helper()
+	d := t.TempDir()
+	for _, args := range [][]string{{"--bind", d, d}, {"--make-rshared", d}} {
+		if out, err := exec.Command("mount", args...).CombinedOutput(); err != nil {
+			t.Fatalf("mount %v: %v\n%s", args, err, out)
+		}
+	}
+	// Registered after TempDir's own cleanup, so it runs before it.
+	t.Cleanup(func() { exec.Command("umount", "-R", "-l", d).Run() })
+	return d
+}
+
+// TestFidelityMountPropagation: HostToContainer shows a container what
+// the host mounts after it started; a mount without propagation does not.
+func TestFidelityMountPropagation(t *testing.T) {
+	d := sharedMount(t)
+	e := newEnv(t)
+	e.write("prop.yaml", fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: prop}
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: slave
+    image: %[1]s
+    command: ["sleep", "3600"]
+    volumeMounts: [{name: host, mountPath: /host, mountPropagation: HostToContainer}]
+  - name: private
+    image: %[1]s
+    command: ["sleep", "3600"]
+    volumeMounts: [{name: host, mountPath: /host}]
+  volumes:
+  - name: host
+    hostPath: {path: %[2]s, type: Directory}
+`, testImage, d))
+	r := e.podrun(3*time.Minute, "once", e.dir, "--timeout", "2m")
+	if r.code != 0 {
+		t.Fatalf("once: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	run := e.running()
+	from := filepath.Join(d, "fromhost")
+	if err := os.Mkdir(from, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mount", "-t", "tmpfs", "tmpfs", from).CombinedOutput(); err != nil {
+		t.Fatalf("mount tmpfs: %v\n%s", err, out)
+	}
+	if err := os.WriteFile(filepath.Join(from, "hello"), []byte("from the host"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Propagation is done when mount(2) returns: no waiting.
+	for name, sees := range map[string]bool{"slave": true, "private": false} {
+		out, code := execOut(t, run["prop/"+name], "cat", "/host/fromhost/hello")
+		if got := code == 0 && out == "from the host"; got != sees {
+			t.Errorf("%s: cat /host/fromhost/hello: exit %d %q; want it seen: %v", name, code, out, sees)
+		}
+	}
+}
+
+// canStartPrivileged says whether Docker can start a privileged container
+// here: runc gives one every capability the kernel has, and fails when
+// this machine's bounding set lacks one (CAP_SYS_RESOURCE in some
+// sandboxes).
+func canStartPrivileged(t *testing.T) bool {
+	t.Helper()
+	last, err := os.ReadFile("/proc/sys/kernel/cap_last_cap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	status, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n uint
+	var bnd uint64
+	fmt.Sscan(string(last), &n)
+	for _, line := range strings.Split(string(status), "\n") {
+		if v, ok := strings.CutPrefix(line, "CapBnd:"); ok {
+			fmt.Sscanf(strings.TrimSpace(v), "%x", &bnd)
+		}
+	}
+	all := uint64(1)<<(n+1) - 1
+	return bnd&all == all
+}
+
+// TestFidelityAllowPrivileged: a privileged container is refused without
+// --allow-privileged (bad input, nothing started); with it, podrun makes
+// it privileged with its Bidirectional mount rshared, and (where this
+// machine can start privileged containers) a mount it makes shows on the
+// host.
+func TestFidelityAllowPrivileged(t *testing.T) {
+	d := sharedMount(t)
+	e := newEnv(t)
+	p := e.write("priv.yaml", fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: priv}
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: plain
+    image: %[1]s
+    command: ["sleep", "3600"]
+  - name: bidi
+    image: %[1]s
+    command: ["sleep", "3600"]
+    securityContext: {privileged: true}
+    volumeMounts: [{name: host, mountPath: /host, mountPropagation: Bidirectional}]
+  volumes:
+  - name: host
+    hostPath: {path: %[2]s, type: Directory}
+`, testImage, d))
+
+	r := e.podrun(time.Minute, "once", e.dir)
+	if r.code != 2 {
+		t.Fatalf("once without --allow-privileged: exit %d, want 2\n%s", r.code, r.stderr)
+	}
+	contains(t, "stderr", r.stderr, p, "spec.containers[1].securityContext.privileged", "--allow-privileged")
+	if n := len(e.containers()); n != 0 {
+		t.Fatalf("a refused pod started %d containers", n)
+	}
+
+	stop := e.watch("--allow-privileged")
+	defer stop(syscall.SIGTERM)
+	var bidi container.InspectResponse
+	waitFor(t, "the privileged container to be made", 2*time.Minute, func() bool {
+		for _, c := range e.containers() {
+			if c.Labels["io.podrun.container.name"] == "bidi" {
+				var err error
+				bidi, err = docker.ContainerInspect(context.Background(), c.ID)
+				return err == nil
+			}
+		}
+		return false
+	})
+	if !bidi.HostConfig.Privileged {
+		t.Errorf("bidi is not privileged")
+	}
+	var prop string
+	for _, m := range bidi.Mounts {
+		if m.Destination == "/host" {
+			prop = string(m.Propagation)
+		}
+	}
+	if prop != "rshared" {
+		t.Errorf("bidi's /host propagation %q, want rshared", prop)
+	}
+	if !canStartPrivileged(t) {
+		t.Logf("this machine's capability bounding set lacks some of the kernel's: Docker cannot start privileged containers; checked what podrun made")
+		return
+	}
+	waitFor(t, "the pod to run", 2*time.Minute, func() bool { return e.running()["priv/bidi"] != "" })
+	out, code := execOut(t, e.running()["priv/bidi"], "sh", "-c",
+		"mkdir -p /host/fromctr && mount -t tmpfs tmpfs /host/fromctr && echo -n from the container > /host/fromctr/f")
+	if code != 0 {
+		t.Fatalf("mount in the Bidirectional container: exit %d: %s", code, out)
+	}
+	if b, err := os.ReadFile(filepath.Join(d, "fromctr", "f")); err != nil || string(b) != "from the container" {
+		t.Errorf("the host reads %q, %v from the container's mount", b, err)
 	}
 }
