@@ -9,11 +9,15 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -530,5 +534,82 @@ spec:
 	}
 	if b, err := os.ReadFile(filepath.Join(d, "fromctr", "f")); err != nil || string(b) != "from the container" {
 		t.Errorf("the host reads %q, %v from the container's mount", b, err)
+	}
+}
+
+// TestFidelityHooksHTTPGetAndSleep: a postStart httpGet reaches a server on
+// 127.0.0.1 (the pod is on the host's network) with its path and headers
+// before the next container starts; a preStop httpGet reaches it when the
+// pod stops; a preStop sleep holds back the container's SIGTERM for its
+// seconds at least.
+func TestFidelityHooksHTTPGetAndSleep(t *testing.T) {
+	e := newEnv(t)
+	var mu sync.Mutex
+	var got []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got = append(got, r.URL.RequestURI()+" "+r.Header.Get("X-Hook"))
+		mu.Unlock()
+	}))
+	defer srv.Close()
+	requests := func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(got)
+	}
+	port := srv.Listener.Addr().(*net.TCPAddr).Port
+	out := t.TempDir()
+	e.write("hooks.yaml", fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: hooks}
+spec:
+  hostNetwork: true
+  terminationGracePeriodSeconds: 30
+  containers:
+  - name: web
+    image: %[1]s
+    command: ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 0.1; done"]
+    lifecycle:
+      postStart:
+        httpGet: {host: 127.0.0.1, port: %[2]d, path: "/started?c=web", httpHeaders: [{name: X-Hook, value: post}]}
+      preStop:
+        httpGet: {host: 127.0.0.1, port: %[2]d, path: /stopping}
+  - name: slow
+    image: %[1]s
+    command: ["sh", "-c", "trap 'date +%%s > /out/term; exit 0' TERM; while true; do sleep 0.1; done"]
+    lifecycle:
+      preStop:
+        sleep: {seconds: 3}
+    volumeMounts: [{name: out, mountPath: /out}]
+  volumes:
+  - name: out
+    hostPath: {path: %[3]s, type: Directory}
+`, testImage, port, out))
+	r := e.podrun(3*time.Minute, "once", e.dir, "--timeout", "2m")
+	if r.code != 0 {
+		t.Fatalf("once: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	// slow started after web's postStart returned, and once waited for it.
+	if want := []string{"/started?c=web post"}; !slices.Equal(requests(), want) {
+		t.Fatalf("requests after start: %q, want %q", requests(), want)
+	}
+
+	before := time.Now().Unix()
+	r = e.podrun(2*time.Minute, "down", e.dir)
+	if r.code != 0 {
+		t.Fatalf("down: exit %d\n%s", r.code, r.stderr)
+	}
+	if want := []string{"/started?c=web post", "/stopping "}; !slices.Equal(requests(), want) {
+		t.Errorf("requests after down: %q, want %q", requests(), want)
+	}
+	b, err := os.ReadFile(filepath.Join(out, "term"))
+	if err != nil {
+		t.Fatalf("slow got no SIGTERM: %v", err)
+	}
+	var term int64
+	fmt.Sscan(string(b), &term)
+	// A lower bound only: the sleep holds SIGTERM back 3 s at least.
+	if term-before < 3 {
+		t.Errorf("SIGTERM came %d s after down began; the preStop sleep is 3 s", term-before)
 	}
 }
