@@ -112,8 +112,8 @@ func execOut(t *testing.T, id string, cmd ...string) (string, int) {
 	return out.String(), ins.ExitCode
 }
 
-// TestFidelityNamesHostsDNSSysctls: hostname (spec.hostname, and the pod
-// name cut to 63 characters as the kubelet cuts it), hostAliases in
+// TestFidelityNamesHostsDNSSysctls: hostname and subdomain (spec.hostname,
+// and the pod name cut to 63 characters as the kubelet cuts it), hostAliases in
 // /etc/hosts (on the pod's network and on the host's), dnsPolicy None with
 // dnsConfig, Default, ClusterFirst without cluster DNS (the host's, as the
 // kubelet falls back), dnsConfig on top of Default, and namespaced sysctls,
@@ -141,6 +141,7 @@ spec:
 	long := "long-" + strings.Repeat("x", 57)
 	e.write("pods.yaml",
 		pod("named", `  hostname: h1
+  subdomain: sub
   hostAliases:
   - ip: 10.1.2.3
     hostnames: [foo.example, bar.example]
@@ -184,9 +185,11 @@ spec:
 			t.Errorf("hostAliases: /etc/hosts has %s at %v, want %s\n%s", name, hosts[name], want, section(named, "/etc/hosts"))
 		}
 	}
-	// The pod's own entry: its hostname at its IP, as the kubelet writes it.
-	if len(hosts["h1"]) != 1 || hosts["h1"][0] == "127.0.0.1" {
-		t.Errorf("/etc/hosts has h1 at %v, want the pod's IP\n%s", hosts["h1"], section(named, "/etc/hosts"))
+	// The pod's own entry, as the kubelet writes it: its IP, its name in
+	// its subdomain (no cluster domain here), its hostname.
+	if ip := hosts["h1"]; len(ip) != 1 || ip[0] == "127.0.0.1" || !slices.Equal(hosts["h1.sub.default.svc"], ip) {
+		t.Errorf("/etc/hosts has h1 at %v and h1.sub.default.svc at %v, want both at the pod's IP\n%s",
+			hosts["h1"], hosts["h1.sub.default.svc"], section(named, "/etc/hosts"))
 	}
 	rc := parseResolvConf(section(named, "/etc/resolv.conf"))
 	if want := []string{"192.0.2.53", "192.0.2.54"}; !slices.Equal(rc.servers, want) {

@@ -226,7 +226,11 @@ type SandboxConfig struct {
 	Hash  string
 	Image string // infra image
 
-	Hostname    string
+	Hostname string
+	// Domainname is the pod's DNS domain (spec.subdomain's); the pod's
+	// /etc/hosts names it at its IP as hostname.domain besides hostname.
+	// Ignored with HostNetwork.
+	Domainname  string
 	HostNetwork bool
 	HostPID     bool
 	HostIPC     bool

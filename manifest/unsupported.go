@@ -41,7 +41,7 @@ func supportedPodFields() []string {
 
 	add("spec", "restartPolicy", "terminationGracePeriodSeconds", "dnsPolicy",
 		"dnsConfig.nameservers", "dnsConfig.searches", "dnsConfig.options[].name", "dnsConfig.options[].value",
-		"nodeName", "hostNetwork", "hostPID", "hostIPC", "hostname",
+		"nodeName", "hostNetwork", "hostPID", "hostIPC", "hostname", "subdomain",
 		"securityContext.runAsUser", "securityContext.runAsGroup", "securityContext.runAsNonRoot",
 		"securityContext.sysctls[].name", "securityContext.sysctls[].value",
 		"securityContext.seccompProfile.type=RuntimeDefault|Unconfined|Localhost",

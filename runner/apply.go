@@ -429,6 +429,7 @@ func (r *Runner) sandboxConfig(pod *v1.Pod, attempt int) *engine.SandboxConfig {
 		Hash:                  SandboxHash(pod),
 		Image:                 r.cfg.InfraImage,
 		Hostname:              podHostname(pod),
+		Domainname:            podDomain(pod, r.cfg.ClusterDomain),
 		HostNetwork:           pod.Spec.HostNetwork,
 		HostPID:               pod.Spec.HostPID,
 		HostIPC:               pod.Spec.HostIPC,
@@ -544,6 +545,20 @@ func podHostname(pod *v1.Pod) string {
 		h = strings.TrimRight(h[:63], "-.")
 	}
 	return h
+}
+
+// podDomain is the pod's DNS domain as the kubelet makes it from
+// spec.subdomain: <subdomain>.<namespace>.svc.<cluster domain>; without a
+// cluster domain it ends at svc (the kubelet's would end in a '.').
+func podDomain(pod *v1.Pod, clusterDomain string) string {
+	if pod.Spec.Subdomain == "" {
+		return ""
+	}
+	d := pod.Spec.Subdomain + "." + pod.Namespace + ".svc"
+	if clusterDomain != "" {
+		d += "." + clusterDomain
+	}
+	return d
 }
 
 // ensureImage makes c's image present under its pull policy, pulling it

@@ -64,3 +64,16 @@ func TestDNSConfigAsTheKubeletMakesIt(t *testing.T) {
 		})
 	}
 }
+
+func TestPodDomainAsTheKubeletMakesIt(t *testing.T) {
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "web"}}
+	if got := podDomain(pod, "cluster.local"); got != "" {
+		t.Errorf("no subdomain: domain %q, want none", got)
+	}
+	pod.Spec.Subdomain = "db"
+	for domain, want := range map[string]string{"cluster.local": "db.web.svc.cluster.local", "": "db.web.svc"} {
+		if got := podDomain(pod, domain); got != want {
+			t.Errorf("cluster domain %q: %q, want %q", domain, got, want)
+		}
+	}
+}
