@@ -359,12 +359,15 @@ func TestRemoveTearsDown(t *testing.T) {
 	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{pod}}
 	h.waitStatus("u1", "running", allRunning)
 	h.updates <- runner.PodUpdate{Op: runner.OpRemove, Pods: []*v1.Pod{pod}}
-	waitUntil(t, "the pod's removal", func() bool {
-		sbs, _ := fake.ListSandboxes(context.Background())
-		return len(h.containers("u1")) == 0 && len(sbs) == 0
+	// The status goes when the whole teardown is done, which is after the
+	// runtime's objects are gone (the pod directory goes last).
+	waitUntil(t, "the pod's removal and its status's", func() bool {
+		_, hasStatus := h.r.Pod("u1")
+		return !hasStatus
 	})
-	if _, ok := h.r.Pod("u1"); ok {
-		t.Fatal("removed pod still has a status")
+	sbs, _ := fake.ListSandboxes(context.Background())
+	if n := len(h.containers("u1")); n != 0 || len(sbs) != 0 {
+		t.Fatalf("status gone, %d containers and %d sandboxes left", n, len(sbs))
 	}
 }
 
