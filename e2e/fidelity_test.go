@@ -616,3 +616,61 @@ spec:
 		t.Errorf("SIGTERM came %d s after down began; the preStop sleep is 3 s", term-before)
 	}
 }
+
+// TestFidelityClusterDNS: with --cluster-dns and --cluster-domain (watch
+// takes them without a cluster, as the kubelet's configuration), a
+// ClusterFirst pod gets the cluster's resolver, search path and ndots:5,
+// and its subdomain's full name in /etc/hosts; on the host's network
+// ClusterFirst is the host's and ClusterFirstWithHostNet the cluster's.
+func TestFidelityClusterDNS(t *testing.T) {
+	e := newEnv(t)
+	pod := func(name, spec string) string {
+		return fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: %s, namespace: team}
+spec:
+  terminationGracePeriodSeconds: 1
+%s
+  containers:
+  - {name: c, image: %s, command: ["sleep", "3600"]}
+---
+`, name, spec, testImage)
+	}
+	e.write("pods.yaml", pod("cf", "  hostname: db-0\n  subdomain: db\n  dnsPolicy: ClusterFirst")+
+		pod("hostnet-cf", "  hostNetwork: true\n  dnsPolicy: ClusterFirst")+
+		pod("hostnet-cfhn", "  hostNetwork: true\n  dnsPolicy: ClusterFirstWithHostNet"))
+	stop := e.watch("--cluster-dns", "192.0.2.10", "--cluster-domain", "cluster.test")
+	defer stop(syscall.SIGTERM)
+	waitFor(t, "the pods", 2*time.Minute, func() bool { return len(e.running()) == 6 })
+	run := e.running()
+	read := func(pod, file string) string {
+		out, code := execOut(t, run[pod+"/c"], "cat", file)
+		if code != 0 {
+			t.Fatalf("%s: cat %s: exit %d: %s", pod, file, code, out)
+		}
+		return out
+	}
+	hostRC, err := os.ReadFile("/etc/resolv.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := parseResolvConf(string(hostRC))
+
+	cf := parseResolvConf(read("cf", "/etc/resolv.conf"))
+	wantSearch := append([]string{"team.svc.cluster.test", "svc.cluster.test", "cluster.test"}, host.searches...)
+	if !slices.Equal(cf.servers, []string{"192.0.2.10"}) || !slices.Equal(cf.searches, wantSearch) ||
+		!slices.Equal(cf.options, []string{"ndots:5"}) {
+		t.Errorf("ClusterFirst: %+v, want nameserver 192.0.2.10, search %v, options ndots:5", cf, wantSearch)
+	}
+	hosts := hostsEntries(read("cf", "/etc/hosts"))
+	if ip := hosts["db-0"]; len(ip) != 1 || !slices.Equal(hosts["db-0.db.team.svc.cluster.test"], ip) {
+		t.Errorf("/etc/hosts: db-0 at %v, db-0.db.team.svc.cluster.test at %v: want both at the pod's IP",
+			hosts["db-0"], hosts["db-0.db.team.svc.cluster.test"])
+	}
+	if got := parseResolvConf(read("hostnet-cf", "/etc/resolv.conf")); fmt.Sprint(got) != fmt.Sprint(host) {
+		t.Errorf("ClusterFirst on the host's network: %+v, want the host's %+v", got, host)
+	}
+	if got := parseResolvConf(read("hostnet-cfhn", "/etc/resolv.conf")); !slices.Equal(got.servers, []string{"192.0.2.10"}) {
+		t.Errorf("ClusterFirstWithHostNet: %+v, want the cluster's nameserver", got)
+	}
+}
