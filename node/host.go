@@ -27,7 +27,7 @@ type Host struct {
 func LocalHost() Host {
 	cpus, memory, _ := capacity()
 	h := Host{IP: HostIP(), MilliCPU: int64(cpus) * 1000, MemoryBytes: int64(memory)}
-	if rc, err := ReadResolvConf(HostResolvConf); err == nil {
+	if rc, err := readHostResolvConf(HostResolvConf, ResolvedResolvConf); err == nil {
 		h.DNS = &rc
 	}
 	return h

@@ -10,7 +10,26 @@ import (
 
 // HostResolvConf is where the host's resolver configuration is read: the
 // kubelet's default --resolv-conf, and the file Docker gives containers.
-const HostResolvConf = "/etc/resolv.conf"
+// ResolvedResolvConf is systemd-resolved's list of its upstream servers.
+const (
+	HostResolvConf     = "/etc/resolv.conf"
+	ResolvedResolvConf = "/run/systemd/resolve/resolv.conf"
+)
+
+// readHostResolvConf reads the host's resolver configuration from main
+// (HostResolvConf); where that names systemd-resolved's local stub
+// 127.0.0.53 alone, from resolved (ResolvedResolvConf), the file Docker
+// then gives containers and kubeadm gives the kubelet (resolvConf).
+func readHostResolvConf(main, resolved string) (ResolvConf, error) {
+	rc, err := ReadResolvConf(main)
+	if err != nil || !slices.Equal(rc.Servers, []string{"127.0.0.53"}) {
+		return rc, err
+	}
+	if up, err := ReadResolvConf(resolved); err == nil {
+		return up, nil
+	}
+	return rc, nil
+}
 
 // ResolvConf is a resolver configuration: nameservers, search list and
 // options ("ndots:5", "edns0").
