@@ -13,6 +13,8 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	corevalidation "k8s.io/kubernetes/pkg/apis/core/validation"
 
 	"github.com/podrun/podrun/engine"
 	"github.com/podrun/podrun/expansion"
@@ -489,7 +491,7 @@ func dnsConfig(pod *v1.Pod, clusterDNS []string, clusterDomain string, host *eng
 			out.Searches = append(out.Searches, pod.Namespace+".svc."+clusterDomain, "svc."+clusterDomain, clusterDomain)
 		}
 		if host != nil {
-			out.Searches = append(out.Searches, host.Searches...)
+			out.Searches = appendNew(out.Searches, host.Searches...)
 		}
 		out.Options = append(out.Options, "ndots:5")
 	case policy == v1.DNSNone:
@@ -521,7 +523,24 @@ func dnsConfig(pod *v1.Pod, clusterDNS []string, clusterDomain string, host *eng
 			out.Options = append(out.Options, name)
 		}
 	}
-	return out
+	return fitDNSLimits(out)
+}
+
+// fitDNSLimits cuts a resolv.conf to what resolvers read, as the kubelet
+// does: the first 3 nameservers, the first 32 search domains without those
+// longer than 253 characters, and as many as fit in 2048 characters.
+func fitDNSLimits(c *engine.DNSConfig) *engine.DNSConfig {
+	if len(c.Servers) > corevalidation.MaxDNSNameservers {
+		c.Servers = c.Servers[:corevalidation.MaxDNSNameservers]
+	}
+	if len(c.Searches) > corevalidation.MaxDNSSearchPaths {
+		c.Searches = c.Searches[:corevalidation.MaxDNSSearchPaths]
+	}
+	c.Searches = slices.DeleteFunc(c.Searches, func(s string) bool { return len(s) > validation.DNS1123SubdomainMaxLength })
+	for len(c.Searches) > 0 && len(strings.Join(c.Searches, " ")) > corevalidation.MaxDNSSearchListChars {
+		c.Searches = c.Searches[:len(c.Searches)-1]
+	}
+	return c
 }
 
 // appendNew appends to list the values it lacks yet.

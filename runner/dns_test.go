@@ -1,7 +1,10 @@
 package runner
 
 import (
+	"fmt"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -75,5 +78,32 @@ func TestPodDomainAsTheKubeletMakesIt(t *testing.T) {
 		if got := podDomain(pod, domain); got != want {
 			t.Errorf("cluster domain %q: %q, want %q", domain, got, want)
 		}
+	}
+}
+
+// TestDNSConfigFitsTheKubeletsLimits: 3 nameservers, 32 search domains of
+// 253 characters at most, 2048 characters in all; the host's search
+// domains that the cluster's already name are not repeated.
+func TestDNSConfigFitsTheKubeletsLimits(t *testing.T) {
+	host := &engine.DNSConfig{Servers: []string{"10.0.0.1", "10.0.0.2"}, Searches: []string{"cluster.local", "lan"}}
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "web"}, Spec: v1.PodSpec{DNSPolicy: v1.DNSDefault,
+		DNSConfig: &v1.PodDNSConfig{Nameservers: []string{"192.0.2.1", "192.0.2.2"}}}}
+	if got := dnsConfig(pod, nil, "", host).Servers; !reflect.DeepEqual(got, []string{"10.0.0.1", "10.0.0.2", "192.0.2.1"}) {
+		t.Errorf("servers %v, want the first 3", got)
+	}
+	long := strings.Repeat("a", 250) + ".com" // 254 characters
+	var many []string
+	for i := 0; i < 40; i++ {
+		many = append(many, fmt.Sprintf("d%02d.%s", i, strings.Repeat("x", 60)))
+	}
+	pod.Spec.DNSConfig = &v1.PodDNSConfig{Searches: append([]string{long}, many...)}
+	got := dnsConfig(pod, nil, "", host).Searches
+	if slices.Contains(got, long) || len(strings.Join(got, " ")) > 2048 || len(got) > 32 || got[0] != "cluster.local" {
+		t.Errorf("searches: %d, %d characters, first %q", len(got), len(strings.Join(got, " ")), got[0])
+	}
+	pod.Spec = v1.PodSpec{DNSPolicy: v1.DNSClusterFirst}
+	want := []string{"web.svc.cluster.local", "svc.cluster.local", "cluster.local", "lan"}
+	if got := dnsConfig(pod, []string{"10.96.0.10"}, "cluster.local", host).Searches; !reflect.DeepEqual(got, want) {
+		t.Errorf("ClusterFirst searches %v, want %v", got, want)
 	}
 }
