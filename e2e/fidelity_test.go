@@ -288,7 +288,7 @@ spec:
     - sh
     - -c
     - |
-      for f in /info/labels /info/annotations /info/name /info/namespace /info/cpu /info/mem \
+      for f in /info/labels /info/annotations /info/name /info/namespace /info/cpu /info/mem /info/req-cpu \
                /proj/name /proj/cfg /proj/sub/mem; do echo "== $f"; cat $f; echo; done
       echo "== modes"
       for f in /info/labels /info/name /info/cpu /proj/name /proj/cfg /proj/sub/mem; do stat -L -c '%%a %%n' $f; done
@@ -313,6 +313,7 @@ spec:
       - {path: namespace, fieldRef: {fieldPath: metadata.namespace}}
       - {path: cpu, resourceFieldRef: {containerName: c, resource: limits.cpu, divisor: 1m}}
       - {path: mem, resourceFieldRef: {containerName: c, resource: limits.memory, divisor: 1Mi}}
+      - {path: req-cpu, resourceFieldRef: {containerName: c, resource: requests.cpu, divisor: 1m}}
   - name: proj
     projected:
       defaultMode: 0444
@@ -344,9 +345,11 @@ data: {k: from-the-configmap}
 		"/info/namespace": "fid",
 		"/info/cpu":       "500",
 		"/info/mem":       "64",
-		"/proj/name":      name,
-		"/proj/cfg":       "from-the-configmap",
-		"/proj/sub/mem":   "67108864",
+		// Requests default to the limits, as the API defaults them.
+		"/info/req-cpu": "500",
+		"/proj/name":    name,
+		"/proj/cfg":     "from-the-configmap",
+		"/proj/sub/mem": "67108864",
 	} {
 		if got := strings.TrimSpace(section(out, file)); got != want {
 			t.Errorf("%s = %q, want %q", file, got, want)
@@ -672,5 +675,65 @@ spec:
 	}
 	if got := parseResolvConf(read("hostnet-cfhn", "/etc/resolv.conf")); !slices.Equal(got.servers, []string{"192.0.2.10"}) {
 		t.Errorf("ClusterFirstWithHostNet: %+v, want the cluster's nameserver", got)
+	}
+}
+
+// TestFidelityVolumeFilesFollowEdits: in a running pod, a label edit shows
+// in its downwardAPI file and a ConfigMap edit in its configMap file,
+// without a restart; a subPath mount of the same file keeps what it bound
+// at start, as the kubelet's does.
+func TestFidelityVolumeFilesFollowEdits(t *testing.T) {
+	e := newEnv(t)
+	manifest := func(label, value string) string {
+		return fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: live
+  labels: {version: %s}
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: c
+    image: %s
+    command: ["sleep", "3600"]
+    volumeMounts:
+    - {name: info, mountPath: /info}
+    - {name: cfg, mountPath: /cfg}
+    - {name: cfg, mountPath: /pinned, subPath: k}
+  volumes:
+  - name: info
+    downwardAPI:
+      items: [{path: labels, fieldRef: {fieldPath: metadata.labels}}]
+  - name: cfg
+    configMap: {name: cfg}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: cfg}
+data: {k: %s}
+`, label, testImage, value)
+	}
+	p := e.write("live.yaml", manifest("one", "first"))
+	stop := e.watch()
+	defer stop(syscall.SIGTERM)
+	waitFor(t, "the pod", 2*time.Minute, func() bool { return len(e.running()) == 2 })
+	id := e.running()["live/c"]
+	read := func(file string) string {
+		out, _ := execOut(t, id, "cat", file)
+		return out
+	}
+	if got := read("/info/labels"); got != `version="one"` {
+		t.Fatalf("/info/labels %q", got)
+	}
+	if err := os.WriteFile(p, []byte(manifest("two", "second")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the new label in /info/labels", 2*time.Minute, func() bool { return read("/info/labels") == `version="two"` })
+	waitFor(t, "the new value in /cfg/k", 2*time.Minute, func() bool { return read("/cfg/k") == "second" })
+	if got := read("/pinned"); got != "first" {
+		t.Errorf("the subPath mount reads %q, want what it bound at start", got)
+	}
+	if now := e.running()["live/c"]; now != id {
+		t.Errorf("the container was replaced (%s, then %s): metadata and ConfigMap edits need no restart", id, now)
 	}
 }
