@@ -327,6 +327,8 @@ func TestPsRun(t *testing.T) {
 	var list v1.PodList
 	if err := json.Unmarshal(e.out.Bytes(), &list); err != nil || len(list.Items) != 1 || list.Items[0].Name != "web-node1" {
 		t.Errorf("ps -o json: %v\n%s", err, e.out)
+	} else if list.Items[0].Spec.NodeName != "node1" {
+		t.Errorf("ps -o json from the runtime: spec.nodeName %q, want the node's, as the daemon's pods have it", list.Items[0].Spec.NodeName)
 	}
 	if err := parseWith(e.g, func(g *globalOptions) *cobra.Command { return newPsCmd(g, nil) }, "ps", "-o", "xml"); exitCode(err) != exitBadInput {
 		t.Errorf("ps -o xml: %v", err)

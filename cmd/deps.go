@@ -142,6 +142,7 @@ func newRunner(ctx context.Context, g *globalOptions, rt podEngine, allowPrivile
 		NodeMilliCPU:     host.MilliCPU,
 		NodeMemory:       host.MemoryBytes,
 		OOMScoreAdjFloor: oomFloor,
+		HostDNS:          hostDNS(host.DNS),
 		Images:           g.Images.runnerImages(g.Log, g.imageUsage),
 		Admit:            g.Images.admitter(ctx, g.RootDir, rt, g.Log),
 	}
@@ -174,6 +175,14 @@ func probeOOMOnce(log func() *slog.Logger, probe func() node.OOMProtection) func
 		}
 		return p
 	})
+}
+
+// hostDNS is the host's resolver configuration for the runner.
+func hostDNS(rc *node.ResolvConf) *engine.DNSConfig {
+	if rc == nil {
+		return nil
+	}
+	return &engine.DNSConfig{Servers: rc.Servers, Searches: rc.Searches, Options: rc.Options}
 }
 
 // newTeardownRunner is a runner for removing pods: it starts nothing, so it

@@ -74,6 +74,11 @@ func psRun(ctx context.Context, opts *psOptions) error {
 		if err != nil {
 			return fmt.Errorf("list pods: %w", err)
 		}
+		// The runtime lists this node's pods only: they are bound to it,
+		// as the daemon's are.
+		for _, p := range pods {
+			p.Spec.NodeName = opts.NodeName
+		}
 	}
 	if opts.Namespace != "" && !opts.AllNamespaces {
 		var keep []*v1.Pod

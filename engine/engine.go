@@ -258,7 +258,11 @@ type SandboxConfig struct {
 	// A runtime the engine does not have fails RunSandbox.
 	Runtime string
 
-	Hostname    string
+	Hostname string
+	// Domainname is the pod's DNS domain (spec.subdomain's); the pod's
+	// /etc/hosts names it at its IP as hostname.domain besides hostname.
+	// Ignored with HostNetwork.
+	Domainname  string
 	HostNetwork bool
 	HostPID     bool
 	HostIPC     bool

@@ -44,7 +44,7 @@ func supportedPodFields() []string {
 
 	add("spec", "restartPolicy", "terminationGracePeriodSeconds", "activeDeadlineSeconds", "dnsPolicy",
 		"dnsConfig.nameservers", "dnsConfig.searches", "dnsConfig.options[].name", "dnsConfig.options[].value",
-		"nodeName", "hostNetwork", "hostPID", "hostIPC", "hostname",
+		"nodeName", "hostNetwork", "hostPID", "hostIPC", "hostname", "subdomain",
 		// A RuntimeClass of the sources or of --runtime-class (runner).
 		"runtimeClassName",
 		"securityContext.runAsUser", "securityContext.runAsGroup", "securityContext.runAsNonRoot",

@@ -16,6 +16,9 @@ type Host struct {
 	IP          string
 	MilliCPU    int64
 	MemoryBytes int64
+	// DNS is the host's resolver configuration, the base that a pod's
+	// dnsConfig adds to under dnsPolicy Default; nil when unreadable.
+	DNS *ResolvConf
 }
 
 // LocalHost returns this machine's Host: the address HostIP finds, and
@@ -23,7 +26,11 @@ type Host struct {
 // capacity).
 func LocalHost() Host {
 	cpus, memory, _ := capacity()
-	return Host{IP: HostIP(), MilliCPU: int64(cpus) * 1000, MemoryBytes: int64(memory)}
+	h := Host{IP: HostIP(), MilliCPU: int64(cpus) * 1000, MemoryBytes: int64(memory)}
+	if rc, err := readHostResolvConf(HostResolvConf, ResolvedResolvConf); err == nil {
+		h.DNS = &rc
+	}
+	return h
 }
 
 // capacity returns the machine's cores and memory as cAdvisor counts them

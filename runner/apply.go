@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -12,6 +13,8 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	corevalidation "k8s.io/kubernetes/pkg/apis/core/validation"
 
 	"github.com/podrun/podrun/engine"
 	"github.com/podrun/podrun/expansion"
@@ -469,6 +472,7 @@ func (r *Runner) sandboxConfig(pod *v1.Pod, attempt int) *engine.SandboxConfig {
 		Hash:                  SandboxHash(pod),
 		Image:                 r.cfg.InfraImage,
 		Hostname:              podHostname(pod),
+		Domainname:            podDomain(pod, r.cfg.ClusterDomain),
 		HostNetwork:           pod.Spec.HostNetwork,
 		HostPID:               pod.Spec.HostPID,
 		HostIPC:               pod.Spec.HostIPC,
@@ -500,17 +504,21 @@ func (r *Runner) sandboxConfig(pod *v1.Pod, attempt int) *engine.SandboxConfig {
 			cfg.ExtraHosts = append(cfg.ExtraHosts, h+":"+ha.IP)
 		}
 	}
-	cfg.DNS = dnsConfig(pod, r.cfg.ClusterDNS, r.cfg.ClusterDomain)
+	cfg.DNS = dnsConfig(pod, r.cfg.ClusterDNS, r.cfg.ClusterDomain, r.cfg.HostDNS)
 	return cfg
 }
 
 // dnsConfig is the pod's resolv.conf, as the kubelet makes it: for
 // ClusterFirst (ClusterFirstWithHostNet on the host's network) the cluster
 // DNS servers, the search path <namespace>.svc.<domain>, svc.<domain>,
-// <domain> and ndots:5; for Default (and ClusterFirst without cluster DNS,
-// or on the host's network) the host's, as Docker gives it; for None
-// nothing but dnsConfig. dnsConfig's entries go on top of each.
-func dnsConfig(pod *v1.Pod, clusterDNS []string, clusterDomain string) *engine.DNSConfig {
+// <domain> then the host's, and ndots:5; for Default (and ClusterFirst
+// without cluster DNS, or on the host's network) the host's, as Docker
+// gives it; for None nothing but dnsConfig. dnsConfig's entries go on top
+// of each, duplicates dropped, its options replacing those of the same
+// name. host is the host's resolver configuration (nil: unknown). Under
+// Default, a pod on its own network cannot reach the host's loopback
+// nameservers: they are left out, as Docker leaves them out.
+func dnsConfig(pod *v1.Pod, clusterDNS []string, clusterDomain string, host *engine.DNSConfig) *engine.DNSConfig {
 	dc := pod.Spec.DNSConfig
 	out := &engine.DNSConfig{}
 	policy := pod.Spec.DNSPolicy
@@ -519,18 +527,32 @@ func dnsConfig(pod *v1.Pod, clusterDNS []string, clusterDomain string) *engine.D
 	}
 	cluster := len(clusterDNS) > 0 && (policy == v1.DNSClusterFirstWithHostNet ||
 		policy == v1.DNSClusterFirst && !pod.Spec.HostNetwork)
-	if cluster {
+	switch {
+	case cluster:
 		out.Servers = append(out.Servers, clusterDNS...)
 		if clusterDomain != "" {
 			out.Searches = append(out.Searches, pod.Namespace+".svc."+clusterDomain, "svc."+clusterDomain, clusterDomain)
 		}
+		if host != nil {
+			out.Searches = appendNew(out.Searches, host.Searches...)
+		}
 		out.Options = append(out.Options, "ndots:5")
-	} else if policy != v1.DNSNone && dc == nil {
+	case policy == v1.DNSNone:
+	case dc == nil:
+		// The host's, which Docker gives a container by default.
 		return nil
+	case host != nil:
+		for _, s := range host.Servers {
+			if ip := net.ParseIP(s); pod.Spec.HostNetwork || ip == nil || !ip.IsLoopback() {
+				out.Servers = append(out.Servers, s)
+			}
+		}
+		out.Searches = append(out.Searches, host.Searches...)
+		out.Options = append(out.Options, host.Options...)
 	}
 	if dc != nil {
-		out.Servers = append(out.Servers, dc.Nameservers...)
-		out.Searches = append(out.Searches, dc.Searches...)
+		out.Servers = appendNew(out.Servers, dc.Nameservers...)
+		out.Searches = appendNew(out.Searches, dc.Searches...)
 		for _, o := range dc.Options {
 			name := o.Name
 			if o.Value != nil {
@@ -544,7 +566,34 @@ func dnsConfig(pod *v1.Pod, clusterDNS []string, clusterDomain string) *engine.D
 			out.Options = append(out.Options, name)
 		}
 	}
-	return out
+	return fitDNSLimits(out)
+}
+
+// fitDNSLimits cuts a resolv.conf to what resolvers read, as the kubelet
+// does: the first 3 nameservers, the first 32 search domains without those
+// longer than 253 characters, and as many as fit in 2048 characters.
+func fitDNSLimits(c *engine.DNSConfig) *engine.DNSConfig {
+	if len(c.Servers) > corevalidation.MaxDNSNameservers {
+		c.Servers = c.Servers[:corevalidation.MaxDNSNameservers]
+	}
+	if len(c.Searches) > corevalidation.MaxDNSSearchPaths {
+		c.Searches = c.Searches[:corevalidation.MaxDNSSearchPaths]
+	}
+	c.Searches = slices.DeleteFunc(c.Searches, func(s string) bool { return len(s) > validation.DNS1123SubdomainMaxLength })
+	for len(c.Searches) > 0 && len(strings.Join(c.Searches, " ")) > corevalidation.MaxDNSSearchListChars {
+		c.Searches = c.Searches[:len(c.Searches)-1]
+	}
+	return c
+}
+
+// appendNew appends to list the values it lacks yet.
+func appendNew(list []string, values ...string) []string {
+	for _, v := range values {
+		if !slices.Contains(list, v) {
+			list = append(list, v)
+		}
+	}
+	return list
 }
 
 // podHostname is the pod's hostname: spec.hostname or the pod name, cut to
@@ -558,6 +607,20 @@ func podHostname(pod *v1.Pod) string {
 		h = strings.TrimRight(h[:63], "-.")
 	}
 	return h
+}
+
+// podDomain is the pod's DNS domain as the kubelet makes it from
+// spec.subdomain: <subdomain>.<namespace>.svc.<cluster domain>; without a
+// cluster domain it ends at svc (the kubelet's would end in a '.').
+func podDomain(pod *v1.Pod, clusterDomain string) string {
+	if pod.Spec.Subdomain == "" {
+		return ""
+	}
+	d := pod.Spec.Subdomain + "." + pod.Namespace + ".svc"
+	if clusterDomain != "" {
+		d += "." + clusterDomain
+	}
+	return d
 }
 
 // ensureImage makes c's image present under its pull policy, pulling it

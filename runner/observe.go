@@ -14,7 +14,8 @@ import (
 
 // Observe rebuilds this node's pods from the runtime alone, with no
 // manifest: what `podrun ps` shows while no podrun daemon runs. Containers
-// are known by the names and types their labels carry; restart policies are
+// are known by the names and types their labels carry (init containers in
+// the order they began, app containers by name); restart policies are
 // not, so the phase is the one a pod that restarts its containers would have.
 func Observe(ctx context.Context, rt engine.Runtime, runtimeName string) ([]*v1.Pod, error) {
 	return ObserveWithClock(ctx, rt, runtimeName, clock.RealClock{})
@@ -54,6 +55,12 @@ func ObserveWithClock(ctx context.Context, rt engine.Runtime, runtimeName string
 				pod.Spec.Containers = append(pod.Spec.Containers, spec)
 			}
 		}
+		// App containers by name, the order of the kubelet's container
+		// statuses: the runtime's creation times (Docker's are in seconds)
+		// cannot order containers started together.
+		sort.Slice(pod.Spec.Containers, func(i, j int) bool {
+			return pod.Spec.Containers[i].Name < pod.Spec.Containers[j].Name
+		})
 		if len(st.Sandboxes) > 0 {
 			pod.CreationTimestamp = metav1.NewTime(st.Sandboxes[len(st.Sandboxes)-1].CreatedAt)
 		}

@@ -40,7 +40,13 @@ type Config struct {
 	// ClusterDNS they get the host's.
 	ClusterDNS    []string
 	ClusterDomain string
-	Objects       *Objects
+	// HostDNS is the host's resolver configuration (the kubelet's
+	// resolvConf): under dnsPolicy Default (and ClusterFirst without
+	// ClusterDNS) a pod's dnsConfig adds to it, and ClusterFirst pods
+	// search its domains after the cluster's. nil: unknown; such a pod
+	// then gets its dnsConfig's entries alone.
+	HostDNS *engine.DNSConfig
+	Objects *Objects
 	// RuntimeClasses resolve the pods' runtimeClassName to the engine's
 	// runtimes (nil: only the sources' RuntimeClasses, SetRuntimeClasses).
 	RuntimeClasses *RuntimeClasses

@@ -359,13 +359,16 @@ func TestRemoveTearsDown(t *testing.T) {
 	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{pod}}
 	h.waitStatus("u1", "running", allRunning)
 	h.updates <- runner.PodUpdate{Op: runner.OpRemove, Pods: []*v1.Pod{pod}}
-	// The status goes after the teardown: wait for both, not one then the
-	// other.
-	waitUntil(t, "the pod's removal, and its status's", func() bool {
-		sbs, _ := fake.ListSandboxes(context.Background())
-		_, ok := h.r.Pod("u1")
-		return len(h.containers("u1")) == 0 && len(sbs) == 0 && !ok
+	// The status goes when the whole teardown is done, which is after the
+	// runtime's objects are gone (the pod directory goes last).
+	waitUntil(t, "the pod's removal and its status's", func() bool {
+		_, hasStatus := h.r.Pod("u1")
+		return !hasStatus
 	})
+	sbs, _ := fake.ListSandboxes(context.Background())
+	if n := len(h.containers("u1")); n != 0 || len(sbs) != 0 {
+		t.Fatalf("status gone, %d containers and %d sandboxes left", n, len(sbs))
+	}
 }
 
 // TestRestartAdoptsWithoutChanges: a second runner over the same runtime

@@ -72,6 +72,9 @@ func (r *Runtime) sandboxConfig(cfg *engine.SandboxConfig) (*container.Config, *
 	} else {
 		hc.NetworkMode = network.NetworkBridge
 		config.Hostname = cfg.Hostname
+		// Docker writes "<ip> <hostname>.<domain> <hostname>" to
+		// /etc/hosts, the kubelet's line for a pod with a subdomain.
+		config.Domainname = cfg.Domainname
 		config.ExposedPorts, hc.PortBindings = portBindings(cfg.Ports)
 	}
 	if cfg.HostIPC {
