@@ -111,6 +111,8 @@ type Runtime struct {
 	// starts counts StartContainer calls per ID: an inspect that overlapped
 	// one may describe the run before it, and is not cached.
 	starts map[string]int
+	// exports are the export containers ExportImageFilesystem holds.
+	exports exportSet
 }
 
 var (

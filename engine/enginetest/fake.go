@@ -69,6 +69,8 @@ var (
 	_ engine.EventSource     = (*Fake)(nil)
 	_ engine.ImageService    = (*Fake)(nil)
 	_ engine.PodObjectLister = (*Fake)(nil)
+
+	_ engine.ImageFilesystemExporter = (*Fake)(nil)
 )
 
 type fakeStore struct {
@@ -86,6 +88,8 @@ type fakeStore struct {
 	calls     map[string]int
 	exec      func(id string, cmd []string) (int, []byte, error)
 	subs      map[*fakeSub]bool
+	// imageFiles are the tar streams SetImageFilesystem gave, by image ID.
+	imageFiles map[string][]byte
 }
 
 // fakeSub is one Events subscriber: a queue its goroutine delivers from.
@@ -134,6 +138,8 @@ func NewFake(nodeName string) *Fake {
 		failNext:  map[string][]error{},
 		calls:     map[string]int{},
 		subs:      map[*fakeSub]bool{},
+
+		imageFiles: map[string][]byte{},
 	}}
 }
 

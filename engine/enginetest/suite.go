@@ -155,6 +155,7 @@ func Run(t *testing.T, newRuntime func(t *testing.T, nodeName string) engine.Run
 		{"Events", testEvents},
 		{"ListPodObjects", testListPodObjects},
 		{"SandboxStartFails", testSandboxStartFails},
+		{"ExportImageFilesystem", testExportImageFilesystem},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
