@@ -68,6 +68,13 @@ func (r *Runner) applyActions(ctx context.Context, pod *v1.Pod, st *podState, a 
 	}
 
 	pe := r.podEnv(pod, st.latestSandbox())
+	if a.preparesVolumes() && w.allHeld(a) {
+		// Every container to start waits out the back-off of a failure
+		// (a volume's image that could not be pulled, say): preparing
+		// the volumes again now would only repeat it, and show
+		// ErrImagePull where the kubelet shows ImagePullBackOff.
+		return errors.Join(errs...)
+	}
 	var vols map[string]volumeSource
 	if a.preparesVolumes() {
 		var err error
