@@ -360,7 +360,3 @@ func (r *Runner) reclaimImageCopiesAsync(ctx context.Context) {
 		r.reclaimImageCopies()
 	}()
 }
-
-// ReclaimImageCopies removes the image copies no pod uses now (for
-// commands that remove pods without a running sync loop, like down).
-func (r *Runner) ReclaimImageCopies() { r.reclaimImageCopies() }
