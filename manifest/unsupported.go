@@ -63,7 +63,8 @@ func supportedPodFields() []string {
 	}
 	add("spec.volumes[]", "name", "hostPath.path", "hostPath.type", "emptyDir.medium=Memory", "emptyDir.sizeLimit",
 		"configMap.name", "configMap.defaultMode", "secret.secretName", "secret.defaultMode", "downwardAPI.defaultMode",
-		"projected.defaultMode", "projected.sources[].configMap.name", "projected.sources[].secret.name")
+		"projected.defaultMode", "projected.sources[].configMap.name", "projected.sources[].secret.name",
+		"image.reference", "image.pullPolicy")
 	keyToPaths("spec.volumes[].configMap")
 	keyToPaths("spec.volumes[].secret")
 	keyToPaths("spec.volumes[].projected.sources[].configMap")
@@ -149,8 +150,6 @@ var refusalReasons = map[string]string{
 	"spec.overhead":                                       "podrun runs every pod with Docker's default runtime, which has no overhead to account",
 	"spec.resources":                                      "pod-level resources need a pod cgroup, which podrun does not make yet",
 	"spec.resourceClaims":                                 "dynamic resource allocation needs a cluster's resource drivers",
-	"spec.volumes[].image": "podrun does not mount images as volumes yet (Docker Engine 28 can, with the containerd " +
-		"image store; the runtime-fidelity work)",
 	"spec.securityContext.seLinuxOptions":                  "podrun does not pass SELinux labels to Docker yet",
 	"spec.containers[].securityContext.seLinuxOptions":     "podrun does not pass SELinux labels to Docker yet",
 	"spec.initContainers[].securityContext.seLinuxOptions": "podrun does not pass SELinux labels to Docker yet",
