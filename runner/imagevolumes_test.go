@@ -205,3 +205,51 @@ func (h *harness) stepUntil(what string, d time.Duration, cond func() bool) {
 		return false
 	})
 }
+
+// TestImageVolumeCopyKeptAcrossRestart: a runner restarted over a running
+// pod (adopting it, starting nothing) keeps the copy the pod mounts,
+// however many housekeeping rounds pass, and removes a half-made copy a
+// podrun killed mid-extraction left.
+func TestImageVolumeCopyKeptAcrossRestart(t *testing.T) {
+	fake := newFake(t)
+	img := fake.AddImage("data:1")
+	root := t.TempDir()
+	tune := func(c *runner.Config) {
+		c.RootDir = root
+		c.SourcesReady = func() bool { return true }
+	}
+	h := start(t, fake, tune)
+	pod := imageVolumePod("u1", "a-node1", "data:1")
+	pod.Spec.Containers[0].VolumeMounts = pod.Spec.Containers[0].VolumeMounts[:1]
+	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{pod}}
+	h.waitStatus("u1", "running", allRunning)
+	h.stop()
+
+	copyDir := filepath.Join(root, "images", strings.TrimPrefix(img.ID, "sha256:"))
+	if _, err := os.Stat(filepath.Join(copyDir, "bin", "image-id")); err != nil {
+		t.Fatal(err)
+	}
+	leftover := filepath.Join(root, "images", ".extract-0123456789ab-dead")
+	if err := os.MkdirAll(filepath.Join(leftover, "bin"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	exports := fake.Calls("ExportImageFilesystem")
+
+	h2 := start(t, fake, tune)
+	h2.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{pod}}
+	h2.waitStatus("u1", "adopted", allRunning)
+	h2.stepUntil("the leftover removed", housekeepingPeriod, func() bool {
+		_, err := os.Stat(leftover)
+		return errors.Is(err, fs.ErrNotExist)
+	})
+	for range 10 {
+		h2.step(housekeepingPeriod)
+		time.Sleep(2 * time.Millisecond)
+	}
+	if _, err := os.Stat(filepath.Join(copyDir, "bin", "image-id")); err != nil {
+		t.Errorf("the copy the adopted pod mounts: %v", err)
+	}
+	if n := fake.Calls("ExportImageFilesystem") - exports; n != 0 {
+		t.Errorf("%d exports by the restarted runner, want none", n)
+	}
+}
