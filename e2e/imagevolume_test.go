@@ -134,7 +134,40 @@ func TestImageVolumeReadOnlyCopy(t *testing.T) {
 		_, err := os.Stat(copyDir)
 		return errors.Is(err, fs.ErrNotExist)
 	})
-	if ents, err := os.ReadDir(filepath.Join(e.root, "images")); err != nil || len(ents) != 0 {
-		t.Errorf("images dir after the reclaim: %v, %v; want empty", ents, err)
+	ents, err := os.ReadDir(filepath.Join(e.root, "images"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ent := range ents {
+		if ent.Name() != ".lock" {
+			t.Errorf("images dir after the reclaim holds %s", ent.Name())
+		}
+	}
+}
+
+// TestImageVolumeDownReclaims: `podrun down` removes the copy of the pod it
+// removed, and leaves no export container.
+func TestImageVolumeDownReclaims(t *testing.T) {
+	e := newEnv(t)
+	ins, err := docker.ImageInspect(context.Background(), testImage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copyDir := filepath.Join(e.root, "images", strings.TrimPrefix(ins.ID, "sha256:"))
+	p := e.write("imgvol.yaml", imageVolumePod("imgvol-down"))
+	if r := e.podrun(2*time.Minute, "once", p, "--timeout", "90s"); r.code != 0 {
+		t.Fatalf("once: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if _, err := os.Stat(filepath.Join(copyDir, "bin", "busybox")); err != nil {
+		t.Fatalf("the copy under the root dir: %v", err)
+	}
+	if r := e.podrun(time.Minute, "down", p); r.code != 0 {
+		t.Fatalf("down: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if _, err := os.Stat(copyDir); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the copy after down: %v, want it gone", err)
+	}
+	if n := len(e.containers()); n != 0 {
+		t.Errorf("%d containers after down", n)
 	}
 }

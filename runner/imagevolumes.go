@@ -11,10 +11,10 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"sync/atomic"
 
 	"golang.org/x/sync/singleflight"
+	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/podrun/podrun/engine"
@@ -45,15 +45,46 @@ const (
 )
 
 // imageCopies serializes the copies: one extraction per image ID, shared
-// by the pods that need it at once, and no reclaim while a pod is naming
-// or making one.
+// by the pods that need it at once. A reclaim and the pods naming or
+// making a copy exclude each other through a lock file,
+// <root-dir>/images/.lock (flock: shared while a copy is named and made,
+// exclusive and never waited for by a reclaim), so that podruns of one
+// root dir (watch, and a down or once --rm beside it) do too.
 type imageCopies struct {
-	// mu is held for reading while a copy is named and made, and for
-	// writing (TryLock: never waited for) by a reclaim.
-	mu      sync.RWMutex
 	extract singleflight.Group
 	// reclaiming is set while a reclaim runs.
 	reclaiming atomic.Bool
+}
+
+// lockFile is the lock file of the copies, in the images directory.
+const lockFile = ".lock"
+
+// lockImages takes the copies' lock in the images directory root: shared,
+// waiting for a reclaim to end, or exclusive, not waiting (ok false when
+// it is held).
+func lockImages(root *os.Root, exclusive bool) (unlock func(), ok bool, err error) {
+	f, err := root.OpenFile(lockFile, os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return nil, false, err
+	}
+	how := unix.LOCK_SH
+	if exclusive {
+		how = unix.LOCK_EX | unix.LOCK_NB
+	}
+	for {
+		err = unix.Flock(int(f.Fd()), how)
+		if !errors.Is(err, unix.EINTR) {
+			break
+		}
+	}
+	if err != nil {
+		f.Close()
+		if exclusive && errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, false, nil
+		}
+		return nil, false, fmt.Errorf("lock %s: %w", lockFile, err)
+	}
+	return func() { f.Close() }, true, nil
 }
 
 var imageIDHex = regexp.MustCompile(`^(sha256:)?([0-9a-f]{64})$`)
@@ -118,14 +149,22 @@ func (r *Runner) prepareImageVolume(ctx context.Context, pod *v1.Pod, vol *v1.Vo
 	if err != nil {
 		return volumeSource{}, configErrorf("image %s: %v", ref, err)
 	}
-	r.copies.mu.RLock()
-	defer r.copies.mu.RUnlock()
+	root, real, err := r.openImagesDir()
+	if err != nil {
+		return volumeSource{}, configErrorf("image volume of %s: %v", ref, err)
+	}
+	defer root.Close()
+	unlock, _, err := lockImages(root, false)
+	if err != nil {
+		return volumeSource{}, configErrorf("image volume of %s: %v", ref, err)
+	}
+	defer unlock()
 	// Named first: a reclaim never removes a copy a pod directory names.
 	if err := r.nameImageCopy(pod, vol.Name, img.ID); err != nil {
 		return volumeSource{}, fmt.Errorf("image volume of %s: %w", ref, err)
 	}
 	v, err, _ := r.copies.extract.Do(name, func() (any, error) {
-		return r.makeImageCopy(ctx, ref, img.ID, name)
+		return r.makeImageCopy(ctx, root, real, ref, img.ID, name)
 	})
 	if err != nil {
 		var ce *configError
@@ -160,15 +199,11 @@ func (r *Runner) nameImageCopy(pod *v1.Pod, vol, id string) error {
 	return d.root.Rename(tmp, p)
 }
 
-// makeImageCopy makes <root-dir>/images/<name>, the copy of image id (ref
-// for messages), unless it is there, and returns its real path. The copy
-// is extracted in a directory of its own and renamed into place whole.
-func (r *Runner) makeImageCopy(ctx context.Context, ref, id, name string) (string, error) {
-	root, real, err := r.openImagesDir()
-	if err != nil {
-		return "", err
-	}
-	defer root.Close()
+// makeImageCopy makes <name> in the images directory root (whose real
+// path is real), the copy of image id (ref for messages), unless it is
+// there, and returns its real path. The copy is extracted in a directory
+// of its own and renamed into place whole.
+func (r *Runner) makeImageCopy(ctx context.Context, root *os.Root, real, ref, id, name string) (string, error) {
 	dst := filepath.Join(real, name)
 	if fi, err := root.Lstat(name); err == nil && fi.IsDir() {
 		return dst, nil
@@ -314,18 +349,26 @@ func (r *Runner) namedImageCopies() map[string]string {
 
 // reclaimImageCopies removes the copies no pod directory names, and
 // copies left half-made by a podrun that died while making them. It does
-// nothing while a pod is naming or making a copy (it is tried again at
-// the next housekeeping).
+// nothing while a pod (of any podrun of the root dir) is naming or making
+// a copy: it is tried again at the next housekeeping.
 func (r *Runner) reclaimImageCopies() {
-	if !r.copies.mu.TryLock() {
-		return
+	if _, err := os.Lstat(filepath.Join(r.cfg.RootDir, imagesDir)); err != nil {
+		return // no image volume ever: nothing to make either
 	}
-	defer r.copies.mu.Unlock()
 	root, real, err := r.openImagesDir()
 	if err != nil {
 		return
 	}
 	defer root.Close()
+	unlock, ok, err := lockImages(root, true)
+	if err != nil {
+		r.log.Warn("image copies not reclaimed", "err", err)
+		return
+	}
+	if !ok {
+		return // a copy is being named or made: at the next round
+	}
+	defer unlock()
 	entries, err := fs.ReadDir(root.FS(), ".")
 	if err != nil || len(entries) == 0 {
 		return
@@ -360,3 +403,8 @@ func (r *Runner) reclaimImageCopiesAsync(ctx context.Context) {
 		r.reclaimImageCopies()
 	}()
 }
+
+// ReclaimImageCopies removes the image volumes' copies that no pod uses
+// (no pod directory names), unless a pod is naming or making one now: for
+// commands that remove pods without a sync loop (down, once --rm).
+func (r *Runner) ReclaimImageCopies() { r.reclaimImageCopies() }
