@@ -115,6 +115,7 @@ func hasImageVolumes(pod *v1.Pod) bool {
 // image is an imageError (ErrImagePull, ErrImageNeverPull), any other a
 // configError (CreateContainerConfigError), as the kubelet shows them.
 func (r *Runner) prepareImageVolumes(ctx context.Context, pod *v1.Pod) (map[string]volumeSource, error) {
+	r.forgetImageCopyNames(pod)
 	if !hasImageVolumes(pod) {
 		return nil, nil
 	}
@@ -161,7 +162,7 @@ func (r *Runner) prepareImageVolume(ctx context.Context, pod *v1.Pod, vol *v1.Vo
 	defer unlock()
 	// Named first: a reclaim never removes a copy a pod directory names.
 	if err := r.nameImageCopy(pod, vol.Name, img.ID); err != nil {
-		return volumeSource{}, fmt.Errorf("image volume of %s: %w", ref, err)
+		return volumeSource{}, configErrorf("image volume of %s: %v", ref, err)
 	}
 	v, err, _ := r.copies.extract.Do(name, func() (any, error) {
 		return r.makeImageCopy(ctx, root, real, ref, img.ID, name)
@@ -197,6 +198,37 @@ func (r *Runner) nameImageCopy(pod *v1.Pod, vol, id string) error {
 		return err
 	}
 	return d.root.Rename(tmp, p)
+}
+
+// forgetImageCopyNames removes the names of copies that volumes the pod
+// no longer has left in its directory (a change of volumes replaced the
+// pod's sandbox, and with it the containers that mounted them, before its
+// volumes are prepared again), so that those copies may be reclaimed.
+func (r *Runner) forgetImageCopyNames(pod *v1.Pod) {
+	d, err := openPodDirs(r.cfg.RootDir, string(pod.UID))
+	if err != nil {
+		return
+	}
+	defer d.Close()
+	dir := d.rel("volumes", imageVolumePlugin)
+	ents, err := fs.ReadDir(d.root.FS(), dir)
+	if err != nil {
+		return
+	}
+	want := map[string]bool{}
+	for i := range pod.Spec.Volumes {
+		if pod.Spec.Volumes[i].Image != nil {
+			want[pod.Spec.Volumes[i].Name] = true
+		}
+	}
+	for _, e := range ents {
+		if want[e.Name()] {
+			continue
+		}
+		if err := d.root.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			r.log.Warn("image copy name not removed", "pod", podKey(pod), "volume", e.Name(), "err", err)
+		}
+	}
 }
 
 // makeImageCopy makes <name> in the images directory root (whose real

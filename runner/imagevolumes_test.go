@@ -267,3 +267,38 @@ func copies(t *testing.T, root string) []string {
 	}
 	return out
 }
+
+// TestImageVolumeDroppedFromSpec: a pod edited to drop its image volume
+// (a new sandbox, new containers) no longer names the copy, which is then
+// reclaimed while the pod runs on.
+func TestImageVolumeDroppedFromSpec(t *testing.T) {
+	fake := newFake(t)
+	img := fake.AddImage("data:1")
+	root := t.TempDir()
+	h := start(t, fake, func(c *runner.Config) {
+		c.RootDir = root
+		c.SourcesReady = func() bool { return true }
+	})
+	pod := imageVolumePod("u1", "a-node1", "data:1")
+	pod.Spec.Containers[0].VolumeMounts = pod.Spec.Containers[0].VolumeMounts[:1]
+	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{pod}}
+	h.waitStatus("u1", "running", allRunning)
+	copyDir := filepath.Join(root, "images", strings.TrimPrefix(img.ID, "sha256:"))
+	if _, err := os.Stat(copyDir); err != nil {
+		t.Fatal(err)
+	}
+	first := h.containers("u1")[0].ID
+
+	edited := pod.DeepCopy()
+	edited.Spec.Volumes = nil
+	edited.Spec.Containers[0].VolumeMounts = nil
+	h.updates <- runner.PodUpdate{Op: runner.OpUpdate, Pods: []*v1.Pod{edited}}
+	h.stepUntil("the copy reclaimed", housekeepingPeriod, func() bool {
+		_, err := os.Stat(copyDir)
+		return errors.Is(err, fs.ErrNotExist)
+	})
+	p := h.waitStatus("u1", "running without the volume", allRunning)
+	if id := h.containers("u1"); len(id) == 0 || p.Status.ContainerStatuses[0].ContainerID == "fake://"+first {
+		t.Errorf("the container was not replaced")
+	}
+}
