@@ -284,6 +284,10 @@ func (r *Runner) makeImageCopy(ctx context.Context, root *os.Root, real, ref, id
 		return "", err
 	}
 	if err := root.Rename(tmp, name); err != nil {
+		// Another podrun of the root dir made it meanwhile: use theirs.
+		if fi, serr := root.Lstat(name); serr == nil && fi.IsDir() {
+			return dst, nil
+		}
 		return "", err
 	}
 	done = true
