@@ -119,5 +119,8 @@ func downRun(ctx context.Context, opts *downOptions) error {
 		}
 		fmt.Fprintf(opts.Out, "pod %s removed\n", res.name)
 	}
+	// The image volumes' copies the removed pods used, unless other pods
+	// of the root dir use them.
+	r.ReclaimImageCopies()
 	return errors.Join(all...)
 }

@@ -73,6 +73,9 @@ type gcSources struct {
 	Ready   func() bool
 	Desired func() map[string]bool
 	Keep    func(source string) bool
+	// ImagesInUse are the images pods use other than through containers
+	// (the runner's image volumes); nil: none.
+	ImagesInUse func() map[string]bool
 }
 
 // gcEngine is what garbage collection needs of the engine: its
@@ -96,7 +99,8 @@ func startGC(ctx context.Context, o *gcOptions, rt gcEngine, infraImage string, 
 		Runtime: rt, Policy: o.containerPolicy(), SourcesReady: src.Ready, Desired: src.Desired,
 		KeepSource: src.Keep, Usage: usage, Log: log,
 	}
-	igc := &gc.ImageGC{Runtime: rt, Images: rt, Policy: o.imagePolicy(), InfraImage: infraImage, Usage: usage, Log: log}
+	igc := &gc.ImageGC{Runtime: rt, Images: rt, Policy: o.imagePolicy(), InfraImage: infraImage, Usage: usage,
+		InUse: src.ImagesInUse, Log: log}
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() {

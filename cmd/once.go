@@ -331,7 +331,8 @@ func failedPods(pods []*v1.Pod) []string {
 	return out
 }
 
-// removePods stops and removes pods and their directories, in parallel.
+// removePods stops and removes pods and their directories, in parallel,
+// then the image volumes' copies no pod uses any more.
 func removePods(ctx context.Context, r *runner.Runner, pods []*v1.Pod) error {
 	errs := make(chan error, len(pods))
 	for _, p := range pods {
@@ -347,5 +348,6 @@ func removePods(ctx context.Context, r *runner.Runner, pods []*v1.Pod) error {
 	for range pods {
 		all = append(all, <-errs)
 	}
+	r.ReclaimImageCopies()
 	return errors.Join(all...)
 }

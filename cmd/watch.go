@@ -229,7 +229,7 @@ func watchRun(ctx context.Context, opts *watchOptions) error {
 	go func() {
 		defer wg.Done()
 		waitGC := startGC(runCtx, &opts.GC, rt, opts.InfraImage, opts.imageUsage,
-			gcSources{Ready: mux.Ready, Desired: mux.Desired, Keep: mux.Keep}, opts.Log)
+			gcSources{Ready: mux.Ready, Desired: mux.Desired, Keep: mux.Keep, ImagesInUse: r.ImageVolumeImages}, opts.Log)
 		waitGC()
 	}()
 	if server != nil {

@@ -22,7 +22,7 @@ import (
 // Runtime is everything the sync core needs from a container engine: its
 // sandboxes, its containers and the images they run. Optional abilities
 // (ResourceUpdater, LogReader, Execer, EventSource, PodObjectLister,
-// ImageService) are separate interfaces, found by type assertion.
+// ImageService, ImageFilesystemExporter) are separate interfaces, found by type assertion.
 type Runtime interface {
 	SandboxManager
 	ContainerManager
@@ -148,6 +148,23 @@ type RuntimeHandlerLister interface {
 	// engine once and keeps the answer (an engine gains a runtime only by
 	// a restart with a new configuration). An error is not kept.
 	RuntimeHandlers(ctx context.Context) ([]string, error)
+}
+
+// ImageFilesystemExporter is implemented by runtimes that can hand out an
+// image's filesystem as a tar stream: what the runner needs to make the
+// read-only copy an image volume mounts, on engines without a native image
+// mount. Like ImageService it concerns the engine's images, not a node's
+// pods.
+type ImageFilesystemExporter interface {
+	// ExportImageFilesystem returns the filesystem of the local image ref
+	// (a reference or an image ID) as an uncompressed tar stream, each
+	// path once, its layers already applied. ErrNotFound if the image is
+	// not present: it never pulls. Whatever the runtime makes to export
+	// (a container that is never started) is gone once the stream is
+	// closed, or when the call fails; the caller must close the stream.
+	// The stream is the image's content: callers must treat its names,
+	// links and sizes as hostile.
+	ExportImageFilesystem(ctx context.Context, ref string) (io.ReadCloser, error)
 }
 
 // ImageService is implemented by runtimes that can list and remove images

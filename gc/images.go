@@ -225,6 +225,10 @@ type ImageGC struct {
 	// Usage is shared with ContainerGC (and the runner, when it records
 	// the images it starts containers from). nil: a record of its own.
 	Usage *ImageUsage
+	// InUse, when set, returns the IDs of more images in use: those whose
+	// filesystems pods' image volumes mount (a copy the runner made, which
+	// no container of the engine names). They are never removed.
+	InUse func() map[string]bool
 	Log   *slog.Logger
 	Clock clock.WithTicker
 }
@@ -247,6 +251,14 @@ func (g *ImageGC) Collect(ctx context.Context) (ImagePlan, error) {
 	inUse, err := g.Images.ImagesInUse(ctx)
 	if err != nil {
 		return ImagePlan{}, fmt.Errorf("image gc: %w", err)
+	}
+	if g.InUse != nil {
+		if inUse == nil {
+			inUse = map[string]bool{}
+		}
+		for id := range g.InUse() {
+			inUse[id] = true
+		}
 	}
 	now := clk.Now()
 	// This node's containers say when their images were last used.

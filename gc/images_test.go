@@ -3,7 +3,9 @@ package gc
 import (
 	"bytes"
 	"context"
+	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -206,3 +208,38 @@ func TestImageUsageObserve(t *testing.T) {
 }
 
 var _ engine.ImageService = (*enginetest.Fake)(nil)
+
+// TestImageGCKeepsImageVolumeImages: an image that only a pod's image
+// volume uses (no container names it) is kept, as one in use.
+func TestImageGCKeepsImageVolumeImages(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t)
+	f := w.f
+	mb := int64(1 << 20)
+	made := w.now.Add(-100 * time.Hour)
+	f.PutImage(engine.Image{ID: "sha256:old", RepoTags: []string{"old:1"}, Size: 10 * mb, CreatedAt: made})
+	f.PutImage(engine.Image{ID: "sha256:volume", RepoTags: []string{"volume:1"}, Size: 10 * mb, CreatedAt: made.Add(-time.Hour)})
+	f.SetImageFs(100*uint64(mb), 5*uint64(mb))
+	clk := testingclock.NewFakeClock(w.now)
+	g := &ImageGC{
+		Runtime: f, Images: f,
+		Policy: ImagePolicy{HighThresholdPercent: 90, LowThresholdPercent: 80, MinAge: time.Minute},
+		InUse:  func() map[string]bool { return map[string]bool{"sha256:volume": true} },
+		Log:    slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Clock:  clk,
+	}
+	if _, err := g.Collect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	clk.Step(2 * time.Minute)
+	plan, err := g.Collect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ids := imageIDs(plan.Remove); len(ids) == 0 || slices.Contains(ids, "sha256:volume") {
+		t.Errorf("removed %v: want the least recently used but the image volume's", ids)
+	}
+	if _, err := f.ImageStatus(ctx, "volume:1"); err != nil {
+		t.Errorf("the image volume's image was removed: %v", err)
+	}
+}

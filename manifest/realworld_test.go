@@ -71,13 +71,8 @@ var realWorld = map[string]realWorldOutcome{
 	"kops-kube-proxy.yaml":                       {},
 	"kops-etcd-manager-main-initcontainers.yaml": {},
 	// kops mounts the etcd images as image volumes on every cluster it
-	// supports (Kubernetes >= 1.32); the kubelet runs them (ImageVolume is GA
-	// from 1.36), podrun does not.
-	"kops-etcd-manager-main.yaml": {refused: []string{
-		`172: spec.volumes[3].image: Forbidden: podrun does not support this field: podrun does not mount images as volumes yet (Docker Engine 28 can, with the containerd image store; the runtime-fidelity work)`,
-		`176: spec.volumes[4].image: Forbidden: podrun does not support this field: podrun does not mount images as volumes yet (Docker Engine 28 can, with the containerd image store; the runtime-fidelity work)`,
-		`180: spec.volumes[5].image: Forbidden: podrun does not support this field: podrun does not mount images as volumes yet (Docker Engine 28 can, with the containerd image store; the runtime-fidelity work)`,
-	}},
+	// supports (Kubernetes >= 1.32); podrun mounts a read-only copy.
+	"kops-etcd-manager-main.yaml": {},
 
 	// OpenShift.
 	"openshift-kube-apiserver.yaml":           {},

@@ -70,7 +70,8 @@ func supportedPodFields() []string {
 	}
 	add("spec.volumes[]", "name", "hostPath.path", "hostPath.type", "emptyDir.medium=Memory", "emptyDir.sizeLimit",
 		"configMap.name", "configMap.defaultMode", "secret.secretName", "secret.defaultMode", "downwardAPI.defaultMode",
-		"projected.defaultMode", "projected.sources[].configMap.name", "projected.sources[].secret.name")
+		"projected.defaultMode", "projected.sources[].configMap.name", "projected.sources[].secret.name",
+		"image.reference", "image.pullPolicy")
 	keyToPaths("spec.volumes[].configMap")
 	keyToPaths("spec.volumes[].secret")
 	keyToPaths("spec.volumes[].projected.sources[].configMap")
@@ -142,29 +143,27 @@ var refusalReasons = map[string]string{
 	"spec.volumes[].ephemeral":             "an ephemeral volume is a PersistentVolumeClaim that a cluster makes",
 	"spec.volumes[].projected.sources[].serviceAccountToken": "a static pod may not use a service account token " +
 		"(the kubelet refuses it too): there is no apiserver to issue it",
-	"spec.serviceAccountName":                             "a static pod may not name a service account (the kubelet refuses it too)",
-	"spec.serviceAccount":                                 "a static pod may not name a service account (the kubelet refuses it too)",
-	"spec.automountServiceAccountToken":                   "a static pod has no service account token to mount",
-	"spec.containers[].resizePolicy[].restartPolicy":      "podrun resizes a container in place, without a restart",
-	"spec.initContainers[].resizePolicy[].restartPolicy":  "podrun resizes a container in place, without a restart",
-	"spec.containers[].lifecycle.postStart.tcpSocket":     "the kubelet does not run tcpSocket hooks either",
-	"spec.containers[].lifecycle.preStop.tcpSocket":       "the kubelet does not run tcpSocket hooks either",
-	"spec.initContainers[].lifecycle.postStart.tcpSocket": "the kubelet does not run tcpSocket hooks either",
-	"spec.initContainers[].lifecycle.preStop.tcpSocket":   "the kubelet does not run tcpSocket hooks either",
-	"spec.ephemeralContainers":                            "ephemeral containers are added to a running pod through the API, not by a manifest",
-	"spec.readinessGates":                                 "nothing would set the gates' conditions, so the pod would never be Ready",
-	"spec.overhead":                                       "podrun does not account a runtime's overhead (it has no scheduler or pod cgroup to charge it to)",
-	"spec.resources":                                      "pod-level resources need a pod cgroup, which podrun does not make yet",
-	"spec.resourceClaims":                                 "dynamic resource allocation needs a cluster's resource drivers",
-	"spec.volumes[].image": "podrun does not mount images as volumes yet (Docker Engine 28 can, with the containerd " +
-		"image store; the runtime-fidelity work)",
+	"spec.serviceAccountName":                              "a static pod may not name a service account (the kubelet refuses it too)",
+	"spec.serviceAccount":                                  "a static pod may not name a service account (the kubelet refuses it too)",
+	"spec.automountServiceAccountToken":                    "a static pod has no service account token to mount",
+	"spec.containers[].resizePolicy[].restartPolicy":       "podrun resizes a container in place, without a restart",
+	"spec.initContainers[].resizePolicy[].restartPolicy":   "podrun resizes a container in place, without a restart",
+	"spec.containers[].lifecycle.postStart.tcpSocket":      "the kubelet does not run tcpSocket hooks either",
+	"spec.containers[].lifecycle.preStop.tcpSocket":        "the kubelet does not run tcpSocket hooks either",
+	"spec.initContainers[].lifecycle.postStart.tcpSocket":  "the kubelet does not run tcpSocket hooks either",
+	"spec.initContainers[].lifecycle.preStop.tcpSocket":    "the kubelet does not run tcpSocket hooks either",
+	"spec.ephemeralContainers":                             "ephemeral containers are added to a running pod through the API, not by a manifest",
+	"spec.readinessGates":                                  "nothing would set the gates' conditions, so the pod would never be Ready",
+	"spec.overhead":                                        "podrun does not account a runtime's overhead (it has no scheduler or pod cgroup to charge it to)",
+	"spec.resources":                                       "pod-level resources need a pod cgroup, which podrun does not make yet",
+	"spec.resourceClaims":                                  "dynamic resource allocation needs a cluster's resource drivers",
 	"spec.securityContext.seLinuxOptions":                  "podrun does not pass SELinux labels to Docker yet",
 	"spec.containers[].securityContext.seLinuxOptions":     "podrun does not pass SELinux labels to Docker yet",
 	"spec.initContainers[].securityContext.seLinuxOptions": "podrun does not pass SELinux labels to Docker yet",
-	"spec.hostUsers":             "podrun does not run pods in user namespaces",
-	"spec.shareProcessNamespace": "podrun does not share a process namespace between a pod's containers",
-	"spec.setHostnameAsFQDN":     "podrun sets the pod's short hostname",
-	"spec.os.name":               "podrun runs Linux pods",
+	"spec.hostUsers":                                       "podrun does not run pods in user namespaces",
+	"spec.shareProcessNamespace":                           "podrun does not share a process namespace between a pod's containers",
+	"spec.setHostnameAsFQDN":                               "podrun sets the pod's short hostname",
+	"spec.os.name":                                         "podrun runs Linux pods",
 }
 
 // refusalReason is why podrun refuses the field at path.

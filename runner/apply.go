@@ -71,6 +71,13 @@ func (r *Runner) applyActions(ctx context.Context, pod *v1.Pod, st *podState, a 
 	}
 
 	pe := r.podEnv(pod, st.latestSandbox())
+	if a.preparesVolumes() && w.allHeld(a) {
+		// Every container to start waits out the back-off of a failure
+		// (a volume's image that could not be pulled, say): preparing
+		// the volumes again now would only repeat it, and show
+		// ErrImagePull where the kubelet shows ImagePullBackOff.
+		return errors.Join(errs...)
+	}
 	var vols map[string]volumeSource
 	if a.preparesVolumes() {
 		var err error
@@ -623,42 +630,44 @@ func podDomain(pod *v1.Pod, clusterDomain string) string {
 	return d
 }
 
-// ensureImage makes c's image present under its pull policy, pulling it
-// with the credentials of the pod's imagePullSecrets, then the node's
-// (opts.Credentials), each in turn, as the kubelet does. Pulls of the same
-// image with the same credentials are shared by every pod that needs it at
-// once; opts may make pulls one at a time. It tells opts.Used of the image
-// a container is about to be made from. opts may be nil.
-func (r *Runner) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container, opts *ImageOptions) error {
-	ref, policy := c.Image, c.ImagePullPolicy
+// ensureImage makes the image ref present under the pull policy, pulling
+// it with the credentials of the pod's imagePullSecrets, then the node's
+// (opts.Credentials), each in turn, as the kubelet does, and returns it.
+// container names the container (or is "" for an image volume) in the
+// events. Pulls of the same image with the same credentials are shared by
+// every pod that needs it at once; opts may make pulls one at a time. It
+// tells opts.Used of the image about to be used. opts may be nil.
+func (r *Runner) ensureImage(ctx context.Context, pod *v1.Pod, container, ref string, policy v1.PullPolicy,
+	opts *ImageOptions) (*engine.Image, error) {
 	if policy != v1.PullAlways {
 		img, err := r.rt.ImageStatus(ctx, ref)
 		if err == nil {
 			opts.used(img.ID, r.clock.Now())
-			r.event(pod, c.Name, v1.EventTypeNormal, eventPulled, "Container image %q already present on machine", ref)
-			return nil
+			r.event(pod, container, v1.EventTypeNormal, eventPulled, "Container image %q already present on machine", ref)
+			return img, nil
 		}
 		if !errors.Is(err, engine.ErrNotFound) {
-			return fmt.Errorf("image %s: %w", ref, err)
+			return nil, fmt.Errorf("image %s: %w", ref, err)
 		}
 		if policy == v1.PullNever {
-			return &imageError{reason: reasonErrImageNeverPull,
+			return nil, &imageError{reason: reasonErrImageNeverPull,
 				err: fmt.Errorf("image %s is not present and imagePullPolicy is Never", ref)}
 		}
 	}
 	creds := engine.UnionKeyring{engine.KeyringFunc(func(image string) []engine.AuthConfig { return r.podPullCredentials(pod, image) }),
 		opts.nodeCredentials()}.Lookup(ref)
-	r.event(pod, c.Name, v1.EventTypeNormal, eventPulling, "Pulling image %q", ref)
+	r.event(pod, container, v1.EventTypeNormal, eventPulling, "Pulling image %q", ref)
 	start := r.clock.Now()
 	v, err, _ := r.pulls.Do(pullKey(ref, creds), func() (any, error) {
 		return r.pullImage(ctx, ref, creds, opts)
 	})
 	if err != nil {
-		return &imageError{reason: reasonErrImagePull, err: fmt.Errorf("pull %s: %w", ref, err)}
+		return nil, &imageError{reason: reasonErrImagePull, err: fmt.Errorf("pull %s: %w", ref, err)}
 	}
-	r.event(pod, c.Name, v1.EventTypeNormal, eventPulled, "Successfully pulled image %q in %s", ref, r.clock.Since(start).Round(time.Millisecond))
-	opts.used(v.(*engine.Image).ID, r.clock.Now())
-	return nil
+	r.event(pod, container, v1.EventTypeNormal, eventPulled, "Successfully pulled image %q in %s", ref, r.clock.Since(start).Round(time.Millisecond))
+	img := v.(*engine.Image)
+	opts.used(img.ID, r.clock.Now())
+	return img, nil
 }
 
 // startContainer makes and starts one container in the sandbox; why is
@@ -668,7 +677,7 @@ func (r *Runner) startContainer(ctx context.Context, pod *v1.Pod, c *v1.Containe
 	if sandboxID == "" {
 		return errors.New("no sandbox")
 	}
-	if err := r.ensureImage(ctx, pod, c, r.cfg.Images); err != nil {
+	if _, err := r.ensureImage(ctx, pod, c.Name, c.Image, c.ImagePullPolicy, r.cfg.Images); err != nil {
 		return err
 	}
 	if err := r.checkRunAsNonRoot(ctx, pod, c); err != nil {

@@ -58,6 +58,7 @@ func (r *Runner) housekeeping(ctx context.Context) {
 		}()
 	}
 	r.removeOrphanDirs(known)
+	r.reclaimImageCopiesAsync(ctx)
 }
 
 // removeOrphanDirs removes pod directories of pods neither desired nor in

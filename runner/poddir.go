@@ -40,22 +40,32 @@ func openPodDirs(rootDir, uid string) (*podDirs, error) {
 	if err := checkName("pod uid", uid); err != nil {
 		return nil, err
 	}
+	root, real, err := openRootDir(rootDir)
+	if err != nil {
+		return nil, err
+	}
+	return &podDirs{root: root, real: real, uid: uid}, nil
+}
+
+// openRootDir opens the root dir (making it when missing) and returns it
+// with its real path.
+func openRootDir(rootDir string) (*os.Root, string, error) {
 	if rootDir == "" {
 		rootDir = "."
 	}
 	if err := os.MkdirAll(rootDir, 0o755); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	root, err := os.OpenRoot(rootDir)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	real, err := rootRealPath(root)
 	if err != nil {
 		root.Close()
-		return nil, err
+		return nil, "", err
 	}
-	return &podDirs{root: root, real: real, uid: uid}, nil
+	return root, real, nil
 }
 
 func (d *podDirs) Close() error { return d.root.Close() }

@@ -97,7 +97,7 @@ func TestEnsureImageCredentials(t *testing.T) {
 	// The pod's secrets first, in order, then the node's: the first that
 	// works wins.
 	c := &v1.Container{Name: "c", Image: "private/app:1", ImagePullPolicy: v1.PullIfNotPresent}
-	if err := r.ensureImage(ctx, pullPod("missing", "wrong", "right"), c, opts); err != nil {
+	if err := ensure(ctx, r, pullPod("missing", "wrong", "right"), c, opts); err != nil {
 		t.Fatal(err)
 	}
 	if got := strings.Join(rt.auths, ", "); got != "private/app:1 wrong, private/app:1 good" {
@@ -109,13 +109,13 @@ func TestEnsureImageCredentials(t *testing.T) {
 
 	// Present: no pull, but used all the same.
 	rt.auths = nil
-	if err := r.ensureImage(ctx, pullPod(), c, opts); err != nil || len(rt.auths) != 0 || len(used) != 2 {
+	if err := ensure(ctx, r, pullPod(), c, opts); err != nil || len(rt.auths) != 0 || len(used) != 2 {
 		t.Errorf("present image: err %v, pulls %v, used %v", err, rt.auths, used)
 	}
 
 	// All credentials refused: ErrImagePull, naming each attempt.
 	c2 := &v1.Container{Name: "c", Image: "private/other:1", ImagePullPolicy: v1.PullAlways}
-	err := r.ensureImage(ctx, pullPod("wrong"), c2, opts)
+	err := ensure(ctx, r, pullPod("wrong"), c2, opts)
 	var ie *imageError
 	if !errors.As(err, &ie) || ie.reason != reasonErrImagePull || !strings.Contains(err.Error(), "as wrong") ||
 		!strings.Contains(err.Error(), "as node") {
@@ -124,7 +124,7 @@ func TestEnsureImageCredentials(t *testing.T) {
 
 	// No credentials at all: anonymous.
 	rt.auths = nil
-	if err := r.ensureImage(ctx, pullPod(), &v1.Container{Name: "c", Image: "quay.io/app:1", ImagePullPolicy: v1.PullAlways}, nil); err != nil {
+	if err := ensure(ctx, r, pullPod(), &v1.Container{Name: "c", Image: "quay.io/app:1", ImagePullPolicy: v1.PullAlways}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if got := strings.Join(rt.auths, ", "); got != "quay.io/app:1 <anonymous>" {
@@ -132,7 +132,7 @@ func TestEnsureImageCredentials(t *testing.T) {
 	}
 
 	// Never: not pulled.
-	err = r.ensureImage(ctx, pullPod(), &v1.Container{Name: "c", Image: "never:1", ImagePullPolicy: v1.PullNever}, opts)
+	err = ensure(ctx, r, pullPod(), &v1.Container{Name: "c", Image: "never:1", ImagePullPolicy: v1.PullNever}, opts)
 	if !errors.As(err, &ie) || ie.reason != reasonErrImageNeverPull {
 		t.Errorf("Never: %v", err)
 	}
@@ -149,7 +149,7 @@ func TestSerializedPulls(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				c := &v1.Container{Name: "c", Image: fmt.Sprintf("app%d:1", i%3), ImagePullPolicy: v1.PullIfNotPresent}
-				if err := r.ensureImage(context.Background(), pullPod(), c, opts); err != nil {
+				if err := ensure(context.Background(), r, pullPod(), c, opts); err != nil {
 					t.Error(err)
 				}
 			}()
@@ -185,3 +185,9 @@ type refusal string
 
 func (r refusal) Error() string       { return string(r) + ": refused" }
 func (r refusal) AdmitReason() string { return string(r) }
+
+// ensure is ensureImage for a container's image.
+func ensure(ctx context.Context, r *Runner, pod *v1.Pod, c *v1.Container, opts *ImageOptions) error {
+	_, err := r.ensureImage(ctx, pod, c.Name, c.Image, c.ImagePullPolicy, opts)
+	return err
+}

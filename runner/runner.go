@@ -147,6 +147,9 @@ type Runner struct {
 	backoff *flowcontrol.Backoff
 	cache   *podCache
 	pulls   singleflight.Group
+	// copies are the image volumes' copies of image filesystems
+	// (imagevolumes.go).
+	copies imageCopies
 	// ports is the host-port admission (admitports.go).
 	ports *portAdmission
 

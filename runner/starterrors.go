@@ -129,3 +129,29 @@ func (w *podWorker) holdStart(name string) bool {
 	}
 	return true
 }
+
+// allHeld reports whether a starts containers and every one of them must
+// not start yet, after a failure that a new sandbox does not end (not a
+// RunContainerError: applyActions clears those when it makes one).
+func (w *podWorker) allHeld(a *podActions) bool {
+	names := make([]string, 0, len(a.StartApps)+1)
+	if a.StartInit != nil {
+		names = append(names, a.StartInit.Name)
+	}
+	for _, c := range a.StartApps {
+		names = append(names, c.Name)
+	}
+	if len(names) == 0 {
+		return false
+	}
+	now := w.r.clock.Now()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, name := range names {
+		e, ok := w.errs[name]
+		if !ok || !now.Before(e.until) || e.Reason == reasonRunContainerError {
+			return false
+		}
+	}
+	return true
+}

@@ -53,18 +53,27 @@ func (a *podActions) preparesVolumes() bool {
 	return a.CreateSandbox || a.StartInit != nil || len(a.StartApps) > 0
 }
 
-// prepareVolumes makes every volume of the pod ready (prepareVolumes),
-// with the tokens of Config.Tokens, and records what its files now hold.
+// prepareVolumes makes every volume of the pod ready: its image volumes
+// (prepareImageVolumes), then the others (prepareVolumes) with the tokens
+// of Config.Tokens, and records what their files now hold.
 func (w *podWorker) prepareVolumes(ctx context.Context, pod *v1.Pod, pe podEnv) (map[string]volumeSource, error) {
 	r := w.r
 	gen := w.volumeGen()
+	imgs, err := r.prepareImageVolumes(ctx, pod)
+	if err != nil {
+		return nil, err
+	}
 	tf := newTokenFetch(ctx, r.cfg.Tokens, pod, r.clock.Now)
 	pe.Token = tf.tokenFunc()
 	vols, err := prepareVolumes(pod, podDir(r.cfg.RootDir, string(pod.UID)), r.cfg.Objects, pe)
-	if err == nil {
-		w.volumesWritten(pod, gen, tf.refresh())
+	if err != nil {
+		return nil, err
 	}
-	return vols, err
+	w.volumesWritten(pod, gen, tf.refresh())
+	for name, src := range imgs {
+		vols[name] = src
+	}
+	return vols, nil
 }
 
 // refreshVolumes rewrites the files of the generated volumes of a running

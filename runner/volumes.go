@@ -73,6 +73,9 @@ func prepareVolumesIn(pod *v1.Pod, rootDir string, objs *Objects, pe podEnv) (ma
 	out := make(map[string]volumeSource, len(pod.Spec.Volumes))
 	for i := range pod.Spec.Volumes {
 		vol := &pod.Spec.Volumes[i]
+		if vol.Image != nil {
+			continue // the runner's (prepareImageVolumes): it needs the engine
+		}
 		src, err := prepareVolume(pod, vol, dirs.get, objs, pe)
 		if err != nil {
 			return nil, fmt.Errorf("volume %q: %w", vol.Name, err)

@@ -112,9 +112,10 @@ type Runtime struct {
 	details map[string]detail
 	// starts counts StartContainer calls per ID: an inspect that overlapped
 	// one may describe the run before it, and is not cached.
-	starts map[string]int
-	// info is EngineInfo's answer, once it has one.
+	starts   map[string]int
 	runtimes []string // RuntimeHandlers, asked once
+	// exports are the export containers ExportImageFilesystem holds.
+	exports exportSet
 }
 
 var (

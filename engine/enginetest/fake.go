@@ -71,6 +71,8 @@ var (
 	_ engine.ImageService         = (*Fake)(nil)
 	_ engine.PodObjectLister      = (*Fake)(nil)
 	_ engine.RuntimeHandlerLister = (*Fake)(nil)
+
+	_ engine.ImageFilesystemExporter = (*Fake)(nil)
 )
 
 type fakeStore struct {
@@ -90,6 +92,8 @@ type fakeStore struct {
 	exec      func(id string, cmd []string) (int, []byte, error)
 	subs      map[*fakeSub]bool
 	stats     map[string]engine.ContainerStats
+	// imageFiles are the tar streams SetImageFilesystem gave, by image ID.
+	imageFiles map[string][]byte
 }
 
 // fakeSub is one Events subscriber: a queue its goroutine delivers from.
@@ -139,6 +143,8 @@ func NewFake(nodeName string) *Fake {
 		failNext:  map[string][]error{},
 		calls:     map[string]int{},
 		subs:      map[*fakeSub]bool{},
+
+		imageFiles: map[string][]byte{},
 	}}
 }
 

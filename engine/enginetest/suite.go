@@ -157,6 +157,7 @@ func Run(t *testing.T, newRuntime func(t *testing.T, nodeName string) engine.Run
 		{"ListPodObjects", testListPodObjects},
 		{"SandboxStartFails", testSandboxStartFails},
 		{"RuntimeHandlers", testRuntimeHandlers},
+		{"ExportImageFilesystem", testExportImageFilesystem},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
