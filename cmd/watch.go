@@ -326,6 +326,7 @@ func newEvictionManager(ctx context.Context, opts *watchOptions, rt watchEngine,
 		MemoryCapacity: uint64(max(opts.Host().MemoryBytes, 0)),
 		Pods:           r,
 		Stats:          stats,
+		EmptyDirUsage:  r.EmptyDirUsage,
 		Clock:          opts.Clock,
 		Log:            opts.Log,
 	})

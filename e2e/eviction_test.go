@@ -64,3 +64,56 @@ spec:
 		t.Errorf("under pressure, the critical pod's containers changed:\nbefore %v\nafter  %v", before, now)
 	}
 }
+
+// TestLocalStorageLimitsEvict: a pod writing past its disk emptyDir's
+// sizeLimit, and one writing past its container's ephemeral-storage limit,
+// are evicted with the kubelet's messages; a pod within its limits runs on.
+func TestLocalStorageLimitsEvict(t *testing.T) {
+	e := newEnv(t)
+	pod := func(name, resources, volume, write string) string {
+		return fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: %s
+spec:
+  terminationGracePeriodSeconds: 1
+  volumes:
+  - name: scratch
+    emptyDir: {sizeLimit: %s}
+  containers:
+  - name: c
+    image: %s
+    command: ["sh", "-c", "head -c 4194304 /dev/zero > %s && exec sleep 3600"]
+    volumeMounts: [{name: scratch, mountPath: /scratch}]
+    resources: {limits: {ephemeral-storage: %s}}
+`, name, volume, testImage, write, resources)
+	}
+	e.write("dir.yaml", pod("dir", "100Mi", "1Mi", "/scratch/filler"))
+	e.write("layer.yaml", pod("layer", "1Mi", "100Mi", "/filler"))
+	e.write("within.yaml", pod("within", "100Mi", "100Mi", "/scratch/filler"))
+	base, stop := e.watchWithServer()
+	defer stop(syscall.SIGTERM)
+
+	want := map[string]string{
+		"dir":   `Usage of EmptyDir volume "scratch" exceeds the limit "1Mi".`,
+		"layer": `Container c exceeded its local ephemeral storage limit "1Mi".`,
+	}
+	waitFor(t, "the pods over their limits to be evicted", 2*time.Minute, func() bool {
+		got := pods(t, base)
+		for name := range want {
+			if got[name+"-"+e.node].Status.Reason != "Evicted" {
+				return false
+			}
+		}
+		return true
+	})
+	got := pods(t, base)
+	for name, msg := range want {
+		if m := got[name+"-"+e.node].Status.Message; m != msg {
+			t.Errorf("%s: message %q, want %q", name, m, msg)
+		}
+	}
+	if p := got["within-"+e.node]; p.Status.Phase != v1.PodRunning {
+		t.Errorf("the pod within its limits is %s (%s: %s)", p.Status.Phase, p.Status.Reason, p.Status.Message)
+	}
+}

@@ -103,6 +103,19 @@ type StatsProvider interface {
 	// ContainerStats measures a running container of this node now.
 	// ErrNotFound if it does not exist.
 	ContainerStats(ctx context.Context, id string) (*ContainerStats, error)
+	// ContainerDiskUsage measures what a container of this node (running
+	// or not) has written to disk. ErrNotFound if it does not exist.
+	ContainerDiskUsage(ctx context.Context, id string) (*DiskUsage, error)
+}
+
+// DiskUsage is what a container has written to the node's disk: its
+// ephemeral storage, as the kubelet counts it against the container's
+// ephemeral-storage limit.
+type DiskUsage struct {
+	// WritableLayerBytes is the size of the container's writable layer.
+	WritableLayerBytes uint64
+	// LogBytes is the size of its log file(s) on the node.
+	LogBytes uint64
 }
 
 // ContainerStats are one measurement of a container.

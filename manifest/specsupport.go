@@ -42,15 +42,12 @@ var noEffectReasons = map[string]string{
 // valueNotes say which values of a supported field podrun refuses, by
 // what they are (refusedValues).
 func valueNotes() map[string]string {
-	resources := fmt.Sprintf("cpu and memory are enforced, ephemeral-storage requests accepted; %s; refused: "+
-		"ephemeral-storage limits (%s), hugepages (%s)",
-		extendedNote,
-		unenforcedResource(v1.ResourceEphemeralStorage, "limits"),
-		unenforcedResource(v1.ResourceHugePagesPrefix+"2Mi", "limits"))
+	resources := fmt.Sprintf("cpu and memory are enforced; %s; %s; refused: hugepages (%s)",
+		localStorageNote, extendedNote, unenforcedResource(v1.ResourceHugePagesPrefix+"2Mi", "limits"))
 	return map[string]string{
 		"spec.containers[].resources":     resources,
 		"spec.initContainers[].resources": resources,
-		"spec.volumes[].emptyDir":         "sizeLimit only with medium: Memory (" + diskSizeLimitReason + ")",
+		"spec.volumes[].emptyDir":         "sizeLimit: the tmpfs's size with medium: Memory; on disk, " + localStorageNote,
 	}
 }
 

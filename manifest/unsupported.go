@@ -30,7 +30,7 @@ import (
 // Empty values (null, "", {}, []) are never refused: `nodeSelector: {}` says
 // nothing. Some values are refused by what they are rather than where
 // (refusedValues): resources podrun cannot enforce (extended resources are
-// admitted at run time, with a warning), a size limit on a disk emptyDir.
+// admitted at run time, with a warning).
 // (runAsNonRoot is the runner's to check, as the kubelet's: it needs the
 // image's user.)
 func supportedPodFields() []string {
@@ -326,18 +326,13 @@ func refusedValues(pod *v1.Pod) []pathError {
 	for i := range spec.Containers {
 		check(&spec.Containers[i], fmt.Sprintf("spec.containers[%d]", i))
 	}
-	for i, vol := range spec.Volumes {
-		if ed := vol.EmptyDir; ed != nil && ed.Medium != v1.StorageMediumMemory && ed.SizeLimit != nil && !ed.SizeLimit.IsZero() {
-			out = append(out, pathError{path: fmt.Sprintf("spec.volumes[%d].emptyDir.sizeLimit", i),
-				message: "Forbidden: " + diskSizeLimitReason + " (with medium: Memory it is the tmpfs's size)"})
-		}
-	}
 	return out
 }
 
-// diskSizeLimitReason is why podrun refuses a disk emptyDir's sizeLimit
-// (refusedValues).
-const diskSizeLimitReason = "podrun cannot limit the size of an emptyDir on disk"
+// localStorageNote is what the support table says of local storage
+// limits: enforced by eviction, as the kubelet enforces them.
+const localStorageNote = "a disk emptyDir's sizeLimit and ephemeral-storage limits are enforced by `watch`'s eviction, " +
+	"as the kubelet's (the pod is evicted when over); `once` does not evict"
 
 // unenforcedResource is why podrun cannot honour a container's request or
 // limit of the resource name, or "" when it can. Extended resources are
@@ -347,10 +342,8 @@ func unenforcedResource(name v1.ResourceName, kind string) string {
 	switch {
 	case name == v1.ResourceCPU, name == v1.ResourceMemory:
 		return ""
-	case name == v1.ResourceEphemeralStorage && kind == "requests":
-		return "" // only ranks pods for eviction, which podrun does not do
 	case name == v1.ResourceEphemeralStorage:
-		return "podrun cannot limit a container's writable layer and logs"
+		return "" // enforced by eviction (localStorageNote)
 	case strings.HasPrefix(string(name), v1.ResourceHugePagesPrefix):
 		return "podrun does not reserve huge pages: Docker's API has no hugetlb limit"
 	case v1helper.IsExtendedResourceName(name):

@@ -47,14 +47,6 @@ func TestRefusedFields(t *testing.T) {
 		data: podWith("resources:\n  limits:\n    hugepages-2Mi: 4Mi\n    memory: 64Mi\n    cpu: 1\n", ""),
 		line: 11, field: "spec.containers[0].resources.limits[hugepages-2Mi]", reason: "does not reserve huge pages",
 	}, {
-		name: "ephemeral-storage limit",
-		data: podWith("resources:\n  limits:\n    ephemeral-storage: 1Gi\n", ""),
-		line: 11, field: "spec.containers[0].resources.limits[ephemeral-storage]", reason: "writable layer",
-	}, {
-		name: "disk emptyDir size limit",
-		data: podWith("", "volumes:\n- name: scratch\n  emptyDir:\n    sizeLimit: 1Gi\n"),
-		line: 12, field: "spec.volumes[0].emptyDir.sizeLimit", reason: "cannot limit the size of an emptyDir on disk",
-	}, {
 		name: "pod-level resources",
 		data: podWith("", "resources:\n  limits:\n    cpu: 1\n"),
 		line: 9, field: "spec.resources", reason: "pod cgroup",

@@ -123,9 +123,13 @@ type EvictionConfig struct {
 	// MemoryCapacity is the machine's memory, for percentage thresholds.
 	MemoryCapacity uint64
 	Pods           PodEvictor
-	// Stats measures containers' memory for the ranking; nil ranks without
-	// usage (priority, then QoS).
+	// Stats measures containers' memory for the ranking, and their disk
+	// for ephemeral-storage limits; nil ranks without usage (priority,
+	// then QoS) and enforces no container limit.
 	Stats engine.StatsProvider
+	// EmptyDirUsage measures a pod's emptyDir volumes on disk, by name;
+	// nil enforces no emptyDir sizeLimit.
+	EmptyDirUsage func(pod *v1.Pod) map[string]uint64
 	// Period is how often the node is looked at (the kubelet's 10 s).
 	Period time.Duration
 	Clock  clock.WithTicker
@@ -189,9 +193,13 @@ func (m *EvictionManager) UnderPressure(signal string) bool {
 	return m.pressure[signal]
 }
 
-// Synchronize looks at the node once and evicts at most one pod. It
-// returns the pod evicted, if any.
+// Synchronize looks at the node once: it evicts the pods over their local
+// storage limits, or else at most one pod for node pressure. It returns
+// the first pod evicted, if any.
 func (m *EvictionManager) Synchronize(ctx context.Context) *v1.Pod {
+	if evicted := m.localStorageEviction(ctx); len(evicted) > 0 {
+		return evicted[0]
+	}
 	meas, err := m.cfg.Measure()
 	if err != nil {
 		m.cfg.Log.Warn("eviction: measure the node", "err", err)
@@ -405,4 +413,113 @@ func podQOS(p *v1.Pod) v1.PodQOSClass {
 		return p.Status.QOSClass
 	}
 	return v1qos.GetPodQOS(p)
+}
+
+// localStorageEviction evicts, as the kubelet's, every pod that uses more
+// local storage than it may: an emptyDir on disk beyond its sizeLimit, a
+// container beyond its ephemeral-storage limit (its writable layer and
+// logs), or the pod beyond the sum of its containers' limits (their use
+// and its emptyDirs), when every container has one. Critical pods are
+// not evicted.
+func (m *EvictionManager) localStorageEviction(ctx context.Context) []*v1.Pod {
+	var evicted []*v1.Pod
+	for _, pod := range evictable(m.cfg.Pods.Pods()) {
+		msg := m.localStorageViolation(ctx, pod)
+		if msg == "" {
+			continue
+		}
+		if m.cfg.Pods.Evict(pod.UID, msg) {
+			m.cfg.Log.Warn("eviction: pod over its local storage limit evicted", "pod", pod.Namespace+"/"+pod.Name, "why", msg)
+			evicted = append(evicted, pod)
+		}
+	}
+	return evicted
+}
+
+// localStorageViolation says how pod exceeds its local storage limits, in
+// the kubelet's words, or "".
+func (m *EvictionManager) localStorageViolation(ctx context.Context, pod *v1.Pod) string {
+	var volumes map[string]uint64
+	if m.cfg.EmptyDirUsage != nil && (hasSizeLimitedEmptyDir(pod) || podEphemeralLimit(pod) != nil) {
+		volumes = m.cfg.EmptyDirUsage(pod)
+	}
+	for _, vol := range pod.Spec.Volumes {
+		ed := vol.EmptyDir
+		if ed == nil || ed.Medium == v1.StorageMediumMemory || ed.SizeLimit == nil || ed.SizeLimit.IsZero() {
+			continue
+		}
+		if used, ok := volumes[vol.Name]; ok && used > uint64(ed.SizeLimit.Value()) {
+			return fmt.Sprintf("Usage of EmptyDir volume %q exceeds the limit %q.", vol.Name, ed.SizeLimit.String())
+		}
+	}
+	if m.cfg.Stats == nil {
+		return ""
+	}
+	var podUsed uint64
+	for _, v := range volumes {
+		podUsed += v
+	}
+	for _, cs := range slices.Concat(pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses) {
+		c := findContainer(pod, cs.Name)
+		limit, limited := v1.ResourceList(nil), false
+		if c != nil {
+			limit = c.Resources.Limits
+			_, limited = limit[v1.ResourceEphemeralStorage]
+		}
+		if cs.ContainerID == "" || (!limited && podEphemeralLimit(pod) == nil) {
+			continue
+		}
+		_, id, _ := strings.Cut(cs.ContainerID, "://")
+		u, err := m.cfg.Stats.ContainerDiskUsage(ctx, id)
+		if err != nil {
+			continue
+		}
+		used := u.WritableLayerBytes + u.LogBytes
+		podUsed += used
+		if q, ok := limit[v1.ResourceEphemeralStorage]; ok && used > uint64(max(q.Value(), 0)) {
+			return fmt.Sprintf("Container %s exceeded its local ephemeral storage limit %q.", cs.Name, q.String())
+		}
+	}
+	if total := podEphemeralLimit(pod); total != nil && podUsed > uint64(max(total.Value(), 0)) {
+		return fmt.Sprintf("Pod ephemeral local storage usage exceeds the total limit of containers %s.", total.String())
+	}
+	return ""
+}
+
+func hasSizeLimitedEmptyDir(pod *v1.Pod) bool {
+	return slices.ContainsFunc(pod.Spec.Volumes, func(v v1.Volume) bool {
+		return v.EmptyDir != nil && v.EmptyDir.Medium != v1.StorageMediumMemory && v.EmptyDir.SizeLimit != nil
+	})
+}
+
+// podEphemeralLimit is the sum of the app containers' ephemeral-storage
+// limits when each has one, as the kubelet's pod-level check; nil
+// otherwise.
+func podEphemeralLimit(pod *v1.Pod) *resource.Quantity {
+	if len(pod.Spec.Containers) == 0 {
+		return nil
+	}
+	total := resource.Quantity{}
+	for _, c := range pod.Spec.Containers {
+		q, ok := c.Resources.Limits[v1.ResourceEphemeralStorage]
+		if !ok {
+			return nil
+		}
+		total.Add(q)
+	}
+	return &total
+}
+
+func findContainer(pod *v1.Pod, name string) *v1.Container {
+	for i := range pod.Spec.InitContainers {
+		if pod.Spec.InitContainers[i].Name == name {
+			return &pod.Spec.InitContainers[i]
+		}
+	}
+	for i := range pod.Spec.Containers {
+		if pod.Spec.Containers[i].Name == name {
+			return &pod.Spec.Containers[i]
+		}
+	}
+	return nil
 }

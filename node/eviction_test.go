@@ -53,10 +53,16 @@ func (f *fakeEvictor) Evict(uid types.UID, message string) bool {
 	return false
 }
 
+// fakeStats measures each container (by ID) at its memory, and at its
+// memory as bytes written too.
 type fakeStats map[string]uint64
 
 func (s fakeStats) ContainerStats(_ context.Context, id string) (*engine.ContainerStats, error) {
 	return &engine.ContainerStats{MemoryWorkingSetBytes: s[id]}, nil
+}
+
+func (s fakeStats) ContainerDiskUsage(_ context.Context, id string) (*engine.DiskUsage, error) {
+	return &engine.DiskUsage{WritableLayerBytes: s[id] / 2, LogBytes: s[id] - s[id]/2}, nil
 }
 
 // evictionPod is a running pod of one container "c" (ID = name) with a
@@ -151,3 +157,47 @@ func TestDiskEvictionByPriorityThenQoS(t *testing.T) {
 		t.Errorf("message %q", pods.message)
 	}
 }
+
+// TestLocalStorageEviction: every pod over an emptyDir sizeLimit, a
+// container's ephemeral-storage limit, or its containers' limits together
+// is evicted at the next look, with the kubelet's message, pressure or
+// not; a pod within its limits is not.
+func TestLocalStorageEviction(t *testing.T) {
+	withEmptyDir := func(name, limit string) *v1.Pod {
+		p := evictionPod(name, "", "", 0)
+		q := resource.MustParse(limit)
+		p.Spec.Volumes = []v1.Volume{{Name: "scratch", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{SizeLimit: &q}}}}
+		return p
+	}
+	withLimit := func(name, limit string) *v1.Pod {
+		p := evictionPod(name, "", "", 0)
+		p.Spec.Containers[0].Resources.Limits = v1.ResourceList{v1.ResourceEphemeralStorage: resource.MustParse(limit)}
+		return p
+	}
+	pods := &fakeEvictor{pods: []*v1.Pod{
+		withEmptyDir("dir-over", "1Mi"), withEmptyDir("dir-within", "10Mi"),
+		withLimit("ctr-over", "1Mi"), withLimit("ctr-within", "10Mi"),
+	}}
+	critical := withLimit("critical-over", "1Mi")
+	critical.Spec.Priority = ptrTo(int32(systemCriticalPriority))
+	pods.pods = append(pods.pods, critical)
+	stats := fakeStats{"ctr-over": 2 << 20, "ctr-within": 2 << 20, "critical-over": 2 << 20}
+	m := NewEvictionManager(EvictionConfig{
+		Thresholds: []Threshold{{Signal: SignalMemoryAvailable, Percentage: 0}},
+		Measure:    func() (Measurements, error) { return Measurements{MemoryAvailableBytes: 1 << 30}, nil },
+		Pods:       pods,
+		Stats:      stats,
+		EmptyDirUsage: func(p *v1.Pod) map[string]uint64 {
+			return map[string]uint64{"scratch": 2 << 20}
+		},
+	})
+	m.Synchronize(context.Background())
+	if got, want := strings.Join(pods.evicted, " "), "dir-over ctr-over"; got != want {
+		t.Errorf("evicted %q, want %q", got, want)
+	}
+	if want := `Container c exceeded its local ephemeral storage limit "1Mi".`; pods.message != want {
+		t.Errorf("message %q, want %q", pods.message, want)
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }

@@ -844,3 +844,27 @@ func TestDeviceRequests(t *testing.T) {
 		t.Errorf("HostConfig.DeviceRequests = %+v, want %+v", got, want)
 	}
 }
+
+// TestContainerDiskUsage: what a container writes to its root filesystem
+// and its output are measured (its writable layer, its log file).
+func TestContainerDiskUsage(t *testing.T) {
+	t.Parallel()
+	p := newPod(t, nil)
+	id := p.run(&engine.ContainerConfig{Name: "d",
+		Command: []string{"sh", "-c", "head -c 5242880 /dev/zero > /filler && echo written && exec sleep 3600"}})
+	ctx := context.Background()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		u, err := p.r.ContainerDiskUsage(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if u.WritableLayerBytes >= 5<<20 && u.LogBytes > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("disk usage %+v, want a writable layer of at least 5 MiB and a log", u)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 
 	"github.com/docker/docker/api/types/container"
 
@@ -43,4 +44,29 @@ func workingSet(m container.MemoryStats) uint64 {
 		return 0
 	}
 	return m.Usage - inactive
+}
+
+// ContainerDiskUsage inspects the container with its size (Docker walks
+// the writable layer: not cheap, asked only of containers with an
+// ephemeral-storage limit) and measures its log file on this host (0 when
+// the engine is remote and the file is not here).
+func (r *Runtime) ContainerDiskUsage(ctx context.Context, id string) (*engine.DiskUsage, error) {
+	full, err := r.own(ctx, id, false)
+	if err != nil {
+		return nil, fmt.Errorf("disk usage of %s: %w", shortID(id), err)
+	}
+	ins, _, err := r.cli.ContainerInspectWithRaw(ctx, full, true)
+	if err != nil {
+		return nil, fmt.Errorf("disk usage of %s: %w", shortID(id), wrap(err))
+	}
+	var u engine.DiskUsage
+	if ins.SizeRw != nil && *ins.SizeRw > 0 {
+		u.WritableLayerBytes = uint64(*ins.SizeRw)
+	}
+	if ins.ContainerJSONBase != nil && ins.LogPath != "" {
+		if fi, err := os.Stat(ins.LogPath); err == nil {
+			u.LogBytes = uint64(fi.Size())
+		}
+	}
+	return &u, nil
 }

@@ -92,6 +92,7 @@ type fakeStore struct {
 	exec      func(id string, cmd []string) (int, []byte, error)
 	subs      map[*fakeSub]bool
 	stats     map[string]engine.ContainerStats
+	disk      map[string]engine.DiskUsage
 	// imageFiles are the tar streams SetImageFilesystem gave, by image ID.
 	imageFiles map[string][]byte
 }
@@ -1121,4 +1122,29 @@ func (f *Fake) ContainerStats(ctx context.Context, id string) (*engine.Container
 	}
 	st := f.s.stats[id]
 	return &st, nil
+}
+
+// SetDiskUsage sets what ContainerDiskUsage reports of a container.
+func (f *Fake) SetDiskUsage(id string, u engine.DiskUsage) {
+	f.s.mu.Lock()
+	defer f.s.mu.Unlock()
+	if f.s.disk == nil {
+		f.s.disk = map[string]engine.DiskUsage{}
+	}
+	f.s.disk[id] = u
+}
+
+// ContainerDiskUsage reports what SetDiskUsage set (nothing written
+// otherwise) of a container of this node.
+func (f *Fake) ContainerDiskUsage(ctx context.Context, id string) (*engine.DiskUsage, error) {
+	f.s.mu.Lock()
+	defer f.s.mu.Unlock()
+	if err := f.call("ContainerDiskUsage"); err != nil {
+		return nil, err
+	}
+	if _, err := f.ctr(id); err != nil {
+		return nil, err
+	}
+	u := f.s.disk[id]
+	return &u, nil
 }
