@@ -160,6 +160,8 @@ var refusalReasons = map[string]string{
 	"spec.securityContext.seLinuxOptions":                  "podrun does not pass SELinux labels to Docker yet",
 	"spec.containers[].securityContext.seLinuxOptions":     "podrun does not pass SELinux labels to Docker yet",
 	"spec.initContainers[].securityContext.seLinuxOptions": "podrun does not pass SELinux labels to Docker yet",
+	"spec.containers[].securityContext.procMount":          "Unmasked /proc needs a user namespace (hostUsers: false), which podrun does not make",
+	"spec.initContainers[].securityContext.procMount":      "Unmasked /proc needs a user namespace (hostUsers: false), which podrun does not make",
 	"spec.hostUsers":                                       "podrun does not run pods in user namespaces",
 	"spec.shareProcessNamespace":                           "podrun does not share a process namespace between a pod's containers",
 	"spec.setHostnameAsFQDN":                               "podrun sets the pod's short hostname",
