@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 	resourcehelper "k8s.io/component-helpers/resource"
-	v1qos "k8s.io/kubernetes/pkg/apis/core/v1/helper/qos"
 	"k8s.io/utils/clock"
 
 	"github.com/podrun/podrun/engine"
@@ -138,10 +137,9 @@ type EvictionConfig struct {
 
 // EvictionManager evicts pods when the node runs short of memory or disk,
 // as the kubelet's eviction manager does with hard thresholds: at most one
-// pod per period, chosen by the kubelet's ranking (for memory: pods using
-// more than they request first, then lower priority, then the larger use
-// beyond the request; for disk: lower priority, then QoS BestEffort before
-// Burstable before Guaranteed). Critical pods (priority at
+// pod per period, chosen by the kubelet's ranking (pods using more memory,
+// or local storage, than they request first, then lower priority, then
+// the larger use beyond the request). Critical pods (priority at
 // system-cluster-critical or above) are never evicted.
 //
 // The kubelet never evicts static pods at all; every file pod of podrun is
@@ -229,7 +227,7 @@ func (m *EvictionManager) Synchronize(ctx context.Context) *v1.Pod {
 	if first.Signal == SignalMemoryAvailable {
 		rankMemory(candidates, usage)
 	} else {
-		rankDisk(candidates)
+		rankDisk(candidates, m.diskUsage(ctx, candidates))
 	}
 	for _, pod := range candidates {
 		msg := evictionMessage(first, pod, usage)
@@ -353,16 +351,55 @@ func rankMemory(pods []*v1.Pod, usage map[types.UID]podUsage) {
 	})
 }
 
-// rankDisk orders pods by priority (lower first), then QoS (BestEffort,
-// Burstable, Guaranteed). podrun does not measure pods' disk use yet.
-func rankDisk(pods []*v1.Pod) {
-	qosRank := map[v1.PodQOSClass]int{v1.PodQOSBestEffort: 0, v1.PodQOSBurstable: 1, v1.PodQOSGuaranteed: 2}
+// diskUsage measures the local storage each pod uses: its containers'
+// writable layers and logs, and its emptyDirs on disk, by pod UID.
+func (m *EvictionManager) diskUsage(ctx context.Context, pods []*v1.Pod) map[types.UID]uint64 {
+	out := map[types.UID]uint64{}
+	for _, pod := range pods {
+		var n uint64
+		if m.cfg.EmptyDirUsage != nil {
+			for _, v := range m.cfg.EmptyDirUsage(pod) {
+				n += v
+			}
+		}
+		if m.cfg.Stats != nil {
+			for _, cs := range slices.Concat(pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses) {
+				if cs.ContainerID == "" {
+					continue
+				}
+				_, id, _ := strings.Cut(cs.ContainerID, "://")
+				if u, err := m.cfg.Stats.ContainerDiskUsage(ctx, id); err == nil {
+					n += u.WritableLayerBytes + u.LogBytes
+				}
+			}
+		}
+		out[pod.UID] = n
+	}
+	return out
+}
+
+// rankDisk orders pods as the kubelet's rankDiskPressureFunc: those using
+// more local storage than they request first (a pod requesting none uses
+// more as soon as it writes), then by priority (lower first), then by use
+// beyond the request (larger first).
+func rankDisk(pods []*v1.Pod, usage map[types.UID]uint64) {
 	slices.SortStableFunc(pods, func(a, b *v1.Pod) int {
+		ua, ub := usage[a.UID], usage[b.UID]
+		ra, rb := ephemeralRequest(a), ephemeralRequest(b)
+		if c := boolCmp(ua <= ra, ub <= rb); c != 0 {
+			return c
+		}
 		if c := cmp.Compare(podPriority(a), podPriority(b)); c != 0 {
 			return c
 		}
-		return cmp.Compare(qosRank[podQOS(a)], qosRank[podQOS(b)])
+		return cmp.Compare(int64(ub)-int64(rb), int64(ua)-int64(ra))
 	})
+}
+
+func ephemeralRequest(p *v1.Pod) uint64 {
+	req := resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{})
+	q := req[v1.ResourceEphemeralStorage]
+	return uint64(max(q.Value(), 0))
 }
 
 // evictionMessage says why, as the kubelet's does.
@@ -405,14 +442,6 @@ func boolCmp(a, b bool) int {
 		return 1
 	}
 	return -1
-}
-
-// podQOS is the pod's QoS class: its status's, or computed.
-func podQOS(p *v1.Pod) v1.PodQOSClass {
-	if p.Status.QOSClass != "" {
-		return p.Status.QOSClass
-	}
-	return v1qos.GetPodQOS(p)
 }
 
 // localStorageEviction evicts, as the kubelet's, every pod that uses more

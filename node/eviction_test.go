@@ -130,27 +130,44 @@ func TestEvictionRanksAsTheKubelet(t *testing.T) {
 	}
 }
 
-// TestDiskEvictionByPriorityThenQoS: under nodefs pressure, lower priority
-// first, then BestEffort before Burstable before Guaranteed.
-func TestDiskEvictionByPriorityThenQoS(t *testing.T) {
+// TestDiskEvictionRanksAsTheKubelet: under nodefs pressure, pods using
+// more local storage than they request first, then lower priority, then
+// the larger use beyond the request.
+func TestDiskEvictionRanksAsTheKubelet(t *testing.T) {
+	withRequest := func(name, request string, priority int32) *v1.Pod {
+		p := evictionPod(name, "", "", priority)
+		if request != "" {
+			p.Spec.Containers[0].Resources.Requests = v1.ResourceList{v1.ResourceEphemeralStorage: resource.MustParse(request)}
+		}
+		return p
+	}
 	pods := &fakeEvictor{pods: []*v1.Pod{
-		evictionPod("guaranteed", "10Mi", "10Mi", 0),
-		evictionPod("burstable", "10Mi", "", 0),
-		evictionPod("besteffort-high", "", "", 100),
-		evictionPod("besteffort", "", "", 0),
+		withRequest("within", "100Mi", 0),   // 10Mi written, under its request
+		withRequest("small", "", 0),         // 1Mi over
+		withRequest("big", "", 0),           // 20Mi over
+		withRequest("important", "", 100),   // 50Mi over, higher priority
+		withRequest("big-volume", "1Mi", 0), // 1Mi written + 30Mi emptyDir: 30Mi over
 	}}
+	stats := fakeStats{"within": 10 << 20, "small": 1 << 20, "big": 20 << 20, "important": 50 << 20, "big-volume": 1 << 20}
 	thresholds, _ := ParseThresholds("nodefs.available<10%")
 	m := NewEvictionManager(EvictionConfig{
 		Thresholds: thresholds,
 		Measure: func() (Measurements, error) {
 			return Measurements{MemoryAvailableBytes: 1 << 30, NodeFS: Filesystem{CapacityBytes: 100, AvailableBytes: 5}}, nil
 		},
-		Pods: pods,
+		Pods:  pods,
+		Stats: stats,
+		EmptyDirUsage: func(p *v1.Pod) map[string]uint64 {
+			if p.Name == "big-volume" {
+				return map[string]uint64{"scratch": 30 << 20}
+			}
+			return nil
+		},
 	})
-	for range 4 {
+	for range 5 {
 		m.Synchronize(context.Background())
 	}
-	if got, want := strings.Join(pods.evicted, " "), "besteffort burstable guaranteed besteffort-high"; got != want {
+	if got, want := strings.Join(pods.evicted, " "), "big-volume big small important within"; got != want {
 		t.Errorf("evicted in order %q, want %q", got, want)
 	}
 	if !strings.Contains(pods.message, "low on resource: ephemeral-storage") {
