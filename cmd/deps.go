@@ -15,6 +15,7 @@ import (
 	"github.com/podrun/podrun/engine/docker"
 	"github.com/podrun/podrun/node"
 	"github.com/podrun/podrun/runner"
+	"github.com/spf13/pflag"
 )
 
 // The engine interfaces are what the commands need of the container
@@ -41,6 +42,9 @@ type podEngine interface {
 	// DataRoot is the directory the engine keeps its images in, whose
 	// filesystem the low disk space check watches.
 	DataRoot(ctx context.Context) (string, error)
+	// CgroupDriver is the engine's cgroup driver ("cgroupfs", "systemd"):
+	// podrun makes pod cgroups only under cgroupfs.
+	CgroupDriver(ctx context.Context) (string, error)
 }
 
 // watchEngine is the engine of `watch`, which also collects garbage
@@ -127,6 +131,10 @@ func newRunner(ctx context.Context, g *globalOptions, rt podEngine, allowPrivile
 		}
 		return nil, fmt.Errorf("infra image: %w", err)
 	}
+	cgroups, err := podCgroups(ctx, rt, g.PodMaxPIDs)
+	if err != nil {
+		return nil, err
+	}
 	host := g.Host()
 	oomFloor := g.oomFloor()
 	cfg := runner.Config{
@@ -145,6 +153,7 @@ func newRunner(ctx context.Context, g *globalOptions, rt podEngine, allowPrivile
 		HostDNS:          hostDNS(host.DNS),
 		Images:           g.Images.runnerImages(g.Log, g.imageUsage),
 		Admit:            g.Images.admitter(ctx, g.RootDir, rt, g.Log),
+		PodCgroups:       cgroups,
 	}
 	for _, t := range tune {
 		t(&cfg)
@@ -190,10 +199,36 @@ func hostDNS(rc *node.ResolvConf) *engine.DNSConfig {
 func newTeardownRunner(g *globalOptions, rt baseEngine) *runner.Runner {
 	return runner.New(runner.Config{
 		Runtime: rt, RuntimeName: "docker", NodeName: g.NodeName, RootDir: g.RootDir, Log: g.Log, HostIP: g.Host().IP,
-		Clock: g.Clock,
+		Clock: g.Clock, PodCgroups: runner.NewPodCgroups("", 0),
 	})
 }
 
 func isURL(s string) bool {
 	return strings.HasPrefix(s, "http://") || strings.HasPrefix(s, "https://")
+}
+
+// addPodMaxPIDsFlag adds --pod-max-pids, the kubelet's flag.
+func addPodMaxPIDsFlag(f *pflag.FlagSet, g *globalOptions) {
+	f.Int64Var(&g.PodMaxPIDs, "pod-max-pids", 0,
+		"the most processes a pod may have, all its containers together (its own cgroup's pids.max); 0: no limit")
+}
+
+// podCgroups is the runner's pod cgroups for this engine: they need
+// Docker's cgroupfs driver, which --pod-max-pids then requires.
+func podCgroups(ctx context.Context, rt podEngine, maxPIDs int64) (*runner.PodCgroups, error) {
+	if maxPIDs < 0 {
+		return nil, badInputf("--pod-max-pids %d: want 0 (no limit) or more", maxPIDs)
+	}
+	driver, err := rt.CgroupDriver(ctx)
+	if err != nil {
+		if errors.Is(err, engine.ErrUnavailable) {
+			return nil, unreachable(err)
+		}
+		return nil, fmt.Errorf("cgroup driver: %w", err)
+	}
+	if maxPIDs > 0 && driver != "cgroupfs" {
+		return nil, badInputf("--pod-max-pids needs a pod cgroup, which podrun makes only under Docker's cgroupfs "+
+			"cgroup driver; this engine uses %q", driver)
+	}
+	return runner.NewPodCgroups(driver, maxPIDs), nil
 }

@@ -48,6 +48,10 @@ func (e *fakeEngine) EnsureInfraImage(_ context.Context, ref, _ string) (string,
 
 func (e *fakeEngine) DataRoot(context.Context) (string, error) { return "/fake/docker", nil }
 
+// CgroupDriver is none podrun makes pod cgroups under: a test of the fake
+// engine never touches the host's cgroups.
+func (e *fakeEngine) CgroupDriver(context.Context) (string, error) { return "fake", nil }
+
 func (e *fakeEngine) RuntimeVersion(context.Context) (string, error) { return "fake://1.0", nil }
 
 // testHost is the machine the tests' pods are told of.

@@ -89,6 +89,7 @@ input (nothing is started), 3 the Docker Engine cannot be reached.`,
 	f.BoolVar(&opts.AllowPrivileged, "allow-privileged", false, "allow privileged containers")
 	addRuntimeClassFlag(f, &opts.RuntimeClasses)
 	addExtendedResourceFlag(f, &opts.ExtendedResources)
+	addPodMaxPIDsFlag(f, g)
 	return cmd
 }
 

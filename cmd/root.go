@@ -36,6 +36,8 @@ type globalOptions struct {
 	ConfigFile string
 	// Strict makes manifest warnings errors (--strict).
 	Strict bool
+	// PodMaxPIDs is once's and watch's --pod-max-pids.
+	PodMaxPIDs int64
 	// URL sources (watch --url, and URLs given to once, down, validate).
 	URLHeaders []string
 	URLCA      string

@@ -113,6 +113,7 @@ running (an upgrade of podrun is not an outage) unless --stop-pods-on-exit.`,
 	f.StringVar(&opts.evictionHardRaw, "eviction-hard", node.DefaultEvictionHard,
 		"node-pressure eviction thresholds, as the kubelet's flag (signal<quantity or signal<N%); empty: no eviction")
 	addExtendedResourceFlag(f, &opts.ExtendedResources)
+	addPodMaxPIDsFlag(f, g)
 	addGCFlags(f, &opts.GC)
 	addClusterFlags(f, &opts.Cluster)
 	return cmd
@@ -245,7 +246,8 @@ func watchRun(ctx context.Context, opts *watchOptions) error {
 	if cl != nil {
 		cl.start(runCtx, &wg)
 	}
-	if len(opts.EvictionHard) > 0 {
+	// Always: local storage limits are enforced whatever the thresholds.
+	{
 		evictions := newEvictionManager(ctx, opts, rt, r)
 		wg.Add(1)
 		go func() {

@@ -22,7 +22,8 @@ import (
 // Runtime is everything the sync core needs from a container engine: its
 // sandboxes, its containers and the images they run. Optional abilities
 // (ResourceUpdater, LogReader, Execer, EventSource, PodObjectLister,
-// ImageService, ImageFilesystemExporter) are separate interfaces, found by type assertion.
+// ImageService, ImageFilesystemExporter, RuntimeHandlerLister,
+// StatsProvider) are separate interfaces, found by type assertion.
 type Runtime interface {
 	SandboxManager
 	ContainerManager
@@ -315,6 +316,10 @@ type SandboxConfig struct {
 	// QOSClass is the pod's QoS class (Guaranteed, Burstable, BestEffort),
 	// kept with the sandbox, like Source, for a podrun without the manifest.
 	QOSClass string
+	// CgroupParent is the cgroup the engine puts the sandbox and every
+	// container of the pod under (the pod's own, made by the caller); ""
+	// is the engine's default.
+	CgroupParent string
 	// OOMScoreAdj is the infra container's oom_score_adj; 0 leaves the
 	// runtime's default. A score below what the runtime may set makes the
 	// sandbox fail to start: the caller clamps it.

@@ -33,8 +33,6 @@ var noEffectReasons = map[string]string{
 	"spec.topologySpreadConstraints": "scheduling: one machine is one topology domain",
 	"spec.schedulingGates":           "scheduling: a static pod is not scheduled",
 	"spec.schedulerName":             "scheduling: a static pod is not scheduled",
-	"spec.priority":                  "set from priorityClassName (system classes) as the API server does; nothing preempts on one machine",
-	"spec.priorityClassName":         "validated (system classes resolved as the API server does); nothing preempts on one machine",
 	"spec.preemptionPolicy":          "nothing preempts on one machine",
 	"spec.enableServiceLinks":        "there are no Services to link",
 }

@@ -47,6 +47,8 @@ func supportedPodFields() []string {
 		"nodeName", "hostNetwork", "hostPID", "hostIPC", "hostname", "subdomain",
 		// A RuntimeClass of the sources or of --runtime-class (runner).
 		"runtimeClassName",
+		// The pod's own cgroup (runner).
+		"resources.limits.*", "resources.requests.*",
 		"securityContext.runAsUser", "securityContext.runAsGroup", "securityContext.runAsNonRoot",
 		"securityContext.sysctls[].name", "securityContext.sysctls[].value",
 		"securityContext.seccompProfile.type=RuntimeDefault|Unconfined|Localhost",
@@ -155,7 +157,6 @@ var refusalReasons = map[string]string{
 	"spec.ephemeralContainers":                             "ephemeral containers are added to a running pod through the API, not by a manifest",
 	"spec.readinessGates":                                  "nothing would set the gates' conditions, so the pod would never be Ready",
 	"spec.overhead":                                        "podrun does not account a runtime's overhead (it has no scheduler or pod cgroup to charge it to)",
-	"spec.resources":                                       "pod-level resources need a pod cgroup, which podrun does not make yet",
 	"spec.resourceClaims":                                  "dynamic resource allocation needs a cluster's resource drivers",
 	"spec.securityContext.seLinuxOptions":                  "podrun does not pass SELinux labels to Docker yet",
 	"spec.containers[].securityContext.seLinuxOptions":     "podrun does not pass SELinux labels to Docker yet",
@@ -318,6 +319,20 @@ func refusedValues(pod *v1.Pod) []pathError {
 				if reason := unenforcedResource(name, kind); reason != "" {
 					out = append(out, pathError{path: fmt.Sprintf("%s.resources.%s[%s]", path, kind, name),
 						message: "Forbidden: podrun does not support this resource: " + reason})
+				}
+			}
+		}
+	}
+	if r := spec.Resources; r != nil {
+		for _, kind := range []string{"limits", "requests"} {
+			list := r.Limits
+			if kind == "requests" {
+				list = r.Requests
+			}
+			for _, name := range slices.Sorted(maps.Keys(list)) {
+				if name != v1.ResourceCPU && name != v1.ResourceMemory {
+					out = append(out, pathError{path: fmt.Sprintf("spec.resources.%s[%s]", kind, name),
+						message: "Forbidden: podrun's pod cgroup limits cpu and memory only"})
 				}
 			}
 		}

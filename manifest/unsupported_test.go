@@ -47,9 +47,10 @@ func TestRefusedFields(t *testing.T) {
 		data: podWith("resources:\n  limits:\n    hugepages-2Mi: 4Mi\n    memory: 64Mi\n    cpu: 1\n", ""),
 		line: 11, field: "spec.containers[0].resources.limits[hugepages-2Mi]", reason: "does not reserve huge pages",
 	}, {
-		name: "pod-level resources",
-		data: podWith("", "resources:\n  limits:\n    cpu: 1\n"),
-		line: 9, field: "spec.resources", reason: "pod cgroup",
+		name: "pod-level hugepages",
+		data: podWith("resources:\n  limits:\n    cpu: 1\n    memory: 64Mi\n    hugepages-2Mi: 2Mi\n",
+			"resources:\n  limits:\n    cpu: 1\n    memory: 64Mi\n    hugepages-2Mi: 2Mi\n"),
+		line: 18, field: "spec.resources.limits[hugepages-2Mi]", reason: "pod cgroup limits cpu and memory only",
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 	resourcehelper "k8s.io/component-helpers/resource"
+	"k8s.io/kubernetes/pkg/apis/scheduling"
 	"k8s.io/utils/clock"
 
 	"github.com/podrun/podrun/engine"
@@ -32,10 +33,6 @@ const DefaultEvictionHard = "memory.available<100Mi,nodefs.available<10%,imagefs
 
 // ReasonEvicted is the reason of a pod evicted for node pressure.
 const ReasonEvicted = "Evicted"
-
-// systemCriticalPriority is the priority from which a pod is critical
-// (system-cluster-critical, system-node-critical): never evicted.
-const systemCriticalPriority = 2000000000
 
 // Threshold is one hard eviction threshold: the signal is under pressure
 // when what is available falls below Quantity, or below Percentage of the
@@ -169,9 +166,6 @@ func NewEvictionManager(cfg EvictionConfig) *EvictionManager {
 
 // Run looks at the node every period until ctx ends.
 func (m *EvictionManager) Run(ctx context.Context) {
-	if len(m.cfg.Thresholds) == 0 {
-		return
-	}
 	t := m.cfg.Clock.NewTicker(m.cfg.Period)
 	defer t.Stop()
 	for {
@@ -197,6 +191,9 @@ func (m *EvictionManager) UnderPressure(signal string) bool {
 func (m *EvictionManager) Synchronize(ctx context.Context) *v1.Pod {
 	if evicted := m.localStorageEviction(ctx); len(evicted) > 0 {
 		return evicted[0]
+	}
+	if len(m.cfg.Thresholds) == 0 {
+		return nil
 	}
 	meas, err := m.cfg.Measure()
 	if err != nil {
@@ -258,8 +255,11 @@ func (m *EvictionManager) thresholdsMet(meas Measurements) []metThreshold {
 		case SignalImageFSAvailable:
 			avail, capacity = meas.ImageFS.AvailableBytes, meas.ImageFS.CapacityBytes
 		}
-		if capacity == 0 && t.Quantity == nil {
-			continue // not measured
+		// A reading that failed is zero: not pressure. (No host has no
+		// memory available at all, nor a filesystem of no size.)
+		if (t.Signal == SignalMemoryAvailable && avail == 0) || (t.Signal != SignalMemoryAvailable && capacity == 0) ||
+			(capacity == 0 && t.Quantity == nil) {
+			continue
 		}
 		if avail < t.min(capacity) {
 			out = append(out, metThreshold{Threshold: t, available: avail})
@@ -313,7 +313,7 @@ func evictable(pods []*v1.Pod) []*v1.Pod {
 		if p.Status.Phase == v1.PodFailed || p.Status.Phase == v1.PodSucceeded || p.DeletionTimestamp != nil {
 			continue
 		}
-		if podPriority(p) >= systemCriticalPriority {
+		if podPriority(p) >= scheduling.SystemCriticalPriority {
 			continue
 		}
 		out = append(out, p)
@@ -321,9 +321,18 @@ func evictable(pods []*v1.Pod) []*v1.Pod {
 	return out
 }
 
+// podPriority is the pod's priority: spec.priority, else that of its
+// system priority class (a static pod's priority is never resolved by an
+// API server), else 0.
 func podPriority(p *v1.Pod) int32 {
 	if p.Spec.Priority != nil {
 		return *p.Spec.Priority
+	}
+	switch p.Spec.PriorityClassName {
+	case scheduling.SystemNodeCritical:
+		return scheduling.SystemCriticalPriority + 1000
+	case scheduling.SystemClusterCritical:
+		return scheduling.SystemCriticalPriority
 	}
 	return 0
 }

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
@@ -196,7 +197,8 @@ func TestLocalStorageEviction(t *testing.T) {
 		withLimit("ctr-over", "1Mi"), withLimit("ctr-within", "10Mi"),
 	}}
 	critical := withLimit("critical-over", "1Mi")
-	critical.Spec.Priority = ptrTo(int32(systemCriticalPriority))
+	critical.Spec.Priority = nil
+	critical.Spec.PriorityClassName = "system-cluster-critical"
 	pods.pods = append(pods.pods, critical)
 	stats := fakeStats{"ctr-over": 2 << 20, "ctr-within": 2 << 20, "critical-over": 2 << 20}
 	m := NewEvictionManager(EvictionConfig{
@@ -217,4 +219,17 @@ func TestLocalStorageEviction(t *testing.T) {
 	}
 }
 
-func ptrTo[T any](v T) *T { return &v }
+// TestFailedMeasurementIsNoPressure: a reading that failed (zeros and an
+// error) evicts nothing, whatever the thresholds.
+func TestFailedMeasurementIsNoPressure(t *testing.T) {
+	thresholds, _ := ParseThresholds("memory.available<100Mi,nodefs.available<1Gi,imagefs.available<15%")
+	pods := &fakeEvictor{pods: []*v1.Pod{evictionPod("besteffort", "", "", 0)}}
+	m := NewEvictionManager(EvictionConfig{
+		Thresholds: thresholds,
+		Measure:    func() (Measurements, error) { return Measurements{}, errors.New("no /proc/meminfo") },
+		Pods:       pods,
+	})
+	if p := m.Synchronize(context.Background()); p != nil || len(pods.evicted) != 0 {
+		t.Errorf("a failed measurement evicted %v", pods.evicted)
+	}
+}

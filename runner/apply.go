@@ -107,6 +107,21 @@ func (r *Runner) applyActions(ctx context.Context, pod *v1.Pod, st *podState, a 
 	}
 	sbCfg.Runtime = runtime
 
+	// The pod's own cgroup, where it needs one (pod-level resources, a
+	// per-pod pids limit): its sandbox and containers go under it.
+	if a.preparesVolumes() {
+		parent, err := r.cfg.PodCgroups.Ensure(pod)
+		if err != nil {
+			for _, c := range startTargets(pod, a) {
+				if !w.holdStart(c.Name) {
+					w.recordStartError(pod, c, err)
+				}
+			}
+			return fmt.Errorf("pod cgroup: %w", err)
+		}
+		sbCfg.CgroupParent = parent
+	}
+
 	if a.CreateSandbox && r.cfg.Admit != nil {
 		if err := r.cfg.Admit(pod); err != nil {
 			for _, c := range allContainers(pod) {
@@ -378,6 +393,9 @@ func (r *Runner) teardown(ctx context.Context, pod *v1.Pod, st *podState, grace 
 		}
 	}
 	if len(errs) == 0 && uid != "" {
+		if err := r.cfg.PodCgroups.Remove(uid); err != nil {
+			errs = append(errs, err)
+		}
 		if err := removePodDir(r.cfg.RootDir, uid); err != nil {
 			errs = append(errs, err)
 		}

@@ -33,6 +33,12 @@ type eviction struct {
 func (r *Runner) Evict(uid types.UID, message string) bool {
 	r.mu.Lock()
 	w := r.workers[string(uid)]
+	if w != nil {
+		// An evicted pod holds no host port nor extended resource: a new
+		// spec of it is admitted again (set makes a new claim), as the
+		// kubelet admits a pod anew.
+		r.wakeLocked(r.ports.remove(string(uid)))
+	}
 	r.mu.Unlock()
 	if w == nil {
 		return false

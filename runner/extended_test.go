@@ -134,7 +134,7 @@ func TestDeclaredExtendedResourceIsCounted(t *testing.T) {
 		}
 	}
 
-	if n := fake.Calls("EngineInfo"); n != 0 {
+	if n := fake.Calls("RuntimeHandlers"); n != 0 {
 		t.Errorf("the engine was asked for its runtimes %d times for pods without GPUs", n)
 	}
 

@@ -79,6 +79,10 @@ func (r *Runner) removeOrphanDirs(known map[string]bool) {
 			continue
 		}
 		dir := filepath.Join(r.cfg.RootDir, "pods", e.Name())
+		if err := r.cfg.PodCgroups.Remove(e.Name()); err != nil {
+			r.log.Warn("remove orphaned pod cgroup", "uid", e.Name(), "err", err)
+			continue
+		}
 		if err := removePodDir(r.cfg.RootDir, e.Name()); err != nil {
 			r.log.Warn("remove orphaned pod directory", "dir", dir, "err", err)
 			continue

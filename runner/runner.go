@@ -95,6 +95,10 @@ type Config struct {
 	// AdmitReason, say OutOfDisk), and it is asked again every
 	// 10 s. Running pods are never asked.
 	Admit func(pod *v1.Pod) error
+	// PodCgroups makes the pods' own cgroups (pod-level resources, the
+	// per-pod pids limit); nil makes none, and a pod that needs one cannot
+	// start.
+	PodCgroups *PodCgroups
 	// AppArmor is the AppArmor admission and the host's support; nil is
 	// the kubelet's own (apparmor.NewValidator), which reads the host.
 	AppArmor AppArmorValidator

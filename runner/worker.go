@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/podrun/podrun/engine"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
@@ -297,10 +298,6 @@ func (w *podWorker) sync(ctx context.Context, pod *v1.Pod, st *podState) (*podAc
 	if msg, ok := w.evictedMessage(pod); ok {
 		return w.syncEvicted(ctx, pod, st, msg)
 	}
-	if err := r.validateAppArmor(pod); err != nil {
-		return w.stopAsFailed(ctx, pod, st, gracePeriod(pod), "pod refused: AppArmor", v1.PodStatus{Phase: v1.PodFailed, Reason: ReasonAppArmor,
-			Message: "Cannot enforce AppArmor: " + err.Error()})
-	}
 	// Admission first: a pod refused its host ports or an extended
 	// resource runs nothing.
 	why, err := r.admitPod(ctx, pod, st)
@@ -309,6 +306,14 @@ func (w *podWorker) sync(ctx context.Context, pod *v1.Pod, st *podState) (*podAc
 	}
 	if why != nil {
 		return w.syncRefused(ctx, pod, st, why)
+	}
+	// AppArmor is asked of a pod not running yet, as the kubelet's
+	// admission is of pending pods: one that runs keeps running.
+	if sb := st.latestSandbox(); sb == nil || sb.State != engine.StateRunning || sb.Hash != SandboxHash(pod) {
+		if err := r.validateAppArmor(pod); err != nil {
+			return w.stopAsFailed(ctx, pod, st, gracePeriod(pod), "pod refused: AppArmor", v1.PodStatus{Phase: v1.PodFailed,
+				Reason: ReasonAppArmor, Message: "Cannot enforce AppArmor: " + err.Error()})
+		}
 	}
 	start := r.clock.Now()
 	prev := r.previousStatus(w.uid)

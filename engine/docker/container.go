@@ -135,6 +135,9 @@ func (r *Runtime) containerConfig(ctx context.Context, sbID string, sb *engine.S
 		hc.Resources.Devices = append(hc.Resources.Devices, dm)
 	}
 	hc.Resources.DeviceRequests = deviceRequests(cfg.DeviceRequests)
+	// Resources of its own are the container's; its place in the cgroup
+	// tree is the pod's.
+	hc.Resources.CgroupParent = sb.CgroupParent
 	for _, m := range cfg.Mounts {
 		if err := addMount(hc, m); err != nil {
 			return nil, nil, err

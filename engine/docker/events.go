@@ -74,7 +74,7 @@ func (r *Runtime) watchEvents(ctx context.Context, out chan<- engine.Event, sinc
 		if !first {
 			r.log.Info("docker events: reconnected")
 			// The engine may have restarted with another configuration
-			// (a runtime added): EngineInfo asks again.
+			// (a runtime added): RuntimeHandlers asks again.
 			r.mu.Lock()
 			r.runtimes = nil
 			r.mu.Unlock()

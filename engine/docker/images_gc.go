@@ -122,6 +122,16 @@ func (r *Runtime) DataRoot(ctx context.Context) (string, error) {
 	return info.DockerRootDir, nil
 }
 
+// CgroupDriver is the engine's cgroup driver (docker info's
+// CgroupDriver: "cgroupfs" or "systemd").
+func (r *Runtime) CgroupDriver(ctx context.Context) (string, error) {
+	info, err := r.cli.Info(ctx)
+	if err != nil {
+		return "", fmt.Errorf("docker info: %w", wrap(err))
+	}
+	return info.CgroupDriver, nil
+}
+
 // Statfs measures the filesystem holding path.
 func Statfs(path string) (*engine.FsInfo, error) {
 	var st unix.Statfs_t

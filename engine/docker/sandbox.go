@@ -64,6 +64,7 @@ func (r *Runtime) sandboxConfig(cfg *engine.SandboxConfig) (*container.Config, *
 		OomScoreAdj: cfg.OOMScoreAdj,
 		Runtime:     cfg.Runtime,
 	}
+	hc.CgroupParent = cfg.CgroupParent
 	if cfg.HostNetwork {
 		// The host's network and its hostname: Docker would otherwise give
 		// the container a UTS namespace of its own.
