@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync/atomic"
 
@@ -178,7 +179,9 @@ func (r *Runner) prepareImageVolume(ctx context.Context, pod *v1.Pod, vol *v1.Vo
 }
 
 // nameImageCopy records, in the pod's directory, that its volume vol uses
-// the copy of image id.
+// the copy of image id. A volume whose tag moved to another image names
+// both: containers started before still mount the older copy, which must
+// stay until the pod (or the volume) goes.
 func (r *Runner) nameImageCopy(pod *v1.Pod, vol, id string) error {
 	d, err := openPodDirs(r.cfg.RootDir, string(pod.UID))
 	if err != nil {
@@ -190,11 +193,16 @@ func (r *Runner) nameImageCopy(pod *v1.Pod, vol, id string) error {
 		return err
 	}
 	p := filepath.Join(dir, vol)
-	if b, err := d.root.ReadFile(p); err == nil && string(b) == id+"\n" {
+	var ids []string
+	if b, err := d.root.ReadFile(p); err == nil {
+		ids = strings.Fields(string(b))
+	}
+	if slices.Contains(ids, id) {
 		return nil
 	}
+	ids = append(ids, id)
 	tmp := filepath.Join(dir, "."+vol+".tmp")
-	if err := d.root.WriteFile(tmp, []byte(id+"\n"), 0o644); err != nil {
+	if err := d.root.WriteFile(tmp, []byte(strings.Join(ids, "\n")+"\n"), 0o644); err != nil {
 		return err
 	}
 	return d.root.Rename(tmp, p)
@@ -374,9 +382,10 @@ func (r *Runner) namedImageCopies() map[string]string {
 			if err != nil {
 				continue
 			}
-			id := strings.TrimSpace(string(b))
-			if name, err := imageCopyName(id); err == nil {
-				out[name] = id
+			for _, id := range strings.Fields(string(b)) {
+				if name, err := imageCopyName(id); err == nil {
+					out[name] = id
+				}
 			}
 		}
 	}

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	v1 "k8s.io/api/core/v1"
 )
 
 // TestReclaimWaitsForTheLock: while a pod (of this podrun or another of
@@ -45,5 +47,36 @@ func TestReclaimWaitsForTheLock(t *testing.T) {
 	}
 	if _, err := os.Stat(foreign); err != nil {
 		t.Errorf("a name not podrun's was removed: %v", err)
+	}
+}
+
+// TestMovedTagKeepsBothCopies: a volume whose tag moved to another image
+// names both copies (a container started before mounts the first), so a
+// reclaim removes neither while the pod has the volume.
+func TestMovedTagKeepsBothCopies(t *testing.T) {
+	root := t.TempDir()
+	r := &Runner{cfg: Config{RootDir: root}, log: slog.New(slog.DiscardHandler)}
+	pod := &v1.Pod{}
+	pod.UID = "uid-1"
+	pod.Spec.Volumes = []v1.Volume{{Name: "img", VolumeSource: v1.VolumeSource{Image: &v1.ImageVolumeSource{Reference: "x:latest"}}}}
+	first, second := "sha256:"+strings.Repeat("a", 64), "sha256:"+strings.Repeat("b", 64)
+	for _, id := range []string{first, second, first} {
+		if err := r.nameImageCopy(pod, "img", id); err != nil {
+			t.Fatal(err)
+		}
+		name, _ := imageCopyName(id)
+		if err := os.MkdirAll(filepath.Join(root, "images", name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.reclaimImageCopies()
+	for _, id := range []string{first, second} {
+		name, _ := imageCopyName(id)
+		if _, err := os.Stat(filepath.Join(root, "images", name)); err != nil {
+			t.Errorf("copy of %s: %v, want it kept", id[:15], err)
+		}
+	}
+	if got := r.ImageVolumeImages(); !got[first] || !got[second] {
+		t.Errorf("images in use %v, want both", got)
 	}
 }
