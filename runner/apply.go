@@ -90,9 +90,15 @@ func (r *Runner) applyActions(ctx context.Context, pod *v1.Pod, st *podState, a 
 		}
 	}
 
-	// The runtime of the pod's RuntimeClass, checked against the engine's
-	// before a sandbox is made. Containers run with their sandbox's.
-	runtime, err := r.podRuntime(ctx, pod, a.CreateSandbox)
+	// The runtime of the pod's RuntimeClass, resolved and checked against
+	// the engine's when a sandbox is made. Containers run with their
+	// sandbox's (the engine takes it from the sandbox): a class changed or
+	// gone since does not stop a container of a running sandbox.
+	var runtime string
+	var err error
+	if a.CreateSandbox {
+		runtime, err = r.podRuntime(ctx, pod, true)
+	}
 	if err != nil {
 		if targets := startTargets(pod, a); len(targets) > 0 {
 			for _, c := range targets {

@@ -10,6 +10,7 @@ import (
 	nodev1 "k8s.io/api/node/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/podrun/podrun/engine"
 	"github.com/podrun/podrun/runner"
 )
 
@@ -96,4 +97,21 @@ func TestPodRunsWithItsRuntimeClass(t *testing.T) {
 		{ObjectMeta: metav1.ObjectMeta{Name: "nope"}, Handler: "runc"},
 	})
 	h.stepUntilStatus("u3", "nope running once declared", time.Second, allRunning)
+
+	// The class of a running pod goes from the sources: its sandbox keeps
+	// the runtime it was made with, and a crashed container of it is
+	// restarted there, not refused.
+	h.r.SetRuntimeClasses([]*nodev1.RuntimeClass{{ObjectMeta: metav1.ObjectMeta{Name: "nope"}, Handler: "runc"}})
+	var app string
+	for _, c := range h.containers("u2") {
+		if c.State == engine.StateRunning {
+			app = c.ID
+		}
+	}
+	if err := fake.Exit(app, 1); err != nil {
+		t.Fatal(err)
+	}
+	h.stepUntilStatus("u2", "safe restarted without its class", time.Second, func(p *v1.Pod) bool {
+		return allRunning(p) && p.Status.ContainerStatuses[0].RestartCount == 1
+	})
 }

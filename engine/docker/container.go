@@ -27,7 +27,18 @@ func (r *Runtime) CreateContainer(ctx context.Context, sandboxID string, sandbox
 	if err != nil {
 		return "", fmt.Errorf("create %s: sandbox: %w", name, err)
 	}
-	config, hc, err := r.containerConfig(ctx, sbID, sandbox, cfg)
+	// A container runs with its sandbox's runtime and under its cgroup
+	// parent, as the sandbox was made, whatever the pod's spec now says
+	// (CRI's runtime handler is the sandbox's).
+	sbIns, err := r.cli.ContainerInspect(ctx, sbID)
+	if err != nil {
+		return "", fmt.Errorf("create %s: sandbox: %w", name, wrap(err))
+	}
+	made := *sandbox
+	if sbIns.ContainerJSONBase != nil && sbIns.HostConfig != nil {
+		made.Runtime, made.CgroupParent = sbIns.HostConfig.Runtime, sbIns.HostConfig.CgroupParent
+	}
+	config, hc, err := r.containerConfig(ctx, sbID, &made, cfg)
 	if err != nil {
 		return "", fmt.Errorf("create %s: %w", name, err)
 	}
