@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/podrun/podrun/node"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 	"sigs.k8s.io/yaml"
 )
@@ -107,6 +108,19 @@ func kubeletConfigFlags(data []byte) (map[string][]string, []string, error) {
 	if kc.MaxPods != 0 {
 		set("max-pods", strconv.Itoa(int(kc.MaxPods)))
 	}
+	if kc.EvictionHard != nil {
+		// The signals podrun measures; the others are reported ignored.
+		var thresholds []string
+		for _, signal := range sortedKeysOf(kc.EvictionHard) {
+			if slices.Contains(measuredSignals, signal) {
+				thresholds = append(thresholds, signal+"<"+kc.EvictionHard[signal])
+			}
+		}
+		set("eviction-hard", strings.Join(thresholds, ","))
+	}
+	if kc.PodPidsLimit != nil && *kc.PodPidsLimit > 0 {
+		set("pod-max-pids", strconv.FormatInt(*kc.PodPidsLimit, 10))
+	}
 
 	var raw map[string]any
 	if err := yaml.Unmarshal(data, &raw); err != nil {
@@ -129,7 +143,8 @@ func kubeletConfigFlags(data []byte) (map[string][]string, []string, error) {
 	}
 	walkConfig("", raw, func(path string, v any) {
 		switch {
-		case slices.Contains(understood, path):
+		case slices.Contains(understood, path), path == "podPidsLimit",
+			strings.HasPrefix(path, "evictionHard.") && slices.Contains(measuredSignals, strings.TrimPrefix(path, "evictionHard.")):
 		// podrun always authenticates by client certificate and
 		// TokenReview, refuses anonymous requests and authorizes by
 		// SubjectAccessReview: the settings kubeadm writes.
@@ -195,3 +210,6 @@ func sortedKeysOf[V any](m map[string]V) []string {
 	sort.Strings(keys)
 	return keys
 }
+
+// measuredSignals are the eviction signals podrun measures.
+var measuredSignals = []string{node.SignalMemoryAvailable, node.SignalNodeFSAvailable, node.SignalImageFSAvailable}

@@ -64,6 +64,8 @@ staticPodURLHeader:
   X-Token: [abc]
 evictionHard:
   memory.available: 200Mi
+  nodefs.inodesFree: 5%
+podPidsLimit: 4096
 streamingConnectionIdleTimeout: 0s
 syncFrequency: 0s
 volumeStatsAggPeriod: 0s
@@ -111,9 +113,12 @@ func TestKubeletConfigurationReadByConfig(t *testing.T) {
 	if c.StatusUpdateFrequency != 3*time.Second || c.StatusReportFrequency != 5*time.Minute {
 		t.Errorf("node status frequencies %s %s", c.StatusUpdateFrequency, c.StatusReportFrequency)
 	}
+	if len(got.EvictionHard) != 1 || got.EvictionHard[0].String() != "memory.available<200Mi" || g.PodMaxPIDs != 4096 {
+		t.Errorf("eviction thresholds %v, pod max pids %d; want memory.available<200Mi and 4096", got.EvictionHard, g.PodMaxPIDs)
+	}
 	warn := errOut.String()
-	if strings.Count(warn, "does not implement") != 1 || !strings.Contains(warn, "evictionHard.memory.available, rotateCertificates") {
-		t.Errorf("want one warning naming exactly evictionHard.memory.available and rotateCertificates, got:\n%s", warn)
+	if strings.Count(warn, "does not implement") != 1 || !strings.Contains(warn, "evictionHard.nodefs.inodesFree, rotateCertificates") {
+		t.Errorf("want one warning naming exactly evictionHard.nodefs.inodesFree and rotateCertificates, got:\n%s", warn)
 	}
 }
 

@@ -230,6 +230,11 @@ func loadConfig(v *viper.Viper, cmd *cobra.Command, file string) ([]string, erro
 				parts[i] = fmt.Sprint(p)
 			}
 			val = strings.Join(parts, ",")
+		case map[string]any:
+			// A map (evictionHard's shape in a KubeletConfiguration) read
+			// as a string would be "": say so rather than drop it.
+			errs = append(errs, fmt.Errorf("%s: a map where a value is wanted (--%s takes %s)", f.Name, f.Name, f.Value.Type()))
+			return
 		default:
 			val = v.GetString(f.Name)
 		}

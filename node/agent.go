@@ -49,6 +49,10 @@ type AgentConfig struct {
 	Taints []v1.Taint
 	// MaxPods is the pods capacity (0: 110).
 	MaxPods int
+	// EvictionThresholds are watch's --eviction-hard: they set the
+	// pressure conditions and what allocatable leaves aside. None: no
+	// pressure condition, allocatable is capacity.
+	EvictionThresholds []Threshold
 	// ExtendedResources are the node's declared extended resources
 	// (--extended-resource), reported in its capacity and allocatable as
 	// a device plugin's are, so that the scheduler places pods that ask
@@ -306,7 +310,7 @@ func (a *Agent) measure() Measurements {
 // them) give the transition times.
 func (a *Agent) status(m Measurements, old []v1.NodeCondition, now time.Time) v1.NodeStatus {
 	f := a.cfg.Facts
-	capacity, allocatable := Resources(f, m.NodeFS, a.cfg.MaxPods)
+	capacity, allocatable := Resources(f, m.NodeFS, a.cfg.MaxPods, a.cfg.EvictionThresholds)
 	for name, n := range a.cfg.ExtendedResources {
 		capacity[name] = *resource.NewQuantity(n, resource.DecimalSI)
 		allocatable[name] = *resource.NewQuantity(n, resource.DecimalSI)
@@ -314,7 +318,7 @@ func (a *Agent) status(m Measurements, old []v1.NodeCondition, now time.Time) v1
 	return v1.NodeStatus{
 		Capacity:        capacity,
 		Allocatable:     allocatable,
-		Conditions:      mergeConditions(old, Conditions(m), metav1.NewTime(now)),
+		Conditions:      mergeConditions(old, Conditions(m, a.cfg.EvictionThresholds, f.MemoryBytes), metav1.NewTime(now)),
 		Addresses:       a.cfg.Addresses,
 		DaemonEndpoints: v1.NodeDaemonEndpoints{KubeletEndpoint: v1.DaemonEndpoint{Port: a.cfg.Port}},
 		NodeInfo: v1.NodeSystemInfo{

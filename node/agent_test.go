@@ -89,6 +89,8 @@ func TestAgentAgainstAPIServer(t *testing.T) {
 		Version:        "v0.0.0-test",
 		RuntimeVersion: func(context.Context) (string, error) { return "docker://20.10.24", nil },
 		Facts:          &node.Facts{CPUs: 2, MemoryBytes: 4 << 30, MachineID: "m1", BootID: "b1", Architecture: "amd64"},
+		// The kubelet's defaults, as watch's --eviction-hard.
+		EvictionThresholds: defaultThresholds(t),
 		Measure: func() (node.Measurements, error) {
 			return node.Measurements{MemoryAvailableBytes: 2 << 30,
 				NodeFS: node.Filesystem{CapacityBytes: 10 << 30, AvailableBytes: 5 << 30}}, nil
@@ -208,4 +210,12 @@ type testWriter struct{ t *testing.T }
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(string(p))
 	return len(p), nil
+}
+
+func defaultThresholds(t *testing.T) []node.Threshold {
+	th, err := node.ParseThresholds(node.DefaultEvictionHard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return th
 }

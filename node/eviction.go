@@ -244,12 +244,18 @@ type metThreshold struct {
 
 // thresholdsMet are the thresholds crossed, memory first.
 func (m *EvictionManager) thresholdsMet(meas Measurements) []metThreshold {
+	return thresholdsMet(meas, m.cfg.Thresholds, m.cfg.MemoryCapacity)
+}
+
+// thresholdsMet are the thresholds meas crosses, memory first; the
+// machine has memoryCapacity bytes (for a percentage of memory).
+func thresholdsMet(meas Measurements, thresholds []Threshold, memoryCapacity uint64) []metThreshold {
 	var out []metThreshold
-	for _, t := range m.cfg.Thresholds {
+	for _, t := range thresholds {
 		var avail, capacity uint64
 		switch t.Signal {
 		case SignalMemoryAvailable:
-			avail, capacity = meas.MemoryAvailableBytes, m.cfg.MemoryCapacity
+			avail, capacity = meas.MemoryAvailableBytes, memoryCapacity
 		case SignalNodeFSAvailable:
 			avail, capacity = meas.NodeFS.AvailableBytes, meas.NodeFS.CapacityBytes
 		case SignalImageFSAvailable:

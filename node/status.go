@@ -12,14 +12,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// Eviction thresholds that set the pressure conditions: the kubelet's
-// defaults for --eviction-hard (memory.available<100Mi,
-// nodefs.available<10%, imagefs.available<15%). The kubelet has no default
-// for PIDs; podrun reports PIDPressure when under 5 % of pid_max is free.
+// The kubelet has no default eviction threshold for PIDs; podrun reports
+// PIDPressure when under 5 % of pid_max is free.
 const (
-	MemoryAvailableMin    = 100 << 20
-	NodeFSAvailablePct    = 10
-	ImageFSAvailablePct   = 15
 	PIDAvailablePct       = 5
 	DefaultMaxPods        = 110
 	annotationAttachByCMP = "volumes.kubernetes.io/controller-managed-attach-detach"
@@ -96,8 +91,8 @@ func memAvailable(path string) (uint64, error) {
 
 // Resources returns the node's capacity and allocatable, as the kubelet
 // computes them with no reservations: allocatable is capacity less the
-// hard eviction thresholds.
-func Resources(f *Facts, nodeFS Filesystem, maxPods int) (capacity, allocatable v1.ResourceList) {
+// hard eviction thresholds of memory.available and nodefs.available.
+func Resources(f *Facts, nodeFS Filesystem, maxPods int, thresholds []Threshold) (capacity, allocatable v1.ResourceList) {
 	if maxPods <= 0 {
 		maxPods = DefaultMaxPods
 	}
@@ -110,28 +105,42 @@ func Resources(f *Facts, nodeFS Filesystem, maxPods int) (capacity, allocatable 
 		"hugepages-2Mi":             *resource.NewQuantity(0, resource.BinarySI),
 	}
 	allocatable = capacity.DeepCopy()
-	mem := int64(f.MemoryBytes) - MemoryAvailableMin
+	var memReserve, ephReserve uint64
+	for _, t := range thresholds {
+		switch t.Signal {
+		case SignalMemoryAvailable:
+			memReserve = t.min(f.MemoryBytes)
+		case SignalNodeFSAvailable:
+			ephReserve = t.min(nodeFS.CapacityBytes)
+		}
+	}
+	mem := int64(f.MemoryBytes) - int64(memReserve)
 	allocatable[v1.ResourceMemory] = *resource.NewQuantity(max(mem, 0), resource.BinarySI)
-	eph := int64(nodeFS.CapacityBytes) - int64(nodeFS.CapacityBytes)*NodeFSAvailablePct/100
+	eph := int64(nodeFS.CapacityBytes) - int64(ephReserve)
 	allocatable[v1.ResourceEphemeralStorage] = *resource.NewQuantity(max(eph, 0), resource.BinarySI)
 	return capacity, allocatable
 }
 
 // Conditions are the node's Ready, MemoryPressure, DiskPressure and
 // PIDPressure, with the kubelet's reasons and messages (tools match on
-// them), computed from m. Times are left zero: mergeConditions sets them.
-func Conditions(m Measurements) []v1.NodeCondition {
+// them), computed from m against the eviction thresholds (those eviction
+// acts on: --eviction-hard) of a machine of memoryCapacity bytes. Times
+// are left zero: mergeConditions sets them.
+func Conditions(m Measurements, thresholds []Threshold, memoryCapacity uint64) []v1.NodeCondition {
 	cond := func(t v1.NodeConditionType, pressure bool, yesReason, yesMsg, noReason, noMsg string) v1.NodeCondition {
 		if pressure {
 			return v1.NodeCondition{Type: t, Status: v1.ConditionTrue, Reason: yesReason, Message: yesMsg}
 		}
 		return v1.NodeCondition{Type: t, Status: v1.ConditionFalse, Reason: noReason, Message: noMsg}
 	}
-	short := func(fs Filesystem, pct uint64) bool {
-		return fs.CapacityBytes > 0 && fs.AvailableBytes*100 < fs.CapacityBytes*pct
+	var memory, disk bool
+	for _, t := range thresholdsMet(m, thresholds, memoryCapacity) {
+		if t.Signal == SignalMemoryAvailable {
+			memory = true
+		} else {
+			disk = true
+		}
 	}
-	memory := m.MemoryAvailableBytes > 0 && m.MemoryAvailableBytes < MemoryAvailableMin
-	disk := short(m.NodeFS, NodeFSAvailablePct) || short(m.ImageFS, ImageFSAvailablePct)
 	pids := m.PIDMax > 0 && (m.PIDMax-min(m.PIDsInUse, m.PIDMax))*100 < m.PIDMax*PIDAvailablePct
 	ready := v1.NodeCondition{Type: v1.NodeReady, Status: v1.ConditionTrue, Reason: "KubeletReady", Message: "podrun is posting ready status"}
 	if m.RuntimeErr != nil {

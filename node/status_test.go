@@ -51,7 +51,8 @@ func TestConditionsFromMeasurements(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			m := healthy
 			tt.edit(&m)
-			cs := Conditions(m)
+			defaults, _ := ParseThresholds(DefaultEvictionHard)
+			cs := Conditions(m, defaults, 8<<30)
 			if len(cs) != 4 {
 				t.Fatalf("want 4 conditions, got %d", len(cs))
 			}
@@ -62,7 +63,7 @@ func TestConditionsFromMeasurements(t *testing.T) {
 			}
 		})
 	}
-	if c := condition(Conditions(Measurements{RuntimeErr: errors.New("dockerd gone")}), v1.NodeReady); c.Message != "dockerd gone" || c.Reason != "KubeletNotReady" {
+	if c := condition(Conditions(Measurements{RuntimeErr: errors.New("dockerd gone")}, nil, 0), v1.NodeReady); c.Message != "dockerd gone" || c.Reason != "KubeletNotReady" {
 		t.Errorf("not ready condition %+v", c)
 	}
 }
@@ -101,7 +102,8 @@ func condsOf(cs []v1.NodeCondition, types ...v1.NodeConditionType) []v1.NodeCond
 
 func TestResourcesLessEvictionThresholds(t *testing.T) {
 	f := &Facts{CPUs: 2, MemoryBytes: 24 << 30}
-	capacity, alloc := Resources(f, Filesystem{CapacityBytes: 100 << 30}, 0)
+	defaults, _ := ParseThresholds(DefaultEvictionHard)
+	capacity, alloc := Resources(f, Filesystem{CapacityBytes: 100 << 30}, 0, defaults)
 	if got := capacity.Cpu().Value(); got != 2 {
 		t.Errorf("cpu %d", got)
 	}
@@ -113,6 +115,15 @@ func TestResourcesLessEvictionThresholds(t *testing.T) {
 	}
 	if got := alloc.StorageEphemeral().Value(); got != 90<<30 {
 		t.Errorf("allocatable ephemeral-storage %d", got)
+	}
+	// Other thresholds (--eviction-hard) leave other amounts aside.
+	custom, _ := ParseThresholds("memory.available<1Gi,nodefs.available<20Gi")
+	_, alloc = Resources(f, Filesystem{CapacityBytes: 100 << 30}, 0, custom)
+	if m, e := alloc.Memory().Value(), alloc.StorageEphemeral().Value(); m != 23<<30 || e != 80<<30 {
+		t.Errorf("with %v: allocatable memory %d, ephemeral-storage %d", custom, m, e)
+	}
+	if cs := Conditions(Measurements{MemoryAvailableBytes: 512 << 20}, custom, 24<<30); condition(cs, v1.NodeMemoryPressure).Status != v1.ConditionTrue {
+		t.Errorf("512Mi available under memory.available<1Gi: no MemoryPressure")
 	}
 }
 
