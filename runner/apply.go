@@ -71,15 +71,17 @@ func (r *Runner) applyActions(ctx context.Context, pod *v1.Pod, st *podState, a 
 	}
 
 	pe := r.podEnv(pod, st.latestSandbox())
-	if a.preparesVolumes() && w.allHeld(a) {
-		// Every container to start waits out the back-off of a failure
-		// (a volume's image that could not be pulled, say): preparing
-		// the volumes again now would only repeat it, and show
-		// ErrImagePull where the kubelet shows ImagePullBackOff.
+	// Every container to start waits out the back-off of a failure (a
+	// volume's image that could not be pulled, say): preparing the volumes
+	// again now would only repeat it, and show ErrImagePull where the
+	// kubelet shows ImagePullBackOff. Without a sandbox to make there is
+	// still the rest to do (resources, created containers, a stop).
+	held := a.preparesVolumes() && w.allHeld(a)
+	if held && a.CreateSandbox {
 		return errors.Join(errs...)
 	}
 	var vols map[string]volumeSource
-	if a.preparesVolumes() {
+	if a.preparesVolumes() && !held {
 		var err error
 		vols, err = w.prepareVolumes(ctx, pod, pe)
 		if err != nil {
@@ -115,7 +117,7 @@ func (r *Runner) applyActions(ctx context.Context, pod *v1.Pod, st *podState, a 
 
 	// The pod's own cgroup, where it needs one (pod-level resources, a
 	// per-pod pids limit): its sandbox and containers go under it.
-	if a.preparesVolumes() {
+	if a.preparesVolumes() && !held {
 		parent, err := r.cfg.PodCgroups.Ensure(pod)
 		if err != nil {
 			for _, c := range startTargets(pod, a) {
