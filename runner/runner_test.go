@@ -921,3 +921,36 @@ func TestRemovedPodStopsWithinDeletionGrace(t *testing.T) {
 		t.Errorf("containers stopped with grace %v, want the deletion grace 4s (not the spec's 1s)", graces)
 	}
 }
+
+// TestResourcesUpdatedWhileAStartWaits: a container whose start waits out
+// a back-off (its ConfigMap is missing) does not hold back an in-place
+// resources update of its running sibling.
+func TestResourcesUpdatedWhileAStartWaits(t *testing.T) {
+	fake := newFake(t)
+	h := start(t, fake, nil)
+	pod := newPod("u1", "p-node1", v1.RestartPolicyAlways, map[string][]string{"a": {"run"}, "b": {"run"}})
+	pod.Spec.Containers[0].Resources.Limits = v1.ResourceList{v1.ResourceMemory: resource.MustParse("64Mi")}
+	pod.Spec.Containers[1].Env = []v1.EnvVar{{Name: "K", ValueFrom: &v1.EnvVarSource{
+		ConfigMapKeyRef: &v1.ConfigMapKeySelector{LocalObjectReference: v1.LocalObjectReference{Name: "missing"}, Key: "k"}}}}
+	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{pod}}
+	// A relist (20 ms of the clock) shows a running; b's back-off is
+	// 10 s, far beyond the steps taken here.
+	h.stepUntilStatus("u1", "a running, b waiting", relistPeriod, func(p *v1.Pod) bool {
+		cs := p.Status.ContainerStatuses
+		return len(cs) == 2 && cs[0].State.Running != nil && cs[1].State.Waiting != nil &&
+			cs[1].State.Waiting.Reason == "CreateContainerConfigError"
+	})
+	var id string
+	for _, c := range h.containers("u1") {
+		if c.Name == "a" {
+			id = c.ID
+		}
+	}
+	edited := pod.DeepCopy()
+	edited.Spec.Containers[0].Resources.Limits = v1.ResourceList{v1.ResourceMemory: resource.MustParse("96Mi")}
+	h.updates <- runner.PodUpdate{Op: runner.OpUpdate, Pods: []*v1.Pod{edited}}
+	// No step of the clock: b's back-off is not over.
+	waitUntil(t, "a's memory limit updated while b waits", func() bool {
+		return fake.ContainerConfig(id).Resources.MemoryLimit == 96<<20
+	})
+}
