@@ -90,8 +90,12 @@ type gcEngine interface {
 // function that waits for them to stop. infraImage is the infra image in
 // use (never removed); usage is the record of image use shared with the
 // runner (runner.ImageOptions.Used; nil: one of its own).
+//
+// reclaim runs both collectors once, now: what eviction tries under disk
+// pressure before it evicts a pod, as the kubelet reclaims node-level
+// resources first.
 func startGC(ctx context.Context, o *gcOptions, rt gcEngine, infraImage string, usage *gc.ImageUsage,
-	src gcSources, log *slog.Logger) (wait func()) {
+	src gcSources, log *slog.Logger) (wait func(), reclaim func(context.Context)) {
 	if usage == nil {
 		usage = gc.NewImageUsage()
 	}
@@ -114,5 +118,15 @@ func startGC(ctx context.Context, o *gcOptions, rt gcEngine, infraImage string, 
 		}
 		igc.Run(ctx, o.ImageGCPeriod)
 	}()
-	return wg.Wait
+	reclaim = func(ctx context.Context) {
+		if _, err := cgc.Collect(ctx); err != nil && ctx.Err() == nil {
+			log.Warn("reclaim: container gc", "err", err)
+		}
+		if o.ImageGCHighThreshold < 100 {
+			if _, err := igc.Collect(ctx); err != nil && ctx.Err() == nil {
+				log.Warn("reclaim: image gc", "err", err)
+			}
+		}
+	}
+	return wg.Wait, reclaim
 }

@@ -226,11 +226,11 @@ func watchRun(ctx context.Context, opts *watchOptions) error {
 		defer wg.Done()
 		r.Run(runCtx, updates)
 	}()
+	waitGC, reclaim := startGC(runCtx, &opts.GC, rt, opts.InfraImage, opts.imageUsage,
+		gcSources{Ready: mux.Ready, Desired: mux.Desired, Keep: mux.Keep, ImagesInUse: r.ImageVolumeImages}, opts.Log)
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		waitGC := startGC(runCtx, &opts.GC, rt, opts.InfraImage, opts.imageUsage,
-			gcSources{Ready: mux.Ready, Desired: mux.Desired, Keep: mux.Keep, ImagesInUse: r.ImageVolumeImages}, opts.Log)
 		waitGC()
 	}()
 	if server != nil {
@@ -248,7 +248,7 @@ func watchRun(ctx context.Context, opts *watchOptions) error {
 	}
 	// Always: local storage limits are enforced whatever the thresholds.
 	{
-		evictions := newEvictionManager(ctx, opts, rt, r)
+		evictions := newEvictionManager(ctx, opts, rt, r, reclaim)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -314,7 +314,8 @@ func urlClient(g *globalOptions) (*http.Client, http.Header, error) {
 // newEvictionManager is node-pressure eviction for watch: the thresholds
 // of --eviction-hard over the root dir's and the engine's filesystems and
 // the machine's memory, evicting through the runner.
-func newEvictionManager(ctx context.Context, opts *watchOptions, rt watchEngine, r *runner.Runner) *node.EvictionManager {
+func newEvictionManager(ctx context.Context, opts *watchOptions, rt watchEngine, r *runner.Runner,
+	reclaim func(context.Context)) *node.EvictionManager {
 	imagesDir := ""
 	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	if root, err := rt.DataRoot(dctx); err == nil {
@@ -329,6 +330,7 @@ func newEvictionManager(ctx context.Context, opts *watchOptions, rt watchEngine,
 		Pods:           r,
 		Stats:          stats,
 		EmptyDirUsage:  r.EmptyDirUsage,
+		Reclaim:        reclaim,
 		Clock:          opts.Clock,
 		Log:            opts.Log,
 	})

@@ -126,6 +126,10 @@ type EvictionConfig struct {
 	// EmptyDirUsage measures a pod's emptyDir volumes on disk, by name;
 	// nil enforces no emptyDir sizeLimit.
 	EmptyDirUsage func(pod *v1.Pod) map[string]uint64
+	// Reclaim frees what the node can without evicting (dead containers,
+	// unused images), tried under disk pressure before a pod is evicted,
+	// as the kubelet reclaims node-level resources first; nil: none.
+	Reclaim func(ctx context.Context)
 	// Period is how often the node is looked at (the kubelet's 10 s).
 	Period time.Duration
 	Clock  clock.WithTicker
@@ -214,6 +218,18 @@ func (m *EvictionManager) Synchronize(ctx context.Context) *v1.Pod {
 		return nil
 	}
 	first := met[0]
+	if first.Signal != SignalMemoryAvailable && m.cfg.Reclaim != nil {
+		m.cfg.Reclaim(ctx)
+		again, err := m.cfg.Measure()
+		if err != nil {
+			m.cfg.Log.Warn("eviction: measure the node after reclaim", "err", err)
+		}
+		if met = thresholdsMet(again, m.cfg.Thresholds, m.cfg.MemoryCapacity); len(met) == 0 {
+			m.cfg.Log.Info("eviction: disk pressure relieved by garbage collection", "signal", first.Signal)
+			return nil
+		}
+		first = met[0]
+	}
 	usage := m.memoryUsage(ctx)
 	candidates := evictable(m.cfg.Pods.Pods())
 	if len(candidates) == 0 {

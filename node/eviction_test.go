@@ -233,3 +233,32 @@ func TestFailedMeasurementIsNoPressure(t *testing.T) {
 		t.Errorf("a failed measurement evicted %v", pods.evicted)
 	}
 }
+
+// TestDiskPressureReclaimsFirst: under disk pressure the node's garbage
+// is collected first; a pod is evicted only if that does not relieve it.
+func TestDiskPressureReclaimsFirst(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		freed      uint64
+		wantEvicts int
+	}{{"reclaim relieves", 50, 0}, {"reclaim does not", 1, 1}} {
+		t.Run(tc.name, func(t *testing.T) {
+			pods := &fakeEvictor{pods: []*v1.Pod{evictionPod("besteffort", "", "", 0)}}
+			avail := uint64(5)
+			reclaims := 0
+			thresholds, _ := ParseThresholds("nodefs.available<10%")
+			m := NewEvictionManager(EvictionConfig{
+				Thresholds: thresholds,
+				Measure: func() (Measurements, error) {
+					return Measurements{MemoryAvailableBytes: 1 << 30, NodeFS: Filesystem{CapacityBytes: 100, AvailableBytes: avail}}, nil
+				},
+				Pods:    pods,
+				Reclaim: func(context.Context) { reclaims++; avail += tc.freed },
+			})
+			m.Synchronize(context.Background())
+			if reclaims != 1 || len(pods.evicted) != tc.wantEvicts {
+				t.Errorf("reclaimed %d times, evicted %v; want once and %d evictions", reclaims, pods.evicted, tc.wantEvicts)
+			}
+		})
+	}
+}
