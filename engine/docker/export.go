@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -21,6 +24,12 @@ import (
 // A podrun killed during an export leaves one behind; the next export of
 // that node removes it.
 const LabelExportNode = "io.podrun.export.node"
+
+// LabelExportOwner names the process that made an export container
+// ("<pid>:<start time in clock ticks>", from /proc): a leftover is one
+// whose owner is gone, so that two podruns of one node (watch, and a down
+// beside it) never remove each other's export mid-stream.
+const LabelExportOwner = "io.podrun.export.owner"
 
 // exportEntrypoint is the entrypoint of export containers: Docker refuses
 // to create a container of an image with neither entrypoint nor command,
@@ -45,7 +54,7 @@ func (r *Runtime) ExportImageFilesystem(ctx context.Context, ref string) (io.Rea
 		Entrypoint:      []string{exportEntrypoint},
 		Cmd:             nil,
 		NetworkDisabled: true,
-		Labels:          map[string]string{LabelExportNode: r.node},
+		Labels:          map[string]string{LabelExportNode: r.node, LabelExportOwner: selfOwner()},
 	}
 	hc := &container.HostConfig{NetworkMode: "none"}
 	resp, err := r.cli.ContainerCreate(ctx, cfg, hc, nil, nil, "")
@@ -84,7 +93,7 @@ func (r *Runtime) removeExportLeftovers(ctx context.Context) {
 		return
 	}
 	for _, c := range cs {
-		if r.exports.has(c.ID) {
+		if r.exports.has(c.ID) || ownerAlive(c.Labels[LabelExportOwner]) {
 			continue
 		}
 		if err := r.removeExport(c.ID); err == nil {
@@ -133,4 +142,45 @@ func (s *exportSet) has(id string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.ids[id]
+}
+
+// selfOwner is this process as LabelExportOwner names it.
+func selfOwner() string {
+	pid := os.Getpid()
+	return strconv.Itoa(pid) + ":" + processStart(pid)
+}
+
+// ownerAlive reports whether the process owner names (LabelExportOwner)
+// still runs: the same pid, started at the same time (a pid is reused).
+// An owner that cannot be read is gone.
+func ownerAlive(owner string) bool {
+	pid, start, ok := strings.Cut(owner, ":")
+	if !ok || start == "" {
+		return false
+	}
+	n, err := strconv.Atoi(pid)
+	if err != nil || n <= 0 {
+		return false
+	}
+	return processStart(n) == start
+}
+
+// processStart is the start time of process pid (field 22 of
+// /proc/<pid>/stat, in clock ticks since boot), or "" when unknown.
+func processStart(pid int) string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return ""
+	}
+	// The command (field 2) may hold spaces and parentheses: count from
+	// the last ')'.
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return ""
+	}
+	fields := strings.Fields(string(b[i+1:]))
+	if len(fields) < 20 {
+		return ""
+	}
+	return fields[19]
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"strings"
 	"testing"
 
 	"github.com/docker/docker/api/types/container"
@@ -83,5 +84,20 @@ func TestExportImageFilesystem(t *testing.T) {
 	}
 	if ids := exportContainers(t, r); len(ids) != 0 {
 		t.Errorf("after Close: export containers %v, want none", ids)
+	}
+}
+
+// TestExportOwner: an export container's owner is this process while it
+// runs, and a process that is gone (or a pid reused) is not.
+func TestExportOwner(t *testing.T) {
+	self := selfOwner()
+	if !ownerAlive(self) {
+		t.Fatalf("this process (%s) is not alive", self)
+	}
+	pid, _, _ := strings.Cut(self, ":")
+	for _, gone := range []string{"", "x", pid + ":1", "999999999:123", pid} {
+		if ownerAlive(gone) {
+			t.Errorf("owner %q alive", gone)
+		}
 	}
 }
