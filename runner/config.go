@@ -389,7 +389,7 @@ func terminationMessageFile(rootDir, uid, container string, attempt int) (string
 	if err := d.root.MkdirAll(dir, 0o750); err != nil {
 		return "", refused(dir, err)
 	}
-	name := filepath.Join(dir, strconv.Itoa(attempt)+"-termination-log")
+	name := terminationLogName(d, container, attempt)
 	f, err := d.root.OpenFile(name, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o666)
 	if err != nil {
 		return "", refused(name, err)
@@ -403,4 +403,13 @@ func terminationMessageFile(rootDir, uid, container string, attempt int) (string
 		return "", err
 	}
 	return d.realPath(f, name)
+}
+
+// terminationLogSuffix ends the name of a termination-message file.
+const terminationLogSuffix = "-termination-log"
+
+// terminationLogName is the path, relative to the root dir, of the
+// termination-message file of attempt of container.
+func terminationLogName(d *podDirs, container string, attempt int) string {
+	return filepath.Join(d.rel("containers", container), strconv.Itoa(attempt)+terminationLogSuffix)
 }

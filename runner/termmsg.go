@@ -53,7 +53,7 @@ func readTerminationMessage(rootDir, uid, container string, attempt int) (string
 		return "", err
 	}
 	defer d.Close()
-	name := filepath.Join(d.rel("containers", container), strconv.Itoa(attempt)+"-termination-log")
+	name := terminationLogName(d, container, attempt)
 	fi, err := d.root.Lstat(name)
 	if errors.Is(err, fs.ErrNotExist) {
 		return "", nil
@@ -252,7 +252,7 @@ func pruneTerminationLogs(rootDir, uid string, st *podState) error {
 			errs = append(errs, err)
 		}
 		for _, n := range names {
-			a, ok := strings.CutSuffix(n, "-termination-log")
+			a, ok := strings.CutSuffix(n, terminationLogSuffix)
 			attempt, err := strconv.Atoi(a)
 			if !ok || err != nil || attempt >= first {
 				continue
