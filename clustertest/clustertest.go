@@ -69,7 +69,7 @@ func Binary(t testing.TB, name string) string {
 	st, err := os.Stat(p)
 	if err != nil || st.IsDir() || st.Mode()&0o111 == 0 {
 		t.Fatalf("clustertest: %s is missing (%v): build the Kubernetes %s binaries and images with `bash hack/k8s.sh` "+
-			"(hack/test.sh does; about 6-10 min the first time), or point PODRUN_K8S_BIN at a directory holding them", p, err, Version)
+			"(hack/test.sh does; about 6-15 min the first time), or point PODRUN_K8S_BIN at a directory holding them", p, err, Version)
 	}
 	return p
 }
