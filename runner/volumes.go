@@ -163,7 +163,7 @@ func prepareVolume(pod *v1.Pod, vol *v1.Volume, dirs func() (*podDirs, error), o
 		}
 		p, err := makeEmptyDir(d, vol.Name, vol.EmptyDir)
 		if err == nil {
-			err = volumeFSGroup(pod, d, d.rel("volumes", "kubernetes.io~empty-dir", vol.Name), false)
+			err = volumeFSGroup(pod, d, false, "volumes", "kubernetes.io~empty-dir", vol.Name)
 		}
 		return volumeSource{HostPath: p}, err
 	}
@@ -183,24 +183,23 @@ func prepareVolume(pod *v1.Pod, vol *v1.Volume, dirs func() (*podDirs, error), o
 	if err != nil {
 		return volumeSource{}, err
 	}
-	rel := d.rel("volumes", plugin, vol.Name)
-	p, err := writeVolumeFiles(d, rel, files)
+	p, err := writeVolumeFiles(d, d.rel("volumes", plugin, vol.Name), files)
 	if err == nil {
-		err = volumeFSGroup(pod, d, rel, true)
+		err = volumeFSGroup(pod, d, true, "volumes", plugin, vol.Name)
 	}
 	return volumeSource{HostPath: p, ReadOnly: true}, err
 }
 
 // volumeFSGroup applies the pod's fsGroup, if it has one, to the volume at
-// rel in the pod directory.
-func volumeFSGroup(pod *v1.Pod, d *podDirs, rel string, readOnly bool) error {
+// parts in the pod directory.
+func volumeFSGroup(pod *v1.Pod, d *podDirs, readOnly bool, parts ...string) error {
 	gid, policy, ok := podFSGroup(pod)
 	if !ok {
 		return nil
 	}
-	vr, err := d.root.OpenRoot(rel)
+	vr, err := d.openDir(false, parts...)
 	if err != nil {
-		return refused("volume directory", err)
+		return err
 	}
 	defer vr.Close()
 	return applyFSGroup(vr, gid, policy, readOnly)
