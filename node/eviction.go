@@ -230,17 +230,22 @@ func (m *EvictionManager) Synchronize(ctx context.Context) *v1.Pod {
 		}
 		first = met[0]
 	}
-	usage := m.memoryUsage(ctx)
 	candidates := evictable(m.cfg.Pods.Pods())
 	if len(candidates) == 0 {
 		m.cfg.Log.Warn("eviction: under pressure and no pod may be evicted", "signal", first.Signal,
 			"threshold", first.Threshold.String(), "available", bytesString(first.available))
 		return nil
 	}
+	var usage map[types.UID]podUsage // memory, by container, for the message
 	if first.Signal == SignalMemoryAvailable {
-		rankMemory(candidates, usage)
+		usage = m.memoryUsage(ctx, candidates)
+		total := map[types.UID]uint64{}
+		for uid, u := range usage {
+			total[uid] = u.total()
+		}
+		rankByUse(candidates, total, v1.ResourceMemory)
 	} else {
-		rankDisk(candidates, m.diskUsage(ctx, candidates))
+		rankByUse(candidates, m.diskUsage(ctx, candidates), v1.ResourceEphemeralStorage)
 	}
 	for _, pod := range candidates {
 		msg := evictionMessage(first, pod, usage)
@@ -304,13 +309,13 @@ func (u podUsage) total() uint64 {
 	return n
 }
 
-// memoryUsage measures the running containers of every pod, by pod UID.
-func (m *EvictionManager) memoryUsage(ctx context.Context) map[types.UID]podUsage {
+// memoryUsage measures the running containers of pods, by pod UID.
+func (m *EvictionManager) memoryUsage(ctx context.Context, pods []*v1.Pod) map[types.UID]podUsage {
 	out := map[types.UID]podUsage{}
 	if m.cfg.Stats == nil {
 		return out
 	}
-	for _, pod := range m.cfg.Pods.Pods() {
+	for _, pod := range pods {
 		u := podUsage{}
 		for _, cs := range slices.Concat(pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses) {
 			if cs.State.Running == nil || cs.ContainerID == "" {
@@ -359,29 +364,6 @@ func podPriority(p *v1.Pod) int32 {
 	return 0
 }
 
-func memoryRequest(p *v1.Pod) uint64 {
-	req := resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{})
-	q := req[v1.ResourceMemory]
-	return uint64(max(q.Value(), 0))
-}
-
-// rankMemory orders pods as the kubelet's rankMemoryPressure: those using
-// more memory than they request first, then by priority (lower first),
-// then by use beyond the request (larger first).
-func rankMemory(pods []*v1.Pod, usage map[types.UID]podUsage) {
-	slices.SortStableFunc(pods, func(a, b *v1.Pod) int {
-		ua, ub := usage[a.UID].total(), usage[b.UID].total()
-		ra, rb := memoryRequest(a), memoryRequest(b)
-		if c := boolCmp(ua <= ra, ub <= rb); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(podPriority(a), podPriority(b)); c != 0 {
-			return c
-		}
-		return cmp.Compare(int64(ub)-int64(rb), int64(ua)-int64(ra))
-	})
-}
-
 // diskUsage measures the local storage each pod uses: its containers'
 // writable layers and logs, and its emptyDirs on disk, by pod UID.
 func (m *EvictionManager) diskUsage(ctx context.Context, pods []*v1.Pod) map[types.UID]uint64 {
@@ -409,28 +391,27 @@ func (m *EvictionManager) diskUsage(ctx context.Context, pods []*v1.Pod) map[typ
 	return out
 }
 
-// rankDisk orders pods as the kubelet's rankDiskPressureFunc: those using
-// more local storage than they request first (a pod requesting none uses
-// more as soon as it writes), then by priority (lower first), then by use
-// beyond the request (larger first).
-func rankDisk(pods []*v1.Pod, usage map[types.UID]uint64) {
+// rankByUse orders pods as the kubelet ranks them under memory or disk
+// pressure (rankMemoryPressure, rankDiskPressureFunc): those using more of
+// the resource than they request first (a pod requesting none does as
+// soon as it uses any), then by priority (lower first), then by use
+// beyond the request (larger first). usage is by pod UID.
+func rankByUse(pods []*v1.Pod, usage map[types.UID]uint64, resource v1.ResourceName) {
+	excess := make(map[types.UID]int64, len(pods))
+	for _, p := range pods {
+		q := resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{})[resource]
+		excess[p.UID] = int64(usage[p.UID]) - max(q.Value(), 0)
+	}
 	slices.SortStableFunc(pods, func(a, b *v1.Pod) int {
-		ua, ub := usage[a.UID], usage[b.UID]
-		ra, rb := ephemeralRequest(a), ephemeralRequest(b)
-		if c := boolCmp(ua <= ra, ub <= rb); c != 0 {
+		ea, eb := excess[a.UID], excess[b.UID]
+		if c := boolCmp(ea <= 0, eb <= 0); c != 0 {
 			return c
 		}
 		if c := cmp.Compare(podPriority(a), podPriority(b)); c != 0 {
 			return c
 		}
-		return cmp.Compare(int64(ub)-int64(rb), int64(ua)-int64(ra))
+		return cmp.Compare(eb, ea)
 	})
-}
-
-func ephemeralRequest(p *v1.Pod) uint64 {
-	req := resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{})
-	q := req[v1.ResourceEphemeralStorage]
-	return uint64(max(q.Value(), 0))
 }
 
 // evictionMessage says why, as the kubelet's does.
