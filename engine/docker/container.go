@@ -30,14 +30,12 @@ func (r *Runtime) CreateContainer(ctx context.Context, sandboxID string, sandbox
 	// A container runs with its sandbox's runtime and under its cgroup
 	// parent, as the sandbox was made, whatever the pod's spec now says
 	// (CRI's runtime handler is the sandbox's).
-	sbIns, err := r.cli.ContainerInspect(ctx, sbID)
+	place, err := r.placement(ctx, sbID)
 	if err != nil {
-		return "", fmt.Errorf("create %s: sandbox: %w", name, wrap(err))
+		return "", fmt.Errorf("create %s: sandbox: %w", name, err)
 	}
 	made := *sandbox
-	if sbIns.ContainerJSONBase != nil && sbIns.HostConfig != nil {
-		made.Runtime, made.CgroupParent = sbIns.HostConfig.Runtime, sbIns.HostConfig.CgroupParent
-	}
+	made.Runtime, made.CgroupParent = place.runtime, place.cgroupParent
 	config, hc, err := r.containerConfig(ctx, sbID, &made, cfg)
 	if err != nil {
 		return "", fmt.Errorf("create %s: %w", name, err)
@@ -374,4 +372,31 @@ func (r *Runtime) UpdateContainerResources(ctx context.Context, id string, res *
 		r.log.Warn("docker update", "id", shortID(full), "warning", w)
 	}
 	return nil
+}
+
+// placement is where a sandbox runs its containers.
+type placement struct {
+	runtime, cgroupParent string
+}
+
+// placement returns the sandbox sbID's placement, inspecting it the first
+// time only.
+func (r *Runtime) placement(ctx context.Context, sbID string) (placement, error) {
+	r.mu.Lock()
+	p, ok := r.placements[sbID]
+	r.mu.Unlock()
+	if ok {
+		return p, nil
+	}
+	ins, err := r.cli.ContainerInspect(ctx, sbID)
+	if err != nil {
+		return placement{}, wrap(err)
+	}
+	if ins.ContainerJSONBase != nil && ins.HostConfig != nil {
+		p = placement{runtime: ins.HostConfig.Runtime, cgroupParent: ins.HostConfig.CgroupParent}
+	}
+	r.mu.Lock()
+	r.placements[sbID] = p
+	r.mu.Unlock()
+	return p, nil
 }

@@ -110,6 +110,10 @@ type Runtime struct {
 	// which it cannot change: StartedAt of a running container, and all of
 	// an exited one's.
 	details map[string]detail
+	// placements are where each sandbox runs its containers (runtime and
+	// cgroup parent), by sandbox ID: fixed when it is made, so asked of
+	// the engine once, not at every container's creation.
+	placements map[string]placement
 	// starts counts StartContainer calls per ID: an inspect that overlapped
 	// one may describe the run before it, and is not cached.
 	starts   map[string]int
@@ -145,6 +149,7 @@ func New(opts Options) (*Runtime, error) {
 		pullProgress:     opts.PullProgress,
 		kinds:            map[string]string{},
 		details:          map[string]detail{},
+		placements:       map[string]placement{},
 		starts:           map[string]int{},
 	}
 	if r.log == nil {
@@ -249,6 +254,7 @@ func (r *Runtime) forget(id string) {
 	r.mu.Lock()
 	delete(r.kinds, id)
 	delete(r.details, id)
+	delete(r.placements, id)
 	delete(r.starts, id)
 	r.mu.Unlock()
 }
