@@ -273,12 +273,6 @@ func newNodeAgent(ctx context.Context, opts *watchOptions, kc *kubeClient, event
 	if nodeIP == "" {
 		nodeIP = opts.Host().IP
 	}
-	imagesDir := ""
-	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	if root, err := rt.DataRoot(dctx); err == nil {
-		imagesDir = root
-	}
-	cancel()
 	facts, err := node.Gather(map[string]string{"root-dir": opts.RootDir})
 	if err != nil {
 		opts.Log.Warn("some node facts are missing", "err", err)
@@ -295,7 +289,7 @@ func newNodeAgent(ctx context.Context, opts *watchOptions, kc *kubeClient, event
 		Version:            kubeletVersion(),
 		RuntimeVersion:     rt.RuntimeVersion,
 		Facts:              facts,
-		Measure:            func() (node.Measurements, error) { return node.MeasureNode(opts.RootDir, imagesDir) },
+		Measure:            opts.measureNode,
 		Healthy:            func() error { return errors.Join(r.Healthy(), r.RuntimeErr()) },
 		Events:             events.recorder,
 		Clock:              opts.Clock,

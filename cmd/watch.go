@@ -44,6 +44,9 @@ type watchOptions struct {
 	// (--eviction-hard), parsed.
 	EvictionHard    []node.Threshold
 	evictionHardRaw string
+	// measureNode measures the node's memory and filesystems (the root
+	// dir's, the engine's data root): for the node's status and eviction.
+	measureNode func() (node.Measurements, error)
 	// Engine connects to the container engine (connect by default).
 	Engine func(context.Context) (watchEngine, error)
 }
@@ -153,6 +156,7 @@ func watchRun(ctx context.Context, opts *watchOptions) error {
 		return err
 	}
 	defer rt.Close()
+	opts.measureNode = nodeMeasurer(ctx, opts.RootDir, rt)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	mux := source.NewMux(sources, source.NewMetrics(reg))
@@ -316,16 +320,10 @@ func urlClient(g *globalOptions) (*http.Client, http.Header, error) {
 // the machine's memory, evicting through the runner.
 func newEvictionManager(ctx context.Context, opts *watchOptions, rt watchEngine, r *runner.Runner,
 	reclaim func(context.Context)) *node.EvictionManager {
-	imagesDir := ""
-	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	if root, err := rt.DataRoot(dctx); err == nil {
-		imagesDir = root
-	}
-	cancel()
 	stats, _ := rt.(engine.StatsProvider)
 	return node.NewEvictionManager(node.EvictionConfig{
 		Thresholds:     opts.EvictionHard,
-		Measure:        func() (node.Measurements, error) { return node.MeasureNode(opts.RootDir, imagesDir) },
+		Measure:        opts.measureNode,
 		MemoryCapacity: uint64(max(opts.Host().MemoryBytes, 0)),
 		Pods:           r,
 		Stats:          stats,
@@ -334,4 +332,16 @@ func newEvictionManager(ctx context.Context, opts *watchOptions, rt watchEngine,
 		Clock:          opts.Clock,
 		Log:            opts.Log,
 	})
+}
+
+// nodeMeasurer measures the node: memory, the root dir's filesystem and
+// the engine's data root's (asked of the engine once, here).
+func nodeMeasurer(ctx context.Context, rootDir string, rt podEngine) func() (node.Measurements, error) {
+	imagesDir := ""
+	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	if root, err := rt.DataRoot(dctx); err == nil {
+		imagesDir = root
+	}
+	cancel()
+	return func() (node.Measurements, error) { return node.MeasureNode(rootDir, imagesDir) }
 }
