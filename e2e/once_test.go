@@ -239,9 +239,13 @@ func TestOnceKilledMidBringUp(t *testing.T) {
 	for i := 0; i < 10; i++ {
 		e.write(fmt.Sprintf("p%d.yaml", i), sleepPod(fmt.Sprintf("p%d", i), 2))
 	}
-	for _, delay := range []time.Duration{700 * time.Millisecond, 1500 * time.Millisecond} {
+	// The first run is killed as its first container appears, the second
+	// once it has made more than the first left (a later point of the
+	// bring-up); neither waits for a fixed time.
+	for range 2 {
+		made := len(e.containers())
 		cmd, _ := e.start("once", e.dir)
-		time.Sleep(delay)
+		waitFor(t, "the bring-up to go on", 2*time.Minute, func() bool { return len(e.containers()) > made })
 		cmd.Process.Signal(syscall.SIGKILL)
 		cmd.Wait()
 	}

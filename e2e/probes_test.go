@@ -13,6 +13,9 @@ import (
 	"time"
 
 	"github.com/docker/docker/api/types/container"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	v1 "k8s.io/api/core/v1"
 )
 
@@ -197,7 +200,12 @@ spec:
 		cs := p.Status.ContainerStatuses[0]
 		return cs.Started != nil && *cs.Started && cs.Ready
 	})
-	time.Sleep(3 * time.Second)
+	// Liveness runs only once the startup probe passed; three passing
+	// runs of it since (one a second) leave time for a kill that an early
+	// liveness run would have caused to show.
+	waitFor(t, "three liveness runs", time.Minute, func() bool {
+		return metric(t, base, "podrun_probe_results_total", map[string]string{"probe_type": "Liveness", "result": "success"}) >= 3
+	})
 	if cs := pods(t, base)[name].Status.ContainerStatuses[0]; cs.RestartCount != 0 {
 		t.Fatalf("liveness ran before the startup probe passed: restartCount %d", cs.RestartCount)
 	}
@@ -277,7 +285,9 @@ func TestServerEndpoints(t *testing.T) {
 	defer stop2(syscall.SIGTERM)
 	base = fmt.Sprintf("http://127.0.0.1:%d", port)
 	waitFor(t, "the server", 30*time.Second, func() bool { _, err := http.Get(base + "/healthz"); return err == nil })
-	time.Sleep(2 * time.Second)
+	waitFor(t, "a failed fetch of the URL", 30*time.Second, func() bool {
+		return metric(t, base, "podrun_source_errors_total", nil) >= 1
+	})
 	if code, _ := get("/readyz"); code != http.StatusServiceUnavailable {
 		t.Errorf("/readyz with a URL that never answered: %d, want 503", code)
 	}
@@ -311,4 +321,39 @@ spec:
 	if !strings.HasPrefix(prev.stdout, "run-") || prev.stdout == cur.stdout {
 		t.Fatalf("--previous %q, current %q", prev.stdout, cur.stdout)
 	}
+}
+
+// metric sums the samples of the series name on base's /metrics whose
+// labels include every pair of labels: a counter the test waits on to
+// know podrun has done a thing (read a broken source, run a probe), where
+// nothing else shows it.
+func metric(t *testing.T, base, name string, labels map[string]string) float64 {
+	t.Helper()
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("parse /metrics: %v", err)
+	}
+	var sum float64
+	for _, m := range families[name].GetMetric() {
+		if hasLabels(m.GetLabel(), labels) {
+			sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+		}
+	}
+	return sum
+}
+
+func hasLabels(have []*dto.LabelPair, want map[string]string) bool {
+	found := 0
+	for _, l := range have {
+		if v, ok := want[l.GetName()]; ok && v == l.GetValue() {
+			found++
+		}
+	}
+	return found == len(want)
 }

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -101,7 +102,7 @@ func sameIDs(a, b map[string]string) bool {
 
 func TestWatchFileLifecycle(t *testing.T) {
 	e := newEnv(t)
-	stop := e.watch()
+	base, stop := e.watchWithServer()
 	defer stop(syscall.SIGTERM)
 
 	p := e.write("pod.yaml", twoContainerPod("pod", "sleep 3600", "64Mi"))
@@ -130,11 +131,15 @@ func TestWatchFileLifecycle(t *testing.T) {
 		t.Fatalf("resources-only edit restarted containers:\nbefore %v\nafter  %v", after, now)
 	}
 
-	// A broken edit keeps the pod as it was, past several rescans.
+	// A broken edit keeps the pod as it was. The source reports the
+	// problem once (a rescan finding the same is not news): from then on
+	// the pod is what podrun does with a broken manifest.
 	if err := os.WriteFile(p, []byte("apiVersion: v1\nkind: Pod\nmetadata:\n  name: pod\nspec:\n  containers:\n  - name: a\n    ima"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(3500 * time.Millisecond) // three rescans at --file-check-frequency 1s
+	waitFor(t, "the broken manifest to be read", time.Minute, func() bool {
+		return metric(t, base, "podrun_source_errors_total", map[string]string{"source": e.dir}) >= 1
+	})
 	if now := e.running(); !sameIDs(now, after) {
 		t.Fatalf("an invalid edit changed the pod:\nbefore %v\nafter  %v", after, now)
 	}
@@ -208,7 +213,8 @@ func TestWatchKilledMidBringUp(t *testing.T) {
 		e.write(fmt.Sprintf("p%d.yaml", i), sleepPod(fmt.Sprintf("p%d", i), 1))
 	}
 	stop := e.watch()
-	time.Sleep(time.Second) // the kill lands somewhere in the bring-up
+	// The kill lands in the bring-up: some pods' containers made, not all.
+	waitFor(t, "the bring-up to begin", time.Minute, func() bool { return len(e.containers()) > 0 })
 	stop(syscall.SIGKILL)
 	base, stop := e.watchWithServer()
 	defer stop(syscall.SIGTERM)
@@ -238,13 +244,27 @@ func TestWatchURLSourceKeepsLastGood(t *testing.T) {
 	}))
 	defer srv.Close()
 
-	args := []string{"--url", srv.URL, "--http-check-frequency", "1s", "--sync-frequency", "10s", "--healthz-port", "0"}
+	port := freePort(t)
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	args := []string{"--url", srv.URL, "--http-check-frequency", "1s", "--sync-frequency", "10s", "--healthz-port", strconv.Itoa(port)}
+	// failedFetch waits until the running watch has seen the URL fail:
+	// from then on its pods are what podrun does with a failing URL.
+	failedFetch := func() {
+		waitFor(t, "a failed fetch of the URL", time.Minute, func() bool {
+			resp, err := http.Get(base + "/healthz")
+			if err != nil {
+				return false
+			}
+			resp.Body.Close()
+			return metric(t, base, "podrun_source_errors_total", map[string]string{"source": srv.URL}) >= 1
+		})
+	}
 	cmd, _ := e.start("watch", args...)
 	waitFor(t, "the URL's pod", time.Minute, func() bool { return len(e.running()) == 2 })
 	before := e.running()
 
 	failing.Store(true)
-	time.Sleep(4 * time.Second)
+	failedFetch()
 	if now := e.running(); !sameIDs(now, before) {
 		t.Fatalf("a failing URL changed its pods:\nbefore %v\nafter  %v", before, now)
 	}
@@ -254,7 +274,7 @@ func TestWatchURLSourceKeepsLastGood(t *testing.T) {
 	cmd.Wait()
 	srv.Close()
 	cmd, _ = e.start("watch", args...)
-	time.Sleep(6 * time.Second)
+	failedFetch()
 	if now := e.running(); !sameIDs(now, before) {
 		t.Fatalf("restart with the URL down changed its pods:\nbefore %v\nafter  %v", before, now)
 	}
