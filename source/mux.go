@@ -300,7 +300,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "podrun_source_errors_total",
-			Help: "Source reads (scans, fetches) that found a problem; the last good pods were kept.",
+			Help: "Source updates that carried a problem (a new one: reads finding the same problem again are not counted); the last good pods were kept.",
 		}, []string{"source"}),
 		lastSuccess: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "podrun_source_last_success_timestamp_seconds",
