@@ -429,15 +429,15 @@ func (r *Runner) Teardown(ctx context.Context, pod *v1.Pod, uid string, grace ti
 }
 
 // recordedGrace is the grace period of a pod: from its spec when known,
-// else what its sandbox recorded, else the default.
+// else what its sandbox recorded (zero included), else the default.
 func recordedGrace(pod *v1.Pod, st *podState) time.Duration {
 	if pod != nil {
 		return gracePeriod(pod)
 	}
 	if st != nil {
 		for _, sb := range st.Sandboxes {
-			if sb.GracePeriod > 0 {
-				return sb.GracePeriod
+			if sb.GracePeriod != nil {
+				return max(*sb.GracePeriod, 0)
 			}
 		}
 	}
