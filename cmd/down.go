@@ -6,10 +6,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/spf13/cobra"
-	v1 "k8s.io/api/core/v1"
-
+	"github.com/podrun/podrun/runner"
 	"github.com/podrun/podrun/source"
+	"github.com/spf13/cobra"
 )
 
 type downOptions struct {
@@ -52,11 +51,9 @@ sandboxes and pod directories.`,
 }
 
 func downRun(ctx context.Context, opts *downOptions) error {
-	type target struct {
-		uid, name string
-		pod       *v1.Pod // nil with --all: hooks need the spec
-	}
-	var targets []target
+	// names are the pods' namespace/name, by UID, for the report.
+	names := map[string]string{}
+	var targets []runner.TeardownTarget
 	if !opts.All {
 		updates, err := readArgs(ctx, opts.globalOptions, opts.Paths)
 		if err != nil {
@@ -80,7 +77,8 @@ func downRun(ctx context.Context, opts *downOptions) error {
 			return err
 		}
 		for _, p := range d.Pods() {
-			targets = append(targets, target{string(p.UID), p.Namespace + "/" + p.Name, p})
+			targets = append(targets, runner.TeardownTarget{UID: string(p.UID), Pod: p})
+			names[string(p.UID)] = p.Namespace + "/" + p.Name
 		}
 	}
 	rt, err := opts.Engine(ctx)
@@ -95,30 +93,20 @@ func downRun(ctx context.Context, opts *downOptions) error {
 			return fmt.Errorf("list pods: %w", err)
 		}
 		for uid, ref := range refs {
-			targets = append(targets, target{uid, ref.Namespace + "/" + ref.Name, nil})
+			// No spec: hooks cannot run, the sandbox's grace period applies.
+			targets = append(targets, runner.TeardownTarget{UID: uid})
+			names[uid] = ref.Namespace + "/" + ref.Name
 		}
 	}
-	type result struct {
-		name string
-		err  error
-	}
-	results := make(chan result, len(targets))
-	for _, t := range targets {
-		go func() {
-			// Below zero: each pod's own grace period.
-			results <- result{t.name, r.Teardown(ctx, t.pod, t.uid, opts.Grace)}
-		}()
-	}
-	// Reported here, one goroutine writing, as each pod is done.
+	// Reported as each pod is done; below zero, opts.Grace is each pod's own.
 	var all []error
-	for range targets {
-		res := <-results
-		if res.err != nil {
-			all = append(all, fmt.Errorf("remove %s: %w", res.name, res.err))
-			continue
+	r.TeardownPods(ctx, targets, opts.Grace, func(t runner.TeardownTarget, err error) {
+		if err != nil {
+			all = append(all, fmt.Errorf("remove %s: %w", names[t.UID], err))
+			return
 		}
-		fmt.Fprintf(opts.Out, "pod %s removed\n", res.name)
-	}
+		fmt.Fprintf(opts.Out, "pod %s removed\n", names[t.UID])
+	})
 	// The image volumes' copies the removed pods used, unless other pods
 	// of the root dir use them.
 	r.ReclaimImageCopies()

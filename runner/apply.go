@@ -411,21 +411,52 @@ func (r *Runner) teardown(ctx context.Context, pod *v1.Pod, st *podState, grace 
 	return errors.Join(errs...)
 }
 
-// Teardown stops (gracefully, within grace, running preStop hooks when pod
-// is given) and removes every container and sandbox of the pod uid, and its
-// pod directory. It needs no running sync loop: `podrun down` calls it
-// directly. A grace below zero means the pod's own: its spec's, else the one
-// its sandbox recorded, else 30 s.
-func (r *Runner) Teardown(ctx context.Context, pod *v1.Pod, uid string, grace time.Duration) error {
+// TeardownTarget is a pod to tear down: its UID, and its spec when a source
+// defines it (nil: no preStop hooks can run, and the grace period is the
+// one its sandbox recorded).
+type TeardownTarget struct {
+	UID string
+	Pod *v1.Pod
+}
+
+// TeardownPods stops (gracefully, within grace, running preStop hooks of
+// the pods given with a spec) and removes every container and sandbox of
+// each target, and its pod directory. It needs no running sync loop:
+// `podrun down` calls it directly. A grace below zero means each pod's own:
+// its spec's, else the one its sandbox recorded, else 30 s.
+//
+// The pods are torn down as bring-up brings them up, one goroutine per pod
+// (each pod's containers in the kubelet's order), so that their grace
+// periods overlap rather than add up. The runtime is listed once for all
+// of them: a list per pod made N pods cost N lists of every pod. done is
+// called once per target as it is done (with the list's error, when that
+// failed), by one goroutine at a time.
+func (r *Runner) TeardownPods(ctx context.Context, targets []TeardownTarget, grace time.Duration, done func(TeardownTarget, error)) {
 	pods, err := listPods(ctx, r.rt)
 	if err != nil {
-		return err
+		for _, t := range targets {
+			done(t, err)
+		}
+		return
 	}
-	st := pods[uid]
-	if grace < 0 {
-		grace = recordedGrace(pod, st)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, t := range targets {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			st := pods[t.UID]
+			g := grace
+			if g < 0 {
+				g = recordedGrace(t.Pod, st)
+			}
+			err := r.teardown(ctx, t.Pod, st, g)
+			mu.Lock()
+			defer mu.Unlock()
+			done(t, err)
+		}()
 	}
-	return r.teardown(ctx, pod, st, grace)
+	wg.Wait()
 }
 
 // recordedGrace is the grace period of a pod: from its spec when known,
