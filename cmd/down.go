@@ -9,6 +9,7 @@ import (
 	"github.com/podrun/podrun/runner"
 	"github.com/podrun/podrun/source"
 	"github.com/spf13/cobra"
+	v1 "k8s.io/api/core/v1"
 )
 
 type downOptions struct {
@@ -46,13 +47,11 @@ sandboxes and pod directories.`,
 	}
 	cmd.Flags().BoolVar(&opts.All, "all", false, "remove every pod podrun made on this node")
 	cmd.Flags().DurationVar(&opts.Grace, "grace-period", -1,
-		"grace period for every pod (default: each pod's terminationGracePeriodSeconds; 30s for --all)")
+		"grace period for every pod (default: each pod's terminationGracePeriodSeconds; with --all, the one its sandbox recorded)")
 	return cmd
 }
 
 func downRun(ctx context.Context, opts *downOptions) error {
-	// names are the pods' namespace/name, by UID, for the report.
-	names := map[string]string{}
 	var targets []runner.TeardownTarget
 	if !opts.All {
 		updates, err := readArgs(ctx, opts.globalOptions, opts.Paths)
@@ -76,10 +75,7 @@ func downRun(ctx context.Context, opts *downOptions) error {
 		if err := conflictError(podConflicts); err != nil {
 			return err
 		}
-		for _, p := range d.Pods() {
-			targets = append(targets, runner.TeardownTarget{UID: string(p.UID), Pod: p})
-			names[string(p.UID)] = p.Namespace + "/" + p.Name
-		}
+		targets = teardownTargets(d.Pods())
 	}
 	rt, err := opts.Engine(ctx)
 	if err != nil {
@@ -87,28 +83,33 @@ func downRun(ctx context.Context, opts *downOptions) error {
 	}
 	defer rt.Close()
 	r := newTeardownRunner(opts.globalOptions, rt)
-	if opts.All {
-		refs, err := r.RuntimePods(ctx)
-		if err != nil {
-			return fmt.Errorf("list pods: %w", err)
-		}
-		for uid, ref := range refs {
-			// No spec: hooks cannot run, the sandbox's grace period applies.
-			targets = append(targets, runner.TeardownTarget{UID: uid})
-			names[uid] = ref.Namespace + "/" + ref.Name
-		}
-	}
 	// Reported as each pod is done; below zero, opts.Grace is each pod's own.
 	var all []error
-	r.TeardownPods(ctx, targets, opts.Grace, func(t runner.TeardownTarget, err error) {
+	done := func(t runner.TeardownTarget, err error) {
 		if err != nil {
-			all = append(all, fmt.Errorf("remove %s: %w", names[t.UID], err))
+			all = append(all, fmt.Errorf("remove %s: %w", t.Name, err))
 			return
 		}
-		fmt.Fprintf(opts.Out, "pod %s removed\n", names[t.UID])
-	})
+		fmt.Fprintf(opts.Out, "pod %s removed\n", t.Name)
+	}
+	if opts.All {
+		if err := r.TeardownAll(ctx, opts.Grace, done); err != nil {
+			return fmt.Errorf("list pods: %w", err)
+		}
+	} else {
+		r.TeardownPods(ctx, targets, opts.Grace, done)
+	}
 	// The image volumes' copies the removed pods used, unless other pods
 	// of the root dir use them.
 	r.ReclaimImageCopies()
 	return errors.Join(all...)
+}
+
+// teardownTargets are pods to tear down, with their specs.
+func teardownTargets(pods []*v1.Pod) []runner.TeardownTarget {
+	out := make([]runner.TeardownTarget, len(pods))
+	for i, p := range pods {
+		out[i] = runner.TeardownTarget{UID: string(p.UID), Name: p.Namespace + "/" + p.Name, Pod: p}
+	}
+	return out
 }

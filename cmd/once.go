@@ -335,14 +335,10 @@ func failedPods(pods []*v1.Pod) []string {
 // removePods stops and removes pods and their directories, in parallel,
 // then the image volumes' copies no pod uses any more.
 func removePods(ctx context.Context, r *runner.Runner, pods []*v1.Pod) error {
-	targets := make([]runner.TeardownTarget, len(pods))
-	for i, p := range pods {
-		targets[i] = runner.TeardownTarget{UID: string(p.UID), Pod: p}
-	}
 	var all []error
-	r.TeardownPods(ctx, targets, -1, func(t runner.TeardownTarget, err error) {
+	r.TeardownPods(ctx, teardownTargets(pods), -1, func(t runner.TeardownTarget, err error) {
 		if err != nil {
-			all = append(all, fmt.Errorf("remove %s/%s: %w", t.Pod.Namespace, t.Pod.Name, err))
+			all = append(all, fmt.Errorf("remove %s: %w", t.Name, err))
 		}
 	})
 	r.ReclaimImageCopies()
