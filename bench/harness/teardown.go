@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log"
 	"os"
 	"path/filepath"
 	"strings"
@@ -35,31 +34,20 @@ const teardownRatio = 1.3
 // same pods' containers, each after a bring-up of its own with `podrun
 // once` (not timed). The order alternates from run to run.
 func (e *env) teardown(ctx context.Context, n int) ([]Teardown, error) {
-	type measure struct {
-		label string
-		fn    func(ctx context.Context) (float64, error)
-	}
 	var ms []measure
 	for _, s := range e.subs {
 		ms = append(ms,
-			measure{"down DIR (" + s.Label + ")", func(ctx context.Context) (float64, error) { return e.downTimed(ctx, s, n, false) }},
-			measure{"down --all (" + s.Label + ")", func(ctx context.Context) (float64, error) { return e.downTimed(ctx, s, n, true) }})
+			measure{"down DIR (" + s.Label + ")", func() (float64, error) { return e.downTimed(ctx, s, n, false) }},
+			measure{"down --all (" + s.Label + ")", func() (float64, error) { return e.downTimed(ctx, s, n, true) }})
 	}
-	ms = append(ms, measure{dockerRemoval, func(ctx context.Context) (float64, error) { return e.dockerRemoveTimed(ctx, n) }})
+	ms = append(ms, measure{dockerRemoval, func() (float64, error) { return e.dockerRemoveTimed(ctx, n) }})
+	secs, err := e.alternate(fmt.Sprintf("teardown of %d pods", n), ms)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]Teardown, len(ms))
 	for i, m := range ms {
-		out[i] = Teardown{Subject: m.label, Pods: n}
-	}
-	for r := 0; r < e.cfg.runs; r++ {
-		for k := range ms {
-			i := (k + r) % len(ms)
-			secs, err := again(e, fmt.Sprintf("teardown of %d pods (%s)", n, ms[i].label), func() (float64, error) { return ms[i].fn(ctx) })
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", ms[i].label, err)
-			}
-			out[i].Seconds = append(out[i].Seconds, secs)
-			log.Printf("teardown %3d pods, run %d: %-28s %7.3f s", n, r+1, ms[i].label, secs)
-		}
+		out[i] = Teardown{Subject: m.label, Pods: n, Seconds: secs[i]}
 	}
 	return out, nil
 }
