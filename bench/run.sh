@@ -4,7 +4,7 @@
 # Builds podrun (static, so that its infra image is one file), bench/bound
 # (the Engine-API lower bound) and bench/harness, runs the micro-benchmarks
 # (go test -bench, -benchmem) of the manifest decoder and compute-actions,
-# then the harness: bring-up, update reaction and steady state against the
+# then the harness: bring-up, update reaction, steady state and teardown against the
 # real dockerd, each measured next to its reference in the same run.
 #
 # Environment:
@@ -15,6 +15,8 @@
 #   BENCH_UPDATE_PODS=50
 #   BENCH_EVENT_TRIALS=3    containers killed after each steady window
 #   BENCH_STUCK=30s         how long a pod that cannot start is watched
+#   BENCH_TEARDOWN_PODS=100 running pods removed by down DIR, down --all and
+#                           Docker's parallel rm -f (the reference)
 #   BENCH_BEFORE=<git ref>  also measure podrun built from that ref, in the
 #                           same run (before/after figures of a change)
 #   BENCH_BEFORE_PATCH=<file>  a patch (-p1) applied to that ref's tree
@@ -23,16 +25,16 @@
 #                           runner.go part went into HEAD with another
 #                           change), giving the code before it
 #   BENCH_OUT=docs/benchmarks.md   where the doc goes ('' prints it)
-#   BENCH_ONLY=bringup,update,steady,stuck
+#   BENCH_ONLY=bringup,update,steady,stuck,teardown
 #   BENCH_SHORT=1           a quick look: 3 runs, sizes 1,10, 15 s windows
 #                           of 10 and 50 pods, 3 edits of 20 pods, 10 s
-#                           stuck pods
+#                           stuck pods, a teardown of 20 pods
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH=/usr/local/go/bin:$PATH
 
 if [ "${BENCH_SHORT:-}" = 1 ]; then
-	: "${BENCH_RUNS:=3}" "${BENCH_SIZES:=1,10}" "${BENCH_STEADY:=15s}" "${BENCH_STEADY_SIZES:=10,50}" "${BENCH_UPDATE_PODS:=20}" "${BENCH_STUCK:=10s}"
+	: "${BENCH_RUNS:=3}" "${BENCH_SIZES:=1,10}" "${BENCH_STEADY:=15s}" "${BENCH_STEADY_SIZES:=10,50}" "${BENCH_UPDATE_PODS:=20}" "${BENCH_STUCK:=10s}" "${BENCH_TEARDOWN_PODS:=20}"
 fi
 RUNS=${BENCH_RUNS:-5}
 SIZES=${BENCH_SIZES:-1,10,50}
@@ -40,7 +42,8 @@ STEADY=${BENCH_STEADY:-60s}
 STEADY_SIZES=${BENCH_STEADY_SIZES:-10,100}
 UPDATE_PODS=${BENCH_UPDATE_PODS:-50}
 OUT=${BENCH_OUT-docs/benchmarks.md}
-ONLY=${BENCH_ONLY:-bringup,update,steady,stuck}
+ONLY=${BENCH_ONLY:-bringup,update,steady,stuck,teardown}
+TEARDOWN_PODS=${BENCH_TEARDOWN_PODS:-100}
 EVENT_TRIALS=${BENCH_EVENT_TRIALS:-3}
 STUCK=${BENCH_STUCK:-30s}
 
@@ -78,5 +81,5 @@ cmdline="make bench"
 [ "${BENCH_SHORT:-}" = 1 ] && cmdline="BENCH_SHORT=1 $cmdline"
 "$tmp/harness" --podrun "$tmp/podrun" --bound "$tmp/bound" "${before_args[@]}" \
 	--runs "$RUNS" --sizes "$SIZES" --steady "$STEADY" --steady-sizes "$STEADY_SIZES" \
-	--update-pods "$UPDATE_PODS" --event-trials "$EVENT_TRIALS" --stuck "$STUCK" --only "$ONLY" --micro "$tmp/micro.txt" \
+	--update-pods "$UPDATE_PODS" --event-trials "$EVENT_TRIALS" --stuck "$STUCK" --teardown-pods "$TEARDOWN_PODS" --only "$ONLY" --micro "$tmp/micro.txt" \
 	--out "$OUT" --json "${BENCH_JSON:-}" --command "$cmdline"

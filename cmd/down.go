@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/podrun/podrun/runner"
+	"github.com/podrun/podrun/source"
 	"github.com/spf13/cobra"
 	v1 "k8s.io/api/core/v1"
-
-	"github.com/podrun/podrun/source"
 )
 
 type downOptions struct {
@@ -47,16 +47,12 @@ sandboxes and pod directories.`,
 	}
 	cmd.Flags().BoolVar(&opts.All, "all", false, "remove every pod podrun made on this node")
 	cmd.Flags().DurationVar(&opts.Grace, "grace-period", -1,
-		"grace period for every pod (default: each pod's terminationGracePeriodSeconds; 30s for --all)")
+		"grace period for every pod (default: each pod's terminationGracePeriodSeconds; with --all, the one its sandbox recorded)")
 	return cmd
 }
 
 func downRun(ctx context.Context, opts *downOptions) error {
-	type target struct {
-		uid, name string
-		pod       *v1.Pod // nil with --all: hooks need the spec
-	}
-	var targets []target
+	var targets []runner.TeardownTarget
 	if !opts.All {
 		updates, err := readArgs(ctx, opts.globalOptions, opts.Paths)
 		if err != nil {
@@ -79,9 +75,7 @@ func downRun(ctx context.Context, opts *downOptions) error {
 		if err := conflictError(podConflicts); err != nil {
 			return err
 		}
-		for _, p := range d.Pods() {
-			targets = append(targets, target{string(p.UID), p.Namespace + "/" + p.Name, p})
-		}
+		targets = teardownTargets(d.Pods())
 	}
 	rt, err := opts.Engine(ctx)
 	if err != nil {
@@ -89,38 +83,33 @@ func downRun(ctx context.Context, opts *downOptions) error {
 	}
 	defer rt.Close()
 	r := newTeardownRunner(opts.globalOptions, rt)
-	if opts.All {
-		refs, err := r.RuntimePods(ctx)
+	// Reported as each pod is done; below zero, opts.Grace is each pod's own.
+	var all []error
+	done := func(t runner.TeardownTarget, err error) {
 		if err != nil {
+			all = append(all, fmt.Errorf("remove %s: %w", t.Name, err))
+			return
+		}
+		fmt.Fprintf(opts.Out, "pod %s removed\n", t.Name)
+	}
+	if opts.All {
+		if err := r.TeardownAll(ctx, opts.Grace, done); err != nil {
 			return fmt.Errorf("list pods: %w", err)
 		}
-		for uid, ref := range refs {
-			targets = append(targets, target{uid, ref.Namespace + "/" + ref.Name, nil})
-		}
-	}
-	type result struct {
-		name string
-		err  error
-	}
-	results := make(chan result, len(targets))
-	for _, t := range targets {
-		go func() {
-			// Below zero: each pod's own grace period.
-			results <- result{t.name, r.Teardown(ctx, t.pod, t.uid, opts.Grace)}
-		}()
-	}
-	// Reported here, one goroutine writing, as each pod is done.
-	var all []error
-	for range targets {
-		res := <-results
-		if res.err != nil {
-			all = append(all, fmt.Errorf("remove %s: %w", res.name, res.err))
-			continue
-		}
-		fmt.Fprintf(opts.Out, "pod %s removed\n", res.name)
+	} else {
+		r.TeardownPods(ctx, targets, opts.Grace, done)
 	}
 	// The image volumes' copies the removed pods used, unless other pods
 	// of the root dir use them.
 	r.ReclaimImageCopies()
 	return errors.Join(all...)
+}
+
+// teardownTargets are pods to tear down, with their specs.
+func teardownTargets(pods []*v1.Pod) []runner.TeardownTarget {
+	out := make([]runner.TeardownTarget, len(pods))
+	for i, p := range pods {
+		out[i] = runner.TeardownTarget{UID: string(p.UID), Name: p.Namespace + "/" + p.Name, Pod: p}
+	}
+	return out
 }

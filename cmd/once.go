@@ -335,20 +335,12 @@ func failedPods(pods []*v1.Pod) []string {
 // removePods stops and removes pods and their directories, in parallel,
 // then the image volumes' copies no pod uses any more.
 func removePods(ctx context.Context, r *runner.Runner, pods []*v1.Pod) error {
-	errs := make(chan error, len(pods))
-	for _, p := range pods {
-		go func() {
-			if err := r.Teardown(ctx, p, string(p.UID), -1); err != nil {
-				errs <- fmt.Errorf("remove %s/%s: %w", p.Namespace, p.Name, err)
-				return
-			}
-			errs <- nil
-		}()
-	}
 	var all []error
-	for range pods {
-		all = append(all, <-errs)
-	}
+	r.TeardownPods(ctx, teardownTargets(pods), -1, func(t runner.TeardownTarget, err error) {
+		if err != nil {
+			all = append(all, fmt.Errorf("remove %s: %w", t.Name, err))
+		}
+	})
 	r.ReclaimImageCopies()
 	return errors.Join(all...)
 }

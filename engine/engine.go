@@ -350,10 +350,12 @@ type Sandbox struct {
 	State     State
 	IP        string
 	CreatedAt time.Time
-	// Source, GracePeriod and QOSClass as given in SandboxConfig (zero
-	// when unknown).
-	Source      string
-	GracePeriod time.Duration
+	// Source and QOSClass as given in SandboxConfig (empty when unknown).
+	Source string
+	// GracePeriod as given in SandboxConfig, zero included; nil when the
+	// sandbox recorded none (one made by an older podrun), so that a pod
+	// of grace 0 is not stopped with the 30 s default.
+	GracePeriod *time.Duration
 	QOSClass    string
 }
 

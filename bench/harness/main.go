@@ -10,7 +10,9 @@
 //     vs Docker's own create + start of that container;
 //   - steady state: `podrun watch` with 10..100 pods: RSS, CPU and Docker
 //     API calls per minute (podrun's own counter, and a counting proxy in
-//     front of the engine's socket).
+//     front of the engine's socket);
+//   - teardown: `podrun down DIR` and `down --all` of N pods vs Docker's
+//     parallel force removal of their containers.
 //
 // With --podrun-before, a second podrun binary (the code before a change)
 // is measured in the same run, for before/after figures.
@@ -44,6 +46,7 @@ type config struct {
 	steadySizes           []int
 	eventTrials           int
 	stuck                 time.Duration
+	teardownPods          int
 	micro, microBefore    string
 	notes                 string
 	out, jsonOut          string
@@ -66,12 +69,13 @@ func main() {
 	flag.StringVar(&steadySizes, "steady-sizes", "10,100", "pod counts for the steady state")
 	flag.IntVar(&c.eventTrials, "event-trials", 3, "containers killed after each steady-state window, to measure an event's cost")
 	flag.DurationVar(&c.stuck, "stuck", 30*time.Second, "how long a pod that cannot start is watched")
+	flag.IntVar(&c.teardownPods, "teardown-pods", 100, "running pods removed in the teardown benchmark")
 	flag.StringVar(&c.micro, "micro", "", "output of go test -bench (micro-benchmarks), to report")
 	flag.StringVar(&c.microBefore, "micro-before", "", "the same, of the code before")
 	flag.StringVar(&c.notes, "notes", "bench/notes.md", "markdown included in the doc (what changed, and why)")
 	flag.StringVar(&c.out, "out", "docs/benchmarks.md", "the doc to write ('' for none)")
 	flag.StringVar(&c.jsonOut, "json", "", "also write the results as JSON here")
-	flag.StringVar(&only, "only", "bringup,update,steady,stuck", "scenarios to run")
+	flag.StringVar(&only, "only", "bringup,update,steady,stuck,teardown", "scenarios to run")
 	flag.StringVar(&c.command, "command", "make bench", "the command line to show in the doc")
 	flag.Parse()
 	c.sizes = ints(sizes)
@@ -121,6 +125,7 @@ type Results struct {
 	Update   []Update
 	Steady   []Steady
 	Stuck    []Stuck
+	Teardown []Teardown
 	Micro    []Micro
 	Load     []string
 	Retried  []string
@@ -204,7 +209,7 @@ func run(c config) error {
 	res := &Results{Started: time.Now().UTC(), Machine: machine(ctx, cli), Config: map[string]string{
 		"runs": strconv.Itoa(c.runs), "sizes": fmt.Sprint(c.sizes), "update pods": strconv.Itoa(c.updatePods),
 		"update trials": strconv.Itoa(c.updateTrials), "steady": c.steady.String(), "steady sizes": fmt.Sprint(c.steadySizes),
-		"event trials": strconv.Itoa(c.eventTrials), "stuck": c.stuck.String(),
+		"event trials": strconv.Itoa(c.eventTrials), "stuck": c.stuck.String(), "teardown pods": strconv.Itoa(c.teardownPods),
 		"infra image": infra, "before": c.beforeLabel,
 	}}
 	for _, s := range e.subs {
@@ -252,6 +257,13 @@ func run(c config) error {
 				res.Stuck = append(res.Stuck, st)
 			}
 		}
+	}
+	if c.only["teardown"] {
+		t, err := e.teardown(ctx, c.teardownPods)
+		if err != nil {
+			return fmt.Errorf("teardown of %d pods: %w", c.teardownPods, err)
+		}
+		res.Teardown = t
 	}
 	if c.micro != "" {
 		m, err := parseMicro(c.micro, "")

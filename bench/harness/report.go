@@ -329,6 +329,8 @@ func render(r *Results, c config) string {
 		p("\n")
 	}
 
+	renderTeardown(&b, r.Teardown)
+
 	if len(r.Subjects) > 1 {
 		beforeAfter(&b, r)
 	}

@@ -30,28 +30,43 @@ type BringUp struct {
 // bringUp measures every subject and the bound at n pods, runs times,
 // alternating the order so that neither always goes first.
 func (e *env) bringUp(ctx context.Context, n int) ([]BringUp, error) {
-	type measure struct {
-		label string
-		fn    func(ctx context.Context, n int) (float64, error)
-	}
 	var ms []measure
 	for _, s := range e.subs {
-		ms = append(ms, measure{s.Label, func(ctx context.Context, n int) (float64, error) { return e.onceUp(ctx, s, n) }})
+		ms = append(ms, measure{s.Label, func() (float64, error) { return e.onceUp(ctx, s, n) }})
 	}
-	ms = append(ms, measure{"bound", e.boundUp})
+	ms = append(ms, measure{"bound", func() (float64, error) { return e.boundUp(ctx, n) }})
+	secs, err := e.alternate(fmt.Sprintf("bring-up of %d pods", n), ms)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]BringUp, len(ms))
 	for i, m := range ms {
-		out[i] = BringUp{Subject: m.label, Pods: n}
+		out[i] = BringUp{Subject: m.label, Pods: n, Seconds: secs[i]}
 	}
+	return out, nil
+}
+
+// measure is one subject of a scenario: its label, and what times it once.
+type measure struct {
+	label string
+	fn    func() (float64, error)
+}
+
+// alternate times each of ms runs times, in an order that turns from run
+// to run so that none always goes first, each try made again on failure
+// (again), and returns the seconds of each, in ms's order. what names the
+// scenario in the log.
+func (e *env) alternate(what string, ms []measure) ([][]float64, error) {
+	out := make([][]float64, len(ms))
 	for r := 0; r < e.cfg.runs; r++ {
 		for k := range ms {
 			i := (k + r) % len(ms)
-			secs, err := again(e, fmt.Sprintf("bring-up of %d pods (%s)", n, ms[i].label), func() (float64, error) { return ms[i].fn(ctx, n) })
+			secs, err := again(e, fmt.Sprintf("%s (%s)", what, ms[i].label), ms[i].fn)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", ms[i].label, err)
 			}
-			out[i].Seconds = append(out[i].Seconds, secs)
-			log.Printf("bring-up %3d pods, run %d: %-18s %7.3f s", n, r+1, ms[i].label, secs)
+			out[i] = append(out[i], secs)
+			log.Printf("%s, run %d: %-28s %7.3f s", what, r+1, ms[i].label, secs)
 		}
 	}
 	return out, nil

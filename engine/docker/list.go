@@ -100,7 +100,10 @@ func (r *Runtime) sandboxOf(ctx context.Context, c container.Summary) (*engine.S
 			}
 		}
 	}
-	grace, _ := time.ParseDuration(c.Labels[LabelGracePeriod])
+	var grace *time.Duration
+	if d, err := time.ParseDuration(c.Labels[LabelGracePeriod]); err == nil {
+		grace = &d
+	}
 	return &engine.Sandbox{
 		ID:          c.ID,
 		Pod:         podRef(c.Labels),

@@ -41,9 +41,8 @@ func (r *Runtime) sandboxConfig(cfg *engine.SandboxConfig) (*container.Config, *
 	if cfg.Source != "" {
 		labels[LabelPodSource] = cfg.Source
 	}
-	if cfg.GracePeriod > 0 {
-		labels[LabelGracePeriod] = cfg.GracePeriod.String()
-	}
+	// Zero is recorded too: it is a grace period, not its absence.
+	labels[LabelGracePeriod] = max(cfg.GracePeriod, 0).String()
 	if cfg.QOSClass != "" {
 		labels[LabelQOSClass] = cfg.QOSClass
 	}

@@ -502,6 +502,7 @@ func (f *Fake) createSandbox(cfg *engine.SandboxConfig) (*fakeSandbox, error) {
 		return nil, fmt.Errorf("unknown or invalid runtime name: %s", cfg.Runtime)
 	}
 	sb := &fakeSandbox{node: f.node, key: key, cfg: *cfg, imageID: img.ID}
+	grace := max(cfg.GracePeriod, 0)
 	sb.sb = engine.Sandbox{
 		ID:          f.s.newID(),
 		Pod:         cfg.Pod,
@@ -510,7 +511,7 @@ func (f *Fake) createSandbox(cfg *engine.SandboxConfig) (*fakeSandbox, error) {
 		State:       engine.StateCreated,
 		CreatedAt:   f.s.clock(),
 		Source:      cfg.Source,
-		GracePeriod: cfg.GracePeriod,
+		GracePeriod: &grace,
 		QOSClass:    cfg.QOSClass,
 	}
 	f.s.sandboxes[sb.sb.ID] = sb

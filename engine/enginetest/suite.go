@@ -133,6 +133,7 @@ func Run(t *testing.T, newRuntime func(t *testing.T, nodeName string) engine.Run
 		fn   func(*testing.T, *suite)
 	}{
 		{"SandboxLifecycle", testSandboxLifecycle},
+		{"SandboxZeroGracePeriod", testSandboxZeroGracePeriod},
 		{"SandboxIdempotent", testSandboxIdempotent},
 		{"SandboxConcurrentRun", testSandboxConcurrentRun},
 		{"SandboxAdoptCreated", testSandboxAdoptCreated},
@@ -327,6 +328,23 @@ func (s *suite) waitContainer(t *testing.T, rt engine.Runtime, id, what string, 
 
 func exited(c *engine.Container) bool { return c.State == engine.StateExited }
 
+// A grace period of zero is one (the pod's containers are killed at once),
+// not an unknown one: a podrun without the manifest must not stop such a
+// pod with the 30 s default.
+func testSandboxZeroGracePeriod(t *testing.T, s *suite) {
+	rt, _ := s.runtime(t)
+	cfg := s.sandboxConfig("nograce")
+	cfg.GracePeriod = 0
+	id := s.runSandbox(t, rt, cfg)
+	sb := findSandbox(t, rt, id)
+	if sb == nil {
+		t.Fatalf("sandbox %s not listed", id)
+	}
+	if sb.GracePeriod == nil || *sb.GracePeriod != 0 {
+		t.Errorf("listed grace period %v, want 0s recorded", sb.GracePeriod)
+	}
+}
+
 func testSandboxLifecycle(t *testing.T, s *suite) {
 	rt, _ := s.runtime(t)
 	ctx := ctxFor(t)
@@ -341,8 +359,8 @@ func testSandboxLifecycle(t *testing.T, s *suite) {
 	if sb.Pod != cfg.Pod || sb.Attempt != cfg.Attempt || sb.Hash != cfg.Hash {
 		t.Errorf("listed identity = %+v/%d/%q, want %+v/%d/%q", sb.Pod, sb.Attempt, sb.Hash, cfg.Pod, cfg.Attempt, cfg.Hash)
 	}
-	if sb.Source != cfg.Source || sb.GracePeriod != cfg.GracePeriod || sb.QOSClass != cfg.QOSClass {
-		t.Errorf("listed source %q, grace period %s, QoS class %q; want %q, %s, %q",
+	if sb.Source != cfg.Source || sb.GracePeriod == nil || *sb.GracePeriod != cfg.GracePeriod || sb.QOSClass != cfg.QOSClass {
+		t.Errorf("listed source %q, grace period %v, QoS class %q; want %q, %s, %q",
 			sb.Source, sb.GracePeriod, sb.QOSClass, cfg.Source, cfg.GracePeriod, cfg.QOSClass)
 	}
 	if sb.State != engine.StateRunning {
