@@ -13,15 +13,7 @@ import (
 // timer is the test's and never fires. A rewrite in place still waits
 // for it, since a file being written may read as a valid prefix of itself.
 func TestFileSourceReadsAQuietAtomicSaveAtOnce(t *testing.T) {
-	dir := t.TempDir()
-	x := filepath.Join(dir, "x.yaml")
-	writeFile(t, x, podImage("x", "nginx:1"), 0o644)
-	p := newProbe()
-	s := fileSource(t, dir)
-	s.Debounce = time.Hour
-	s.hooks = p.hooks(true)
-	out := startSource(t, s.Run)
-	first := waitFor(t, out, "the first scan", pods("x"))
+	dir, x, p, out, first := startWithTestTimer(t)
 
 	tmp := filepath.Join(dir, ".x.yaml.tmp")
 	writeFile(t, tmp, podImage("x", "nginx:2"), 0o644)
@@ -50,4 +42,20 @@ func TestFileSourceReadsAQuietAtomicSaveAtOnce(t *testing.T) {
 	waitFor(t, out, "the content written in place, after the debounce", func(u Update) bool {
 		return u.Snapshot != nil && len(u.Snapshot.Pods) == 1 && u.Snapshot.Pods[0].Spec.Containers[0].Image == "nginx:3"
 	})
+}
+
+// startWithTestTimer runs a file source on a directory holding x.yaml,
+// whose debounce timer fires only when the test says (probe.fire), and
+// returns the first update.
+func startWithTestTimer(t *testing.T) (dir, x string, p *probe, out <-chan Update, first Update) {
+	t.Helper()
+	dir = t.TempDir()
+	x = filepath.Join(dir, "x.yaml")
+	writeFile(t, x, podImage("x", "nginx:1"), 0o644)
+	p = newProbe()
+	s := fileSource(t, dir)
+	s.Debounce = time.Hour
+	s.hooks = p.hooks(true)
+	out = startSource(t, s.Run)
+	return dir, x, p, out, waitFor(t, out, "the first scan", pods("x"))
 }
