@@ -781,7 +781,11 @@ func (r *Runner) startContainer(ctx context.Context, pod *v1.Pod, c *v1.Containe
 	}
 	r.log.Info("container started", "pod", podKey(pod), "container", c.Name, "type", string(typ),
 		"id", shortID(id), "attempt", attempt, "reason", why)
-	if attempt > 0 {
+	// A restart of a container that exited counts towards its back-off;
+	// a container that replaces a running one (an edit) starts afresh, as
+	// the kubelet's doBackOff looks only at an exited last run: its first
+	// crash is restarted at once.
+	if prev := st.latest(c.Name, ""); prev != nil && prev.State == engine.StateExited {
 		r.backoff.Next(backoffKey(pod, c), r.lastFinished(st, c.Name))
 	}
 	return nil

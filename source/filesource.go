@@ -44,6 +44,9 @@ type FileSource struct {
 	// editor's burst (vim: write a 4913 probe, rename x.yaml to x.yaml~,
 	// write x.yaml, chmod) is one rescan and not a removal followed by an
 	// add. A burst that never goes quiet is rescanned after ten times this.
+	// One event is not waited for: a manifest file replaced whole (an
+	// atomic save renames a new one over it) when no event named it for
+	// this long is read at once (see wholeManifest).
 	// Zero means DefaultDebounce.
 	Debounce time.Duration
 	// Logger hears about errors (once when they appear, once when they
@@ -131,6 +134,22 @@ func (s *FileSource) run(ctx context.Context, out chan<- Update, sc *fileScanner
 		timer = after(wait)
 	}
 
+	// lastEvent is when an event last named each file, for the files
+	// named within the last debounce.
+	lastEvent := map[string]time.Time{}
+	quietCreate := func(ev fsnotify.Event) bool {
+		now := time.Now()
+		for name, t := range lastEvent {
+			if now.Sub(t) >= debounce {
+				delete(lastEvent, name)
+			}
+		}
+		name := filepath.Clean(ev.Name)
+		_, busy := lastEvent[name]
+		lastEvent[name] = now
+		return !busy && ev.Has(fsnotify.Create)
+	}
+
 	scan()
 	for {
 		select {
@@ -146,8 +165,13 @@ func (s *FileSource) run(ctx context.Context, out chan<- Update, sc *fileScanner
 			if !sc.relevant(ev.Name) {
 				continue
 			}
+			quiet := quietCreate(ev)
 			arm()
 			s.hooks.onEvent(ev)
+			if quiet && sc.wholeManifest(ev.Name) {
+				// The debounced rescan still comes, for whatever follows.
+				scan()
+			}
 		case err, ok := <-watchErrs:
 			if !ok {
 				watchErrs = nil
@@ -204,6 +228,28 @@ func (sc *fileScanner) relevant(name string) bool {
 	name = filepath.Clean(name)
 	return name == sc.abs || filepath.Dir(name) == sc.abs ||
 		strings.HasPrefix(sc.abs, strings.TrimSuffix(name, string(filepath.Separator))+string(filepath.Separator))
+}
+
+// wholeManifest reports whether name, which a create event named, is a
+// manifest file read before that now reads whole: good, and not empty.
+// Such an event on a known file is a new file renamed over it (an
+// editor's or a config tool's atomic save), complete when it appears;
+// a rewrite in place is a write event, and a removal and a new file made
+// in place start with a removal event: those wait for the burst to end,
+// since a file being written may read as a valid prefix of itself. What
+// was read at once is read again at the end of the burst.
+func (sc *fileScanner) wholeManifest(name string) bool {
+	files, err := manifest.ManifestFiles(sc.path, sc.opts.Logger)
+	if err != nil {
+		return false
+	}
+	for _, f := range files {
+		if abs, err := filepath.Abs(f); err == nil && abs == filepath.Clean(name) && sc.good[f] != nil {
+			snap, err := manifest.ReadFile(f, sc.opts)
+			return err == nil && snap.Documents() > 0
+		}
+	}
+	return false
 }
 
 // wantWatches are the directories to watch: the path itself when it is a

@@ -144,15 +144,7 @@ func TestFileSourceIgnoresEditorAndBackupFiles(t *testing.T) {
 // arrived, so the test knows rather than hopes that the burst fell within
 // the window.
 func TestFileSourceDebouncesAnEditorSave(t *testing.T) {
-	dir := t.TempDir()
-	x := filepath.Join(dir, "x.yaml")
-	writeFile(t, x, podImage("x", "nginx:1"), 0o644)
-	p := newProbe()
-	s := fileSource(t, dir)
-	s.Debounce = time.Hour
-	s.hooks = p.hooks(true)
-	out := startSource(t, s.Run)
-	first := waitFor(t, out, "the first scan", pods("x"))
+	dir, x, p, out, first := startWithTestTimer(t)
 	if got := p.waitScans(t, 1); !slices.Equal(got, []bool{true}) {
 		t.Fatalf("scans = %v", got)
 	}

@@ -250,7 +250,7 @@ func render(r *Results, c config) string {
 		p("## Update reaction\n\n")
 		p("`podrun watch` runs %s pods; one pod's manifest is rewritten (write to a temporary file, rename) with a new `command` for its "+
 			"container. **Reaction** is from the write to the new container's `State.StartedAt` (Docker's clock, the same host); "+
-			"**seen** is when a poll of Docker (every 5 ms) saw it running. It includes the file source's 100 ms debounce, "+
+			"**seen** is when a poll of Docker (every 5 ms) saw it running. It includes the file source's read (a quiet file replaced by a rename is read at once; its 100 ms debounce is for bursts), "+
 			"the re-read of the directory, the kill of the old container (grace 0) and the create + start of the new one. "+
 			"The reference is Docker's own create + start of the same container (same image and command, joined to the same sandbox), "+
 			"timed right after, and its kill (stop with timeout 0).\n\n", r.Config["update pods"])
@@ -261,6 +261,9 @@ func render(r *Results, c config) string {
 				median(u.CreateStart), median(u.Kill), median(u.Reaction)/median(u.CreateStart), secs(u.Reaction))
 		}
 		p("\n")
+		for _, u := range r.Update {
+			updateVerdict(&b, u)
+		}
 	}
 
 	if len(r.Steady) > 0 {
@@ -300,20 +303,23 @@ func render(r *Results, c config) string {
 			"the **one-pod lists**, and the Docker requests and container-list bytes beyond the steady rate (**extra**; the list "+
 			"bytes are noisy with many pods, as each periodic node list is large and there are one or two in the time). An event "+
 			"should cost about the same with 100 pods as with 10: O(changed pods), not O(all pods).\n\n", r.Config["event trials"])
-		p("| pods | subject | restart, median (s) | node lists (steady rate's share) | one-pod lists | extra requests, median | extra list KiB, median | all restarts (s) |\n|---:|---|---:|---|---:|---:|---:|---|\n")
+		p("**From die** is from Docker's die event of the killed container (its event stream's `timeNano`) to the new " +
+			"container's `State.StartedAt`: Docker's stamps both, so no poll is in it.\n\n")
+		p("| pods | subject | restart, median (s) | from die, median (s) | node lists (steady rate's share) | one-pod lists | extra requests, median | extra list KiB, median | all restarts (s) |\n|---:|---|---:|---:|---|---:|---:|---:|---|\n")
 		for _, s := range r.Steady {
 			if len(s.Events) == 0 {
 				continue
 			}
-			var t, q, k, nl, el, pl []float64
+			var t, d, q, k, nl, el, pl []float64
 			for _, e := range s.Events {
-				t, q, k = append(t, e.Seconds), append(q, e.ExtraRequests), append(k, e.ExtraListKiB)
+				t, d, q, k = append(t, e.Seconds), append(d, e.DieToStart), append(q, e.ExtraRequests), append(k, e.ExtraListKiB)
 				nl, el, pl = append(nl, float64(e.NodeLists)), append(el, e.ExpectedNodeLists), append(pl, float64(e.PodLists))
 			}
-			p("| %d | %s | %.3f | %.0f (%.1f) | %.0f | %.1f | %.1f | %s |\n", s.Pods, s.Subject, median(t), median(nl), median(el), median(pl),
+			p("| %d | %s | %.3f | %.3f | %.0f (%.1f) | %.0f | %.1f | %.1f | %s |\n", s.Pods, s.Subject, median(t), median(d), median(nl), median(el), median(pl),
 				median(q), median(k), secs(t))
 		}
 		p("\n")
+		restartVerdict(&b, r.Steady)
 	}
 
 	if len(r.Stuck) > 0 {

@@ -360,6 +360,9 @@ type EventCost struct {
 	NodeLists, PodLists int
 	ExpectedNodeLists   float64
 	Requests            map[string]int
+	// DieToStart is from Docker's die event of the killed container to
+	// the new one's State.StartedAt (both Docker's stamps).
+	DieToStart float64
 }
 
 func (e *env) steadyState(ctx context.Context, s subject, n int) (Steady, error) {
@@ -456,17 +459,26 @@ func (e *env) steadyState(ctx context.Context, s subject, n int) (Steady, error)
 			return st, fmt.Errorf("event trial: no app container of %s (%v)", name, err)
 		}
 		c0, lb0 := proxy.Counts(), listBytes(proxy.Bytes())
+		die := e.watchDie(ctx, old)
 		t0 := time.Now()
 		if err := e.cli.ContainerKill(ctx, old, "KILL"); err != nil {
+			die.cancel()
 			return st, err
 		}
+		var newID string
 		if _, err := benchkit.WaitFor(ctx, time.Minute, 5*time.Millisecond, "the killed container to be replaced", func() (bool, error) {
 			id, _, err := e.appOf(ctx, node, podName, old)
+			newID = id
 			return err == nil && id != "", nil
 		}); err != nil {
+			die.cancel()
 			return st, fmt.Errorf("%s: %w\n%s", name, err, lastLines(pr.Stderr(4000), 20))
 		}
 		took := time.Since(t0)
+		fromDie, err := e.dieToStart(ctx, die, newID)
+		if err != nil {
+			return st, fmt.Errorf("%s: %w", name, err)
+		}
 		time.Sleep(time.Second)
 		window := time.Since(t0).Seconds()
 		_, dc := benchkit.Diff(c0, proxy.Counts())
@@ -480,10 +492,11 @@ func (e *env) steadyState(ctx context.Context, s subject, n int) (Steady, error)
 			NodeLists:         dc["GET /containers/json"],
 			PodLists:          dc["GET /containers/json (one pod)"],
 			ExpectedNodeLists: st.DockerCalls["GET /containers/json"] / 60 * window,
-			Requests:          dc}
+			Requests:          dc,
+			DieToStart:        fromDie}
 		st.Events = append(st.Events, ev)
-		log.Printf("event %3d pods %-18s: restarted in %.3f s, %+.1f requests, %+.1f KiB of lists beyond the steady rate (%v)",
-			n, s.Label, ev.Seconds, ev.ExtraRequests, ev.ExtraListKiB, dc)
+		log.Printf("event %3d pods %-18s: restarted in %.3f s (%.3f s from the die event), %+.1f requests, %+.1f KiB of lists beyond the steady rate (%v)",
+			n, s.Label, ev.Seconds, ev.DieToStart, ev.ExtraRequests, ev.ExtraListKiB, dc)
 		time.Sleep(time.Second)
 	}
 	log.Printf("steady %3d pods %-18s: RSS %.1f MiB (max %.1f), CPU %.2f%%, runtime calls %.1f/min, docker requests %.1f/min %v",

@@ -304,6 +304,7 @@ func (r *Runtime) StartContainer(ctx context.Context, id string) error {
 func (r *Runtime) newRun(id string) {
 	r.mu.Lock()
 	delete(r.details, id)
+	delete(r.exits, id)
 	r.starts[id]++
 	r.mu.Unlock()
 }

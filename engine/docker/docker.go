@@ -116,7 +116,10 @@ type Runtime struct {
 	placements map[string]placement
 	// starts counts StartContainer calls per ID: an inspect that overlapped
 	// one may describe the run before it, and is not cached.
-	starts   map[string]int
+	starts map[string]int
+	// exits are what Docker's die (and oom) events told of containers
+	// whose exit its list does not show yet (exits.go).
+	exits    map[string]detail
 	runtimes []string // RuntimeHandlers, asked once
 	// exports are the export containers ExportImageFilesystem holds.
 	exports exportSet
@@ -151,6 +154,7 @@ func New(opts Options) (*Runtime, error) {
 		details:          map[string]detail{},
 		placements:       map[string]placement{},
 		starts:           map[string]int{},
+		exits:            map[string]detail{},
 	}
 	if r.log == nil {
 		r.log = slog.Default()
@@ -256,6 +260,7 @@ func (r *Runtime) forget(id string) {
 	delete(r.details, id)
 	delete(r.placements, id)
 	delete(r.starts, id)
+	delete(r.exits, id)
 	r.mu.Unlock()
 }
 

@@ -103,6 +103,8 @@ func (r *Runtime) watchEvents(ctx context.Context, out chan<- engine.Event, sinc
 				}
 				if m.Action == events.ActionDestroy {
 					r.forget(m.Actor.ID)
+				} else {
+					r.noteEvent(m.Actor.ID, m.Action, m.Actor.Attributes, since)
 				}
 				if !send(engine.Event{PodUID: m.Actor.Attributes[LabelPodUID], ContainerID: m.Actor.ID, Action: string(m.Action)}) {
 					cancel()

@@ -73,6 +73,9 @@ func (r *Runtime) ListSandboxes(ctx context.Context) ([]*engine.Sandbox, error) 
 func (r *Runtime) sandboxOf(ctx context.Context, c container.Summary) (*engine.Sandbox, error) {
 	r.remember(c.ID, TypeSandbox)
 	state := sandboxState(c.State)
+	if state == engine.StateRunning && r.diedPerEvent(c.ID) {
+		state = engine.StateExited // see exits.go
+	}
 	if c.State == container.StateCreated {
 		// Once Docker has recorded a failed start, the sandbox stays so
 		// until a start succeeds (and the list says "running"): what the
@@ -272,7 +275,15 @@ func (r *Runtime) detail(ctx context.Context, id, listState string) (detail, err
 	r.mu.Lock()
 	d, ok := r.details[id]
 	starts := r.starts[id]
+	exit, died := r.exits[id]
 	r.mu.Unlock()
+	if want == engine.StateRunning && died && exit.state == engine.StateExited {
+		// Docker said it died; its list catches up later (exits.go).
+		if ok && exit.startedAt.IsZero() {
+			exit.startedAt = d.startedAt
+		}
+		return exit, nil
+	}
 	if ok && d.state == want {
 		return d, nil
 	}
@@ -285,6 +296,9 @@ func (r *Runtime) detail(ctx context.Context, id, listState string) (detail, err
 		r.mu.Lock()
 		if r.starts[id] == starts {
 			r.details[id] = d
+			if d.state == engine.StateExited {
+				delete(r.exits, id) // the list has caught up
+			}
 		}
 		r.mu.Unlock()
 	}
@@ -354,6 +368,12 @@ func (r *Runtime) prune(seen map[string]bool, sandboxes bool) {
 			delete(r.kinds, id)
 			delete(r.details, id)
 			delete(r.starts, id)
+			delete(r.exits, id)
+		}
+	}
+	for id := range r.exits {
+		if _, known := r.kinds[id]; !known {
+			delete(r.exits, id) // its destroy event was missed
 		}
 	}
 }

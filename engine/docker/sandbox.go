@@ -9,6 +9,7 @@ import (
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/events"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/go-connections/nat"
 
@@ -27,7 +28,10 @@ func (r *Runtime) RunSandbox(ctx context.Context, cfg *engine.SandboxConfig) (st
 	}
 	r.remember(id, TypeSandbox)
 	if state != container.StateRunning {
-		if err := r.cli.ContainerStart(ctx, id, container.StartOptions{}); err != nil {
+		err := r.cli.ContainerStart(ctx, id, container.StartOptions{})
+		// What a die event said of its last run is over (exits.go).
+		r.noteEvent(id, events.ActionStart, nil, time.Time{})
+		if err != nil {
 			return "", fmt.Errorf("start sandbox %s: %w", name, wrap(err))
 		}
 	}

@@ -1260,11 +1260,26 @@ func testEvents(t *testing.T, s *suite) {
 	log.wait(t, s.env.Timeout, uid, sbID, "start")
 
 	cfg := s.containerConfig("app", ProcessExitEnv)
-	cfg.Env = []engine.EnvVar{{Name: "CODE", Value: "0"}}
+	cfg.Env = []engine.EnvVar{{Name: "CODE", Value: "3"}}
 	id := s.create(t, rt, sbID, sb, cfg)
 	s.start(t, rt, id)
 	log.wait(t, s.env.Timeout, uid, id, "start")
 	log.wait(t, s.env.Timeout, uid, id, "die")
+	// A list made after the die event shows the exit (the sync core lists
+	// a pod when an event names it, and restarts what it sees exited),
+	// even where the engine's own list catches up later (Docker).
+	if c := findContainer(t, rt, id); c == nil || c.State != engine.StateExited || c.ExitCode != 3 {
+		t.Errorf("listed after its die event: %+v, want exited with code 3", c)
+	}
+	if l, ok := rt.(engine.PodObjectLister); ok {
+		_, cs, err := l.ListPodObjects(ctxFor(t), uid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(cs) != 1 || cs[0].State != engine.StateExited || cs[0].ExitCode != 3 {
+			t.Errorf("ListPodObjects after the die event: %+v, want it exited with code 3", cs)
+		}
+	}
 	if err := rt.RemoveContainer(ctxFor(t), id); err != nil {
 		t.Fatal(err)
 	}
