@@ -53,7 +53,7 @@ tmp=$(mktemp -d /tmp/podrun-bench-build.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 
 echo "== build"
-CGO_ENABLED=0 go build -trimpath -o "$tmp/podrun" .
+CGO_ENABLED=0 go build -trimpath -tags grpcnotrace -o "$tmp/podrun" .
 go build -o "$tmp/bound" ./bench/bound
 go build -o "$tmp/harness" ./bench/harness
 

@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 export PATH=/usr/local/go/bin:$PATH
 
 bash hack/setup.sh
-go build -o bin/podrun .
+go build -tags grpcnotrace -o bin/podrun . # see docs/memory.md
 ./bin/podrun once examples/web.yaml examples/job.yaml
 echo
 echo "== GET http://127.0.0.1:8080/"

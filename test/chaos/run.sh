@@ -40,7 +40,7 @@ fi
 tmp=$(mktemp -d /tmp/podrun-chaos-build.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 echo "== build"
-CGO_ENABLED=0 go build -trimpath -o "$tmp/podrun" . || exit 1
+CGO_ENABLED=0 go build -trimpath -tags grpcnotrace -o "$tmp/podrun" . || exit 1
 go test -c -tags chaos -o "$tmp/chaos.test" ./test/chaos || exit 1
 
 status=0
