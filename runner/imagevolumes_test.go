@@ -143,6 +143,50 @@ func TestImageVolume(t *testing.T) {
 	}
 }
 
+// TestImageVolumeNativeMount: on an engine with an image mount (Docker
+// from API 1.48) an image volume is the engine's read-only mount of the
+// image, its subPath resolved by the engine within it; no copy is made,
+// image GC is still told the image is in use, and a subPath that leaves
+// the volume is refused before the engine sees it.
+func TestImageVolumeNativeMount(t *testing.T) {
+	fake := newFake(t)
+	fake.SetImageMounts(true)
+	img := fake.AddImage("data:1")
+	root := t.TempDir()
+	h := start(t, fake, func(c *runner.Config) {
+		c.RootDir = root
+		c.SourcesReady = func() bool { return true }
+	})
+
+	a := imageVolumePod("u1", "a-node1", "data:1")
+	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{a}}
+	h.waitStatus("u1", "running", allRunning)
+	cfg := h.fake.ContainerConfig(h.containers("u1")[0].ID)
+	if m := mountAt(t, cfg, "/img"); m != (engine.Mount{Image: img.ID, ContainerPath: "/img", ReadOnly: true}) {
+		t.Errorf("/img is %+v, want the engine's mount of %s", m, img.ID)
+	}
+	if m := mountAt(t, cfg, "/conf"); m != (engine.Mount{Image: img.ID, ImageSubPath: "etc/app.conf", ContainerPath: "/conf", ReadOnly: true}) {
+		t.Errorf("/conf is %+v, want the engine's mount of %s's etc/app.conf", m, img.ID)
+	}
+	if n := fake.Calls("ExportImageFilesystem"); n != 0 {
+		t.Errorf("%d exports, want none", n)
+	}
+	if _, err := os.Stat(filepath.Join(root, "images")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("images dir: %v, want none made", err)
+	}
+	if inUse := h.r.ImageVolumeImages(); !inUse[img.ID] || len(inUse) != 1 {
+		t.Errorf("ImageVolumeImages = %v, want %s", inUse, img.ID)
+	}
+
+	b := imageVolumePod("u2", "b-node1", "data:1")
+	b.Spec.Containers[0].VolumeMounts[1].SubPath = "../etc/passwd"
+	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{b}}
+	h.waitStatus("u2", "CreateContainerConfigError", waitingReason("CreateContainerConfigError"))
+	if n := len(h.containers("u2")); n != 0 {
+		t.Errorf("%d containers made with a subPath out of the image", n)
+	}
+}
+
 func waitingReason(reason string) func(p *v1.Pod) bool {
 	return func(p *v1.Pod) bool {
 		cs := p.Status.ContainerStatuses

@@ -30,6 +30,9 @@ type volumeSource struct {
 	// HostPath is the real path (symlinks resolved) of a volume podrun
 	// made, under the root dir, or a hostPath volume's path as declared.
 	HostPath string
+	// Image, in place of HostPath, is the image (by ID) of an image volume
+	// the engine mounts itself.
+	Image    string
 	ReadOnly bool // the volume is never writable (configMap, secret, ...)
 	Host     bool // a hostPath volume: the one declared way out of the root dir
 }

@@ -118,6 +118,8 @@ type Runtime struct {
 	// one may describe the run before it, and is not cached.
 	starts   map[string]int
 	runtimes []string // RuntimeHandlers, asked once
+	// imageMounts is MountsImages' answer, once imageMountsKnown.
+	imageMounts, imageMountsKnown bool
 	// exports are the export containers ExportImageFilesystem holds.
 	exports exportSet
 }
