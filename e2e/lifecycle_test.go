@@ -98,6 +98,34 @@ spec:
 	if run := e.running(); len(run) != 0 {
 		t.Errorf("second once: %d containers of the pod run", len(run))
 	}
+
+	// Under watch, the manifest edited to give the pod more time makes a
+	// new pod of it, as an edit of an evicted pod does: it runs again.
+	base, stop := e.watchWithServer()
+	defer stop(syscall.SIGTERM)
+	name := "deadline-" + e.node
+	waitFor(t, "watch to report the pod past its deadline", 2*time.Minute, func() bool {
+		return pods(t, base)[name].Status.Reason == "DeadlineExceeded"
+	})
+	e.write("deadline.yaml", fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: deadline
+spec:
+  activeDeadlineSeconds: 3600
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: sleeper
+    image: %s
+    command: [sleep, "3600"]
+`, testImage))
+	e.waitSynced(base, "deadline")
+	if p := pods(t, base)[name]; p.Status.Phase != v1.PodRunning || p.Status.Reason != "" {
+		t.Errorf("after the edit: phase %s reason %q, want Running", p.Status.Phase, p.Status.Reason)
+	}
+	if run := e.running(); run["deadline/sleeper"] == "" {
+		t.Errorf("after the edit the sleeper does not run: %v", run)
+	}
 }
 
 // TestLifecycleTerminationMessage: what a container wrote to

@@ -64,6 +64,7 @@ func (w *podWorker) evictedMessage(pod *v1.Pod) (string, bool) {
 	}
 	if w.evicted.spec != specKey(pod) {
 		w.evicted = nil
+		w.renewed = true
 		return "", false
 	}
 	return w.evicted.message, true
