@@ -195,6 +195,8 @@ type cluster struct {
 	agent    *node.Agent
 	statuses *status.Manager
 	nodeAPI  *nodeapi.Server
+	// runtimeClasses gives the runner the cluster's RuntimeClasses.
+	runtimeClasses *source.RuntimeClassWatch
 }
 
 // newCluster makes the parts of cluster mode; the node API's port is
@@ -210,7 +212,9 @@ func newCluster(ctx context.Context, opts *watchOptions, kc *kubeClient, events 
 	if err != nil {
 		return nil, err
 	}
-	c := &cluster{log: opts.Log, kc: kc, events: events, agent: agent, statuses: statuses}
+	c := &cluster{log: opts.Log, kc: kc, events: events, agent: agent, statuses: statuses,
+		runtimeClasses: &source.RuntimeClassWatch{Client: kc.Get, OnChange: r.SetClusterRuntimeClasses,
+			Clock: opts.Clock, Logger: opts.Log}}
 	if opts.Cluster.Port == 0 {
 		return c, nil
 	}
@@ -236,10 +240,14 @@ func newCluster(ctx context.Context, opts *watchOptions, kc *kubeClient, events 
 
 // start runs the parts on wg until ctx ends.
 func (c *cluster) start(ctx context.Context, wg *sync.WaitGroup) {
-	wg.Add(3)
+	wg.Add(4)
 	go func() {
 		defer wg.Done()
 		c.events.run(ctx, c.kc)
+	}()
+	go func() {
+		defer wg.Done()
+		c.runtimeClasses.Run(ctx)
 	}()
 	go func() {
 		defer wg.Done()

@@ -76,6 +76,9 @@ type gcSources struct {
 	// ImagesInUse are the images pods use other than through containers
 	// (the runner's image volumes); nil: none.
 	ImagesInUse func() map[string]bool
+	// Evicted are the pods evicted, whose dead containers all go; nil:
+	// none.
+	Evicted func() map[string]bool
 }
 
 // gcEngine is what garbage collection needs of the engine: its
@@ -101,7 +104,7 @@ func startGC(ctx context.Context, o *gcOptions, rt gcEngine, infraImage string, 
 	}
 	cgc := &gc.ContainerGC{
 		Runtime: rt, Policy: o.containerPolicy(), SourcesReady: src.Ready, Desired: src.Desired,
-		KeepSource: src.Keep, Usage: usage, Log: log,
+		KeepSource: src.Keep, Evicted: src.Evicted, Usage: usage, Log: log,
 	}
 	igc := &gc.ImageGC{Runtime: rt, Images: rt, Policy: o.imagePolicy(), InfraImage: infraImage, Usage: usage,
 		InUse: src.ImagesInUse, Log: log}

@@ -51,7 +51,7 @@ type runtimeClassOptions struct {
 func addRuntimeClassFlag(f *pflag.FlagSet, o *runtimeClassOptions) {
 	f.StringArrayVar(&o.Values, "runtime-class", nil,
 		"RuntimeClass NAME=RUNTIME: pods with runtimeClassName NAME run with the Docker runtime RUNTIME (repeatable; "+
-			"wins over a RuntimeClass object of the same name in the manifests)")
+			"wins over a RuntimeClass object of the same name in the cluster or the manifests)")
 }
 
 // parse checks the flag's values: bad input when one is malformed.

@@ -231,7 +231,8 @@ func watchRun(ctx context.Context, opts *watchOptions) error {
 		r.Run(runCtx, updates)
 	}()
 	waitGC, reclaim := startGC(runCtx, &opts.GC, rt, opts.InfraImage, opts.imageUsage,
-		gcSources{Ready: mux.Ready, Desired: mux.Desired, Keep: mux.Keep, ImagesInUse: r.ImageVolumeImages}, opts.Log)
+		gcSources{Ready: mux.Ready, Desired: mux.Desired, Keep: mux.Keep, ImagesInUse: r.ImageVolumeImages,
+			Evicted: r.EvictedPods}, opts.Log)
 	wg.Add(1)
 	go func() {
 		defer wg.Done()

@@ -1,7 +1,11 @@
 package e2e
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -68,6 +72,8 @@ spec:
 // TestLocalStorageLimitsEvict: a pod writing past its disk emptyDir's
 // sizeLimit, and one writing past its container's ephemeral-storage limit,
 // are evicted with the kubelet's messages; a pod within its limits runs on.
+// Container GC then removes every container and sandbox of the evicted
+// pods, and their emptyDirs are removed, their status staying Evicted.
 func TestLocalStorageLimitsEvict(t *testing.T) {
 	e := newEnv(t)
 	pod := func(name, resources, volume, write string) string {
@@ -91,7 +97,7 @@ spec:
 	e.write("dir.yaml", pod("dir", "100Mi", "1Mi", "/scratch/filler"))
 	e.write("layer.yaml", pod("layer", "1Mi", "100Mi", "/filler"))
 	e.write("within.yaml", pod("within", "100Mi", "100Mi", "/scratch/filler"))
-	base, stop := e.watchWithServer()
+	base, stop := e.watchWithServer("--container-gc-period", "1s")
 	defer stop(syscall.SIGTERM)
 
 	want := map[string]string{
@@ -115,5 +121,29 @@ spec:
 	}
 	if p := got["within-"+e.node]; p.Status.Phase != v1.PodRunning {
 		t.Errorf("the pod within its limits is %s (%s: %s)", p.Status.Phase, p.Status.Reason, p.Status.Message)
+	}
+
+	objects := func(pod string) int {
+		n := 0
+		for _, c := range e.containers() {
+			if c.Labels["io.podrun.pod.name"] == pod {
+				n++
+			}
+		}
+		return n
+	}
+	for name := range want {
+		pod := got[name+"-"+e.node]
+		emptyDirs := filepath.Join(e.root, "pods", string(pod.UID), "volumes", "kubernetes.io~empty-dir")
+		waitFor(t, name+"'s containers, sandbox and emptyDirs removed", 2*time.Minute, func() bool {
+			_, err := os.Lstat(emptyDirs)
+			return objects(pod.Name) == 0 && errors.Is(err, fs.ErrNotExist)
+		})
+		if p := pods(t, base)[pod.Name]; p.Status.Reason != "Evicted" || p.Status.Message != want[name] {
+			t.Errorf("%s after its containers went: %s %q, want Evicted %q", name, p.Status.Reason, p.Status.Message, want[name])
+		}
+	}
+	if n := objects("within-" + e.node); n != 2 {
+		t.Errorf("the pod within its limits has %d containers and sandboxes, want 2", n)
 	}
 }

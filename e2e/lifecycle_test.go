@@ -43,24 +43,30 @@ func statusOf(t *testing.T, p v1.Pod, name string) v1.ContainerStatus {
 	return v1.ContainerStatus{}
 }
 
+// deadlinePod is a pod that sleeps for an hour, with activeDeadlineSeconds
+// seconds.
+func deadlinePod(seconds int) string {
+	return fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: deadline
+spec:
+  activeDeadlineSeconds: %d
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: sleeper
+    image: %s
+    command: [sleep, "3600"]
+`, seconds, testImage)
+}
+
 // TestLifecycleActiveDeadline: a pod with activeDeadlineSeconds: 3 that
 // would sleep for an hour is stopped at its deadline; `once --wait
 // complete` ends with exit 1, reporting it Failed with reason
 // DeadlineExceeded and its container terminated; nothing of it runs.
 func TestLifecycleActiveDeadline(t *testing.T) {
 	e := newEnv(t)
-	p := e.write("deadline.yaml", fmt.Sprintf(`apiVersion: v1
-kind: Pod
-metadata:
-  name: deadline
-spec:
-  activeDeadlineSeconds: 3
-  terminationGracePeriodSeconds: 1
-  containers:
-  - name: sleeper
-    image: %s
-    command: [sleep, "3600"]
-`, testImage))
+	p := e.write("deadline.yaml", deadlinePod(3))
 	r := e.podrun(3*time.Minute, "once", "--wait", "complete", "--timeout", "2m", "-o", "json", p)
 	if r.code != 1 {
 		t.Fatalf("once: exit %d, want 1 (a failed pod)\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
@@ -97,6 +103,23 @@ spec:
 	}
 	if run := e.running(); len(run) != 0 {
 		t.Errorf("second once: %d containers of the pod run", len(run))
+	}
+
+	// Under watch, the manifest edited to give the pod more time makes a
+	// new pod of it, as an edit of an evicted pod does: it runs again.
+	base, stop := e.watchWithServer()
+	defer stop(syscall.SIGTERM)
+	name := "deadline-" + e.node
+	waitFor(t, "watch to report the pod past its deadline", 2*time.Minute, func() bool {
+		return pods(t, base)[name].Status.Reason == "DeadlineExceeded"
+	})
+	e.write("deadline.yaml", deadlinePod(3600))
+	e.waitSynced(base, "deadline")
+	if p := pods(t, base)[name]; p.Status.Phase != v1.PodRunning || p.Status.Reason != "" {
+		t.Errorf("after the edit: phase %s reason %q, want Running", p.Status.Phase, p.Status.Reason)
+	}
+	if run := e.running(); run["deadline/sleeper"] == "" {
+		t.Errorf("after the edit the sleeper does not run: %v", run)
 	}
 }
 

@@ -164,6 +164,18 @@ type RuntimeHandlerLister interface {
 	RuntimeHandlers(ctx context.Context) ([]string, error)
 }
 
+// ImageMounter is implemented by runtimes that may mount an image's
+// filesystem into a container themselves (Mount.Image): Docker's image
+// mount, from Engine API 1.48. Where it answers false, an image volume is
+// a copy the runner makes (ImageFilesystemExporter).
+type ImageMounter interface {
+	// MountsImages reports whether a container's mounts may name an image.
+	// It may be asked before every pod's volumes are prepared: an
+	// implementation asks the engine once and keeps the answer. An error
+	// is not kept.
+	MountsImages(ctx context.Context) (bool, error)
+}
+
 // ImageFilesystemExporter is implemented by runtimes that can hand out an
 // image's filesystem as a tar stream: what the runner needs to make the
 // read-only copy an image volume mounts, on engines without a native image
@@ -403,9 +415,16 @@ type EnvVar struct {
 	Name, Value string
 }
 
-// Mount binds a host path (or a tmpfs the runner mounted) into a container.
+// Mount binds a host path (or a tmpfs the runner mounted) into a container,
+// or, with Image set, mounts an image's filesystem read-only.
 type Mount struct {
-	HostPath      string
+	HostPath string
+	// Image, when set in place of HostPath, is a local image (by ID) the
+	// engine mounts read-only itself: only where ImageMounter says it can.
+	Image string
+	// ImageSubPath is the clean relative path within Image to mount; ""
+	// mounts all of it.
+	ImageSubPath  string
 	ContainerPath string
 	ReadOnly      bool
 	// Propagation is "", "rprivate", "rslave" or "rshared".

@@ -48,7 +48,11 @@ type ContainerInput struct {
 	// that is not known yet (the sources have not all delivered): then every
 	// pod is taken to exist.
 	PodExists func(uid string) bool
-	Now       time.Time
+	// Evicted reports whether a pod (by UID) was evicted: its dead
+	// containers and sandboxes all go, as the kubelet removes the content
+	// of evicted pods. nil: none is.
+	Evicted func(uid string) bool
+	Now     time.Time
 }
 
 // ContainerPlan is what one pass removes: containers in that order (those
@@ -68,7 +72,8 @@ type unitKey struct{ pod, name string }
 //   - only dead containers (not running: exited, created, unknown) at least
 //     MinAge old are candidates; a running container is never chosen;
 //   - every dead container of a pod that no longer exists goes (only when
-//     PodExists is known);
+//     PodExists is known), and of a pod evicted (Evicted): the status of
+//     an evicted pod is its eviction, not its containers';
 //   - of an existing pod, each container keeps its MaxPerContainer newest
 //     dead ones, and never loses the newest dead one: it is the container's
 //     lastState and what `logs --previous` shows, and, for an init
@@ -77,7 +82,8 @@ type unitKey struct{ pod, name string }
 //     share (at least one), and then the oldest go, the protected ones
 //     excepted;
 //   - a sandbox goes when it is not running, no container (left) is in it,
-//     and its pod no longer exists or it is not the pod's newest sandbox.
+//     and its pod no longer exists, was evicted, or it is not the pod's
+//     newest sandbox.
 func SelectContainers(in ContainerInput, p ContainerPolicy) ContainerPlan {
 	// The newest dead container of each unit, over all of them (young
 	// ones included): it is never removed while its pod exists.
@@ -91,7 +97,9 @@ func SelectContainers(in ContainerInput, p ContainerPolicy) ContainerPlan {
 			newestDead[k] = c
 		}
 	}
-	gone := func(uid string) bool { return in.PodExists != nil && !in.PodExists(uid) }
+	gone := func(uid string) bool {
+		return (in.PodExists != nil && !in.PodExists(uid)) || (in.Evicted != nil && in.Evicted(uid))
+	}
 
 	units := map[unitKey][]*engine.Container{}
 	var plan ContainerPlan
@@ -245,6 +253,9 @@ type ContainerGC struct {
 	// records it) are kept although no source defines them now (their
 	// source has been failing since podrun started). nil: keep none.
 	KeepSource func(source string) bool
+	// Evicted returns the UIDs of the pods evicted, whose dead
+	// containers and sandboxes all go (ContainerInput.Evicted). nil: none.
+	Evicted func() map[string]bool
 	// Usage, when set, records the images the containers seen use, before
 	// any is removed, for image GC's least-recently-used order.
 	Usage *ImageUsage
@@ -291,6 +302,12 @@ func (g *ContainerGC) Collect(ctx context.Context) (int, error) {
 			}
 		}
 		in.PodExists = func(uid string) bool { return desired[uid] || kept[uid] }
+	}
+	if g.Evicted != nil {
+		// Only dead containers are candidates: those of a pod evicted
+		// while it was listed are still running, and go next pass.
+		evicted := g.Evicted()
+		in.Evicted = func(uid string) bool { return evicted[uid] }
 	}
 	plan := SelectContainers(in, g.Policy)
 	g.forgetFailures(cs, sbs)

@@ -97,6 +97,7 @@ func (p *testPod) run(name string, attempt int, running bool) string {
 // crashLoop makes attempts 0..dead-1 of name, dead, then one running when
 // running is set.
 func (p *testPod) crashLoop(name string, dead int, running bool) []string {
+	p.w.t.Helper()
 	var ids []string
 	for i := 0; i < dead; i++ {
 		ids = append(ids, p.run(name, i, false))
@@ -242,6 +243,45 @@ func TestSelectPodGone(t *testing.T) {
 	sameIDs(t, "removed before the sources are ready", ids(plan.Containers), []string{r[0], d[0]})
 	if len(plan.Sandboxes) != 0 {
 		t.Errorf("sandboxes removed before the sources are ready: %v", sandboxIDs(plan.Sandboxes))
+	}
+}
+
+// TestSelectEvictedPod: an evicted pod that still exists loses every
+// dead container (the newest of each too) and, once they are gone, its
+// sandbox, newest included; a running container of it (still stopping)
+// stays, and so do the containers of a pod not evicted. Before the
+// sources are ready, too: an evicted pod is known to exist.
+func TestSelectEvictedPod(t *testing.T) {
+	w := newWorld(t)
+	keep := w.pod("keep")
+	k := keep.crashLoop("app", 2, false)
+	ev := w.pod("evicted")
+	old := ev.crashLoop("app", 1, false)
+	oldSandbox := ev.sb
+	ev.newSandbox()
+	e := []string{ev.run("app", 1, false), ev.run("app", 2, false)}
+	ei := ev.crashLoop("init", 1, false)
+	if err := w.f.StopSandbox(context.Background(), ev.sb, 0); err != nil {
+		t.Fatal(err)
+	}
+	stopping := w.pod("stopping") // evicted, its container not stopped yet
+	s := stopping.crashLoop("app", 1, true)
+	evicted := func(uid string) bool { return uid == "evicted" || uid == "stopping" }
+	exists := func(string) bool { return true }
+
+	for _, ready := range []bool{true, false} {
+		in := w.input(nil)
+		if ready {
+			in = w.input(exists)
+		}
+		in.Evicted = evicted
+		plan := SelectContainers(in, ContainerPolicy{MaxPerContainer: 1, MaxContainers: -1})
+		want := []string{k[0], old[0], e[0], e[1], ei[0], s[0]}
+		sort.Strings(want)
+		got := ids(plan.Containers)
+		sort.Strings(got)
+		sameIDs(t, fmt.Sprintf("removed (sources ready %v)", ready), got, want)
+		sameIDs(t, "sandboxes removed", sandboxIDs(plan.Sandboxes), []string{oldSandbox, ev.sb})
 	}
 }
 

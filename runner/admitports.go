@@ -167,68 +167,121 @@ func samePorts(a, b []HostPort) bool {
 // rule's, not that of the workers' first syncs; that asks the runtime
 // whether each runs. An error (the runtime cannot say) decides nothing: a
 // pod that runs must never be refused for want of knowing it.
+//
+// The runtime is asked with the admission's lock released: a slow answer
+// (Docker's runtime list, for GPUs) must hold up neither the pods already
+// decided nor the runner's updates, which take the lock too.
 func (r *Runner) admitPod(ctx context.Context, pod *v1.Pod, st *podState) (*rejection, error) {
 	a := r.ports
 	uid := string(pod.UID)
-	a.mu.Lock()
-	c := a.claims[uid]
-	if c == nil || c.state != claimUndecided {
-		var why *rejection
-		if c != nil {
-			why = c.rejection()
+	for {
+		a.mu.Lock()
+		c := a.claims[uid]
+		if c == nil || c.state != claimUndecided {
+			var why *rejection
+			if c != nil {
+				why = c.rejection()
+			}
+			a.mu.Unlock()
+			return why, nil
 		}
+		undecided := a.undecidedLocked()
 		a.mu.Unlock()
-		return why, nil
-	}
-	a.mu.Unlock()
 
-	finished := r.finishedPods()
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	var undecided []*portClaim
-	var holders []*v1.Pod
-	for id, c := range a.claims {
-		switch {
-		case c.state == claimUndecided:
-			undecided = append(undecided, c)
-		case c.state == claimAdmitted && !finished[id]:
-			holders = append(holders, c.pod)
+		facts, err := r.admissionFacts(ctx, uid, st, undecided)
+		if err != nil {
+			return nil, err
+		}
+		a.mu.Lock()
+		r.decideLocked(undecided, facts)
+		a.mu.Unlock()
+		// Decided now, unless its claim was made anew meanwhile (its spec
+		// changed): then that one is decided at the next round.
+		if err := ctx.Err(); err != nil {
+			return nil, err
 		}
 	}
-	sort.Slice(undecided, func(i, j int) bool { return undecided[i].seq < undecided[j].seq })
+}
+
+// undecidedLocked returns the undecided claims, in the rule's order.
+func (a *portAdmission) undecidedLocked() []*portClaim {
+	var out []*portClaim
+	for _, c := range a.claims {
+		if c.state == claimUndecided {
+			out = append(out, c)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].seq < out[j].seq })
+	return out
+}
+
+// admissionFacts is what deciding claims needs of the runtime and the
+// runner: the node's extended resources, which claims' pods run already,
+// and which pods have finished.
+type admissionFacts struct {
+	capacity ExtendedCapacity
+	running  map[*portClaim]bool
+	finished map[string]bool
+}
+
+// admissionFacts asks for the facts about the undecided claims; the pod
+// uid's own state is st.
+func (r *Runner) admissionFacts(ctx context.Context, uid string, st *podState, undecided []*portClaim) (admissionFacts, error) {
 	gpus := false
 	for _, u := range undecided {
 		gpus = gpus || u.resources[ResourceNvidiaGPU] > 0
 	}
 	capacity, err := r.extendedCapacity(ctx, gpus)
 	if err != nil {
-		return nil, err
+		return admissionFacts{}, err
 	}
-	running := make([]bool, len(undecided))
-	for i, u := range undecided {
+	f := admissionFacts{capacity: capacity, running: make(map[*portClaim]bool, len(undecided))}
+	for _, u := range undecided {
 		ust := st
 		if string(u.pod.UID) != uid {
-			var err error
 			if ust, err = r.cache.refresh(ctx, string(u.pod.UID)); err != nil {
-				return nil, err
+				return admissionFacts{}, err
 			}
 		}
 		sb := ust.latestSandbox()
-		running[i] = sb != nil && sb.State == engine.StateRunning && sb.Hash == SandboxHash(u.pod)
+		f.running[u] = sb != nil && sb.State == engine.StateRunning && sb.Hash == SandboxHash(u.pod)
 	}
-	for i, u := range undecided {
-		if running[i] {
+	f.finished = r.finishedPods()
+	return f, nil
+}
+
+// decideLocked decides the claims of undecided, in their order, that are
+// still undecided and still their pods' claims: one decided meanwhile
+// (by another pod's admission) or made anew (a changed spec) is left as
+// it is. A claim whose pod runs is admitted first; the others are
+// admitted unless a port or resource they ask for is held.
+func (r *Runner) decideLocked(undecided []*portClaim, f admissionFacts) {
+	a := r.ports
+	var holders []*v1.Pod
+	for id, c := range a.claims {
+		if c.state == claimAdmitted && !f.finished[id] {
+			holders = append(holders, c.pod)
+		}
+	}
+	var todo []*portClaim
+	for _, u := range undecided {
+		if a.claims[string(u.pod.UID)] == u && u.state == claimUndecided {
+			todo = append(todo, u)
+		}
+	}
+	for _, u := range todo {
+		if f.running[u] {
 			u.state = claimAdmitted
 			holders = append(holders, u.pod)
 		}
 	}
-	for i, u := range undecided {
-		if running[i] {
+	for _, u := range todo {
+		if f.running[u] {
 			continue
 		}
 		u.conflict = FindPortConflict(u.pod, u.ports, holders)
 		if u.conflict == nil {
-			u.shortage = FindShortage(u.pod, u.resources, holders, capacity)
+			u.shortage = FindShortage(u.pod, u.resources, holders, f.capacity)
 		}
 		if why := u.rejection(); why != nil {
 			u.state = claimRefused
@@ -239,10 +292,6 @@ func (r *Runner) admitPod(ctx context.Context, pod *v1.Pod, st *podState) (*reje
 		u.state = claimAdmitted
 		holders = append(holders, u.pod)
 	}
-	if c := a.claims[uid]; c != nil {
-		return c.rejection(), nil
-	}
-	return nil, nil // removed meanwhile: its next sync tears it down
 }
 
 // rejection is why admission refuses a pod: its status reason and message.

@@ -867,6 +867,14 @@ func (r *Runner) containerConfig(pod *v1.Pod, c *v1.Container, typ engine.Contai
 			// As the kubelet: $(VAR) of the container's environment.
 			sub = expansion.Expand(vm.SubPathExpr, lookup)
 		}
+		if src.Image != "" {
+			m, err := imageVolumeMount(src.Image, sub, vm.MountPath)
+			if err != nil {
+				return nil, fmt.Errorf("volumeMount %s: %w", vm.MountPath, err)
+			}
+			cfg.Mounts = append(cfg.Mounts, m)
+			continue
+		}
 		if sub != "" {
 			// Resolved within the volume, symlinks and all: the real path.
 			var err error

@@ -134,7 +134,7 @@ func TestCheckPods(t *testing.T) {
 	want := []string{
 		`a spec.runtimeClassName CreateContainerConfigError: RuntimeClass "gvisor" not found: declare it with --runtime-class ` +
 			"gvisor=RUNTIME (a Docker runtime, as `docker info` lists them), or with a RuntimeClass object " +
-			"(apiVersion: node.k8s.io/v1, handler: RUNTIME) in the manifest sources",
+			"(apiVersion: node.k8s.io/v1, handler: RUNTIME) in the manifest sources or, in cluster mode, the cluster",
 		"b spec.initContainers[0].securityContext.privileged Privileged: container setup is privileged; pass --allow-privileged to run it",
 		"b spec.containers[0].ports[0].hostPort NodePorts: host port 8080/TCP of container app is held by pod default/a-node1 (a spec.containers[0].ports[0].hostPort)",
 		`b spec.volumes[0].configMap.name CreateContainerConfigError: configmap "conf" not found`,

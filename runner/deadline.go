@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"strconv"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -11,7 +12,8 @@ import (
 // spec.activeDeadlineSeconds, as the kubelet's activeDeadlineHandler: a pod
 // active on the node (since its status.startTime) for longer than its
 // deadline has all its containers killed and is Failed, with this reason and
-// message, for good.
+// message, until its manifest is edited (then it is a new pod, as an
+// evicted one).
 const (
 	ReasonDeadlineExceeded  = "DeadlineExceeded"
 	messageDeadlineExceeded = "Pod was active on the node longer than the specified deadline"
@@ -54,6 +56,46 @@ func activeDeadline(pod *v1.Pod, prev *v1.PodStatus, start, now time.Time) (exce
 		return true, 0
 	}
 	return false, allowed - active
+}
+
+// deadlineKey identifies the pod as its deadline judges it: what it runs
+// (specKey) and the deadline itself, so that an edit of the deadline alone
+// (more time) is an edit too.
+func deadlineKey(pod *v1.Pod) string {
+	d := "none"
+	if pod.Spec.ActiveDeadlineSeconds != nil {
+		d = strconv.FormatInt(*pod.Spec.ActiveDeadlineSeconds, 10)
+	}
+	return specKey(pod) + ",deadline=" + d
+}
+
+// passedDeadline records that pod, as it is now, passed its deadline: it
+// stays Failed until it is edited (renewedBy).
+func (w *podWorker) passedDeadline(pod *v1.Pod) {
+	key := deadlineKey(pod)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.deadlineSpec = key
+}
+
+// renewedBy reports whether pod is an edit of the pod the node stopped
+// for good, prev being its last status: evicted (evictedMessage saw the
+// edit), or past its deadline with another spec or deadline than the
+// one that passed it. As an evicted pod, one past its deadline runs again only when its
+// manifest is edited; a re-sent manifest (a rescan) changes nothing.
+func (w *podWorker) renewedBy(pod *v1.Pod, prev *v1.PodStatus) bool {
+	key := deadlineKey(pod)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	renewed := w.renewed
+	if prev != nil && prev.Phase == v1.PodFailed && prev.Reason == ReasonDeadlineExceeded &&
+		w.deadlineSpec != "" && w.deadlineSpec != key {
+		renewed = true
+	}
+	if renewed {
+		w.renewed, w.deadlineSpec = false, ""
+	}
+	return renewed
 }
 
 // deadlinePassed reports whether the pod, known by its runtime state

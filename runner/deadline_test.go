@@ -14,7 +14,8 @@ import (
 // TestActiveDeadlineFailsPodForGood: a pod with activeDeadlineSeconds runs
 // until its deadline (counted from its startTime on the runner's clock),
 // then has everything of it stopped and is Failed with reason
-// DeadlineExceeded; nothing of it starts again, not even after an edit.
+// DeadlineExceeded; nothing of it starts again until its spec is edited,
+// and then it is a new pod with a deadline of its own.
 // The sync at the deadline is scheduled by the worker itself: the resync
 // period is far off, so nothing else would wake it.
 func TestActiveDeadlineFailsPodForGood(t *testing.T) {
@@ -79,25 +80,55 @@ func TestActiveDeadlineFailsPodForGood(t *testing.T) {
 	})
 	made := len(h.containers("u1"))
 
-	// Long after, and after an edit that would replace a container, the
-	// pod stays Failed and nothing is started.
+	// Long after, the manifest re-sent as it was (a rescan: only an
+	// annotation differs) leaves the pod Failed and starts nothing.
 	h.step(time.Hour)
 	edited = edited.DeepCopy()
 	edited.Annotations["step"] = "2"
-	edited.Spec.Containers[0].Command = []string{"run", "again"}
 	h.updates <- runner.PodUpdate{Op: runner.OpUpdate, Pods: []*v1.Pod{edited}}
-	p = h.waitStatus("u1", "the second edit synced", func(p *v1.Pod) bool { return p.Annotations["step"] == "2" })
+	p = h.waitStatus("u1", "the re-sent pod synced", func(p *v1.Pod) bool { return p.Annotations["step"] == "2" })
 	if p.Status.Phase != v1.PodFailed || p.Status.Reason != runner.ReasonDeadlineExceeded {
-		t.Errorf("after an edit: phase %s reason %q, want Failed DeadlineExceeded", p.Status.Phase, p.Status.Reason)
+		t.Errorf("after a re-send: phase %s reason %q, want Failed DeadlineExceeded", p.Status.Phase, p.Status.Reason)
 	}
 	if n := len(h.containers("u1")); n != made {
-		t.Errorf("%d containers after the edit, want the %d there were: nothing starts again", n, made)
+		t.Errorf("%d containers after the re-send, want the %d there were: nothing starts again", n, made)
 	}
 	for _, c := range h.containers("u1") {
 		if c.State == engine.StateRunning {
 			t.Errorf("container %s runs again", c.Name)
 		}
 	}
+
+	// An edit of the spec makes a new pod of it, as of an evicted pod: it
+	// runs again, started now, and its deadline counts from now.
+	edited = edited.DeepCopy()
+	edited.Annotations["step"] = "3"
+	edited.Spec.Containers[0].Command = []string{"run", "again"}
+	restarted := epoch.Add(time.Minute + time.Hour)
+	h.updates <- runner.PodUpdate{Op: runner.OpUpdate, Pods: []*v1.Pod{edited}}
+	p = h.waitStatus("u1", "running again after an edit", func(p *v1.Pod) bool {
+		return p.Annotations["step"] == "3" && allRunning(p)
+	})
+	if p.Status.Phase != v1.PodRunning || p.Status.Reason != "" {
+		t.Errorf("after an edit: phase %s reason %q, want Running", p.Status.Phase, p.Status.Reason)
+	}
+	if p.Status.StartTime == nil || !p.Status.StartTime.Time.Equal(restarted) {
+		t.Errorf("startTime after the edit %v, want the edit's %v", p.Status.StartTime, restarted)
+	}
+	waitUntil(t, "the worker's new deadline timer", func() bool { return h.timers() > 0 })
+	h.step(59 * time.Second)
+	edited = edited.DeepCopy()
+	edited.Annotations["step"] = "4"
+	h.updates <- runner.PodUpdate{Op: runner.OpUpdate, Pods: []*v1.Pod{edited}}
+	p = h.waitStatus("u1", "the fourth edit synced", func(p *v1.Pod) bool { return p.Annotations["step"] == "4" })
+	if p.Status.Phase != v1.PodRunning || !allRunning(p) {
+		t.Errorf("59 s after the edit: phase %s reason %q, want Running", p.Status.Phase, p.Status.Reason)
+	}
+	waitUntil(t, "the worker's deadline timer", func() bool { return h.timers() > 0 })
+	h.step(time.Second)
+	h.waitStatus("u1", "DeadlineExceeded again", func(p *v1.Pod) bool {
+		return p.Status.Reason == runner.ReasonDeadlineExceeded
+	})
 }
 
 // TestActiveDeadlineSparesFinishedPod: a pod that completed before its

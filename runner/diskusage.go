@@ -25,7 +25,7 @@ func (r *Runner) EmptyDirUsage(pod *v1.Pod) map[string]uint64 {
 		if vol.EmptyDir == nil || vol.EmptyDir.Medium == v1.StorageMediumMemory || checkName("volume name", vol.Name) != nil {
 			continue
 		}
-		vr, err := d.openDir(false, "volumes", "kubernetes.io~empty-dir", vol.Name)
+		vr, err := d.openDir(false, "volumes", emptyDirPlugin, vol.Name)
 		if err != nil {
 			continue
 		}

@@ -24,6 +24,8 @@ const evictionGrace = time.Second
 type eviction struct {
 	spec    string
 	message string
+	// emptied is set once the pod's emptyDirs are removed.
+	emptied bool
 }
 
 // Evict stops the pod with uid and keeps it Failed, reason Evicted, with
@@ -64,6 +66,7 @@ func (w *podWorker) evictedMessage(pod *v1.Pod) (string, bool) {
 	}
 	if w.evicted.spec != specKey(pod) {
 		w.evicted = nil
+		w.renewed = true
 		return "", false
 	}
 	return w.evicted.message, true
@@ -95,7 +98,53 @@ func (w *podWorker) syncEvicted(ctx context.Context, pod *v1.Pod, st *podState, 
 			}
 		}
 	}
-	return w.stopAsFailed(ctx, pod, st, evictionGrace, "pod evicted", status)
+	a, did, err := w.stopAsFailed(ctx, pod, st, evictionGrace, "pod evicted", status)
+	if err == nil {
+		w.emptyEvicted(pod)
+	}
+	return a, did, err
+}
+
+// emptyEvicted removes the emptyDirs of the evicted pod, its containers
+// stopped, as the kubelet tears down the volumes of a terminated pod (and
+// the disk it was evicted for, often, is theirs); once per eviction. An
+// edit that runs it again makes them anew, empty.
+func (w *podWorker) emptyEvicted(pod *v1.Pod) {
+	w.mu.Lock()
+	ev := w.evicted
+	done := ev == nil || ev.emptied
+	w.mu.Unlock()
+	if done {
+		return
+	}
+	if err := removeEmptyDirs(w.r.cfg.RootDir, w.uid); err != nil {
+		w.r.log.Warn("emptyDirs of an evicted pod not removed", "pod", podKey(pod), "err", err)
+		return
+	}
+	w.r.log.Info("removed the emptyDirs of an evicted pod", "pod", podKey(pod))
+	w.mu.Lock()
+	ev.emptied = true
+	w.mu.Unlock()
+}
+
+// EvictedPods returns the UIDs of the pods evicted (and not edited since):
+// container GC removes all their dead containers and sandboxes.
+func (r *Runner) EvictedPods() map[string]bool {
+	r.mu.Lock()
+	workers := make([]*podWorker, 0, len(r.workers))
+	for _, w := range r.workers {
+		workers = append(workers, w)
+	}
+	r.mu.Unlock()
+	out := map[string]bool{}
+	for _, w := range workers {
+		w.mu.Lock()
+		if w.evicted != nil {
+			out[w.uid] = true
+		}
+		w.mu.Unlock()
+	}
+	return out
 }
 
 // stopAsFailed stops everything of the pod that runs, within grace, and

@@ -1,6 +1,10 @@
 package runner_test
 
 import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -59,4 +63,54 @@ func TestEvictStopsAndKeepsFailedUntilSpecChanges(t *testing.T) {
 	edited := newPod("u1", "p-node1", v1.RestartPolicyAlways, map[string][]string{"a": {"run", "again"}})
 	h.updates <- runner.PodUpdate{Op: runner.OpUpdate, Pods: []*v1.Pod{edited}}
 	h.waitStatus("u1", "running again after an edit", allRunning)
+}
+
+// TestEvictedPodEmptyDirsRemoved: once an evicted pod's containers are
+// stopped its emptyDirs are removed, its status staying Evicted, and the
+// runner names it to container GC; an edit takes it off that list and
+// makes its emptyDir anew, empty.
+func TestEvictedPodEmptyDirsRemoved(t *testing.T) {
+	fake := newFake(t)
+	root := t.TempDir()
+	h := start(t, fake, func(c *runner.Config) { c.RootDir = root })
+	pod := newPod("u1", "p-node1", v1.RestartPolicyAlways, map[string][]string{"a": {"run"}})
+	pod.Spec.Volumes = []v1.Volume{{Name: "scratch", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}}
+	pod.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "scratch", MountPath: "/scratch"}}
+	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{pod}}
+	h.waitStatus("u1", "running", allRunning)
+	dir := filepath.Join(root, "pods", "u1", "volumes", "kubernetes.io~empty-dir", "scratch")
+	if err := os.WriteFile(filepath.Join(dir, "big"), []byte("data"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.r.EvictedPods(); len(got) != 0 {
+		t.Errorf("EvictedPods = %v before any eviction", got)
+	}
+
+	h.r.Evict("u1", "The node was low on resource: ephemeral-storage.")
+	waitUntil(t, "the evicted pod's emptyDirs removed", func() bool {
+		_, err := os.Lstat(filepath.Dir(dir))
+		return errors.Is(err, fs.ErrNotExist)
+	})
+	for _, c := range h.containers("u1") {
+		if c.State == engine.StateRunning {
+			t.Errorf("container %s runs while its emptyDir was removed", c.Name)
+		}
+	}
+	if p, _ := h.r.Pod("u1"); p == nil || p.Status.Reason != runner.ReasonEvicted || p.Status.Phase != v1.PodFailed {
+		t.Errorf("status after the emptyDirs went: %+v, want Failed Evicted", p)
+	}
+	if got := h.r.EvictedPods(); !got["u1"] || len(got) != 1 {
+		t.Errorf("EvictedPods = %v, want u1", got)
+	}
+
+	edited := pod.DeepCopy()
+	edited.Spec.Containers[0].Command = []string{"run", "again"}
+	h.updates <- runner.PodUpdate{Op: runner.OpUpdate, Pods: []*v1.Pod{edited}}
+	h.waitStatus("u1", "running again after an edit", allRunning)
+	if got := h.r.EvictedPods(); len(got) != 0 {
+		t.Errorf("EvictedPods = %v after the edit", got)
+	}
+	if ents, err := os.ReadDir(dir); err != nil || len(ents) != 0 {
+		t.Errorf("the emptyDir after the edit: %v, %v; want it made anew, empty", ents, err)
+	}
 }

@@ -1,14 +1,17 @@
 package runner_test
 
 import (
+	"context"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/podrun/podrun/engine"
+	"github.com/podrun/podrun/engine/enginetest"
 	"github.com/podrun/podrun/runner"
 )
 
@@ -188,4 +191,74 @@ func TestGPUCountChangeReplacesContainer(t *testing.T) {
 	if runner.ContainerHash(&plain) != runner.ContainerHash(noRes) {
 		t.Error("cpu limits changed the container hash")
 	}
+}
+
+// blockingRuntimes is a fake engine whose runtime list (what GPU
+// admission asks) answers only once released.
+type blockingRuntimes struct {
+	*enginetest.Fake
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (b *blockingRuntimes) RuntimeHandlers(ctx context.Context) ([]string, error) {
+	select {
+	case b.entered <- struct{}{}:
+	default:
+	}
+	select {
+	case <-b.release:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return b.Fake.RuntimeHandlers(ctx)
+}
+
+// TestAdmissionNotHeldByRuntimeList: while the engine is slow to list its
+// runtimes for a GPU pod's admission, a pod already admitted (its host
+// port) syncs an edit and a new pod runs: the runtime list is not asked
+// under admission's lock. Once the list answers, the GPU pod runs.
+func TestAdmissionNotHeldByRuntimeList(t *testing.T) {
+	fake := newFake(t)
+	fake.SetRuntimeHandlers("nvidia", "runc")
+	slow := &blockingRuntimes{Fake: fake, entered: make(chan struct{}, 1), release: make(chan struct{})}
+	h := start(t, fake, func(c *runner.Config) { c.Runtime = slow })
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			close(slow.release)
+		}
+	}
+	t.Cleanup(release) // before the harness stops
+
+	a := portPod("a", "a-node1", hostPort(8080))
+	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{a}}
+	h.waitStatus("a", "a running", allRunning)
+
+	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{resourcePod("g", "g-node1", runner.ResourceNvidiaGPU, 1)}}
+	select {
+	case <-slow.entered:
+	case <-time.After(time.Minute):
+		t.Fatal("the GPU pod's admission never asked for the runtimes")
+	}
+
+	edited := a.DeepCopy()
+	edited.Annotations = map[string]string{"edited": "yes"}
+	p := portPod("p", "p-node1")
+	for _, u := range []runner.PodUpdate{{Op: runner.OpUpdate, Pods: []*v1.Pod{edited}}, {Op: runner.OpAdd, Pods: []*v1.Pod{p}}} {
+		select {
+		case h.updates <- u:
+		case <-time.After(time.Minute):
+			t.Fatal("the runner takes no update while the runtimes are being listed")
+		}
+	}
+	h.waitStatus("a", "a's edit synced", func(p *v1.Pod) bool { return p.Annotations["edited"] == "yes" && allRunning(p) })
+	h.waitStatus("p", "p running", allRunning)
+	if got, ok := h.r.Pod("g"); ok && allRunning(got) {
+		t.Fatal("the GPU pod runs before the runtimes were listed")
+	}
+
+	release()
+	h.waitStatus("g", "g running once the runtimes are listed", allRunning)
 }

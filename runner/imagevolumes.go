@@ -21,14 +21,15 @@ import (
 	"github.com/podrun/podrun/engine"
 )
 
-// Image volumes (spec.volumes[].image) on engines without an image mount:
-// Docker's API 1.41 has none (1.48 has, with the containerd image store,
-// and is not used yet). The image is made present under the volume's pull
-// policy, as a container's image, then its filesystem is exported once
-// per image ID into <root-dir>/images/<id-hex>, a copy every pod of that
-// image shares, bound read-only into the containers.
+// Image volumes (spec.volumes[].image). The image is made present under
+// the volume's pull policy, as a container's image. An engine with an
+// image mount (engine.ImageMounter: Docker from API 1.48) then mounts it
+// read-only itself. On others (Docker's API 1.41 has none) its filesystem
+// is exported once per image ID into <root-dir>/images/<id-hex>, a copy
+// every pod of that image shares, bound read-only into the containers.
 //
-// Which pods use which copy is kept on disk, in their pod directories:
+// Which pods use which image, and so which copy, is kept on disk, in
+// their pod directories (image GC keeps those images either way):
 // <pod dir>/volumes/kubernetes.io~image/<volume> is a file holding the
 // image ID, written before the copy is looked at and removed with the pod
 // directory, after the pod's containers. A copy no pod directory names
@@ -147,6 +148,17 @@ func (r *Runner) prepareImageVolume(ctx context.Context, pod *v1.Pod, vol *v1.Vo
 	if err != nil {
 		return volumeSource{}, err
 	}
+	native, err := r.engineMountsImages(ctx)
+	if err != nil {
+		return volumeSource{}, configErrorf("image volume of %s: %v", ref, err)
+	}
+	if native {
+		// No copy to guard from a reclaim: named for image GC alone.
+		if err := r.nameImageCopy(pod, vol.Name, img.ID); err != nil {
+			return volumeSource{}, configErrorf("image volume of %s: %v", ref, err)
+		}
+		return volumeSource{Image: img.ID, ReadOnly: true}, nil
+	}
 	name, err := imageCopyName(img.ID)
 	if err != nil {
 		return volumeSource{}, configErrorf("image %s: %v", ref, err)
@@ -176,6 +188,34 @@ func (r *Runner) prepareImageVolume(ctx context.Context, pod *v1.Pod, vol *v1.Vo
 		return volumeSource{}, configErrorf("image volume of %s: %v", ref, err)
 	}
 	return volumeSource{HostPath: v.(string), ReadOnly: true}, nil
+}
+
+// engineMountsImages reports whether the engine mounts image volumes
+// itself (engine.ImageMounter).
+func (r *Runner) engineMountsImages(ctx context.Context) (bool, error) {
+	m, ok := r.raw.(engine.ImageMounter)
+	if !ok {
+		return false, nil
+	}
+	return m.MountsImages(ctx)
+}
+
+// imageVolumeMount is the engine's mount, at mountPath, of the image
+// volume of image id, or of its subPath sub within it: a clean relative
+// path, which the engine resolves within the image.
+func imageVolumeMount(id, sub, mountPath string) (engine.Mount, error) {
+	m := engine.Mount{Image: id, ContainerPath: mountPath, ReadOnly: true}
+	if sub == "" {
+		return m, nil
+	}
+	clean, err := cleanRelPath("subPath", sub, true)
+	if err != nil {
+		return engine.Mount{}, err
+	}
+	if clean != "." {
+		m.ImageSubPath = clean
+	}
+	return m, nil
 }
 
 // nameImageCopy records, in the pod's directory, that its volume vol uses

@@ -14,6 +14,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/podrun/podrun/engine"
+	"github.com/podrun/podrun/engine/enginetest"
 	"github.com/podrun/podrun/runner"
 )
 
@@ -53,6 +54,16 @@ func imageVolumePod(uid, name, ref string) *v1.Pod {
 	return pod
 }
 
+// startReady starts a runner whose sources are ready (copies no pod names
+// may be reclaimed) in a root dir of its own, which it returns.
+func startReady(t *testing.T, fake *enginetest.Fake) (*harness, string) {
+	root := t.TempDir()
+	return start(t, fake, func(c *runner.Config) {
+		c.RootDir = root
+		c.SourcesReady = func() bool { return true }
+	}), root
+}
+
 func mountAt(t *testing.T, cfg *engine.ContainerConfig, path string) engine.Mount {
 	t.Helper()
 	for _, m := range cfg.Mounts {
@@ -73,11 +84,7 @@ func TestImageVolume(t *testing.T) {
 	fake := newFake(t)
 	img := fake.AddImage("data:1")
 	fake.SetImageFilesystem("data:1", dataImageTar(t))
-	root := t.TempDir()
-	h := start(t, fake, func(c *runner.Config) {
-		c.RootDir = root
-		c.SourcesReady = func() bool { return true }
-	})
+	h, root := startReady(t, fake)
 	realRoot, err := filepath.EvalSymlinks(root)
 	if err != nil {
 		t.Fatal(err)
@@ -111,10 +118,7 @@ func TestImageVolume(t *testing.T) {
 	}
 
 	// A subPath through the image's symlink out of the volume is refused.
-	c := imageVolumePod("u3", "c-node1", "data:1")
-	c.Spec.Containers[0].VolumeMounts[1].SubPath = "etc/outside/passwd"
-	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{c}}
-	h.waitStatus("u3", "CreateContainerConfigError", waitingReason("CreateContainerConfigError"))
+	c := h.addRefusedSubPath("u3", "c-node1", "etc/outside/passwd")
 	h.updates <- runner.PodUpdate{Op: runner.OpRemove, Pods: []*v1.Pod{c}}
 
 	// One pod gone: the other still uses the copy.
@@ -141,6 +145,55 @@ func TestImageVolume(t *testing.T) {
 	if ents := copies(t, realRoot); len(ents) != 0 {
 		t.Errorf("images dir holds %v", ents)
 	}
+}
+
+// TestImageVolumeNativeMount: on an engine with an image mount (Docker
+// from API 1.48) an image volume is the engine's read-only mount of the
+// image, its subPath resolved by the engine within it; no copy is made,
+// image GC is still told the image is in use, and a subPath that leaves
+// the volume is refused before the engine sees it.
+func TestImageVolumeNativeMount(t *testing.T) {
+	fake := newFake(t)
+	fake.SetImageMounts(true)
+	img := fake.AddImage("data:1")
+	h, root := startReady(t, fake)
+
+	a := imageVolumePod("u1", "a-node1", "data:1")
+	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{a}}
+	h.waitStatus("u1", "running", allRunning)
+	cfg := h.fake.ContainerConfig(h.containers("u1")[0].ID)
+	if m := mountAt(t, cfg, "/img"); m != (engine.Mount{Image: img.ID, ContainerPath: "/img", ReadOnly: true}) {
+		t.Errorf("/img is %+v, want the engine's mount of %s", m, img.ID)
+	}
+	if m := mountAt(t, cfg, "/conf"); m != (engine.Mount{Image: img.ID, ImageSubPath: "etc/app.conf", ContainerPath: "/conf", ReadOnly: true}) {
+		t.Errorf("/conf is %+v, want the engine's mount of %s's etc/app.conf", m, img.ID)
+	}
+	if n := fake.Calls("ExportImageFilesystem"); n != 0 {
+		t.Errorf("%d exports, want none", n)
+	}
+	if _, err := os.Stat(filepath.Join(root, "images")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("images dir: %v, want none made", err)
+	}
+	if inUse := h.r.ImageVolumeImages(); !inUse[img.ID] || len(inUse) != 1 {
+		t.Errorf("ImageVolumeImages = %v, want %s", inUse, img.ID)
+	}
+
+	h.addRefusedSubPath("u2", "b-node1", "../etc/passwd")
+	if n := len(h.containers("u2")); n != 0 {
+		t.Errorf("%d containers made with a subPath out of the image", n)
+	}
+}
+
+// addRefusedSubPath adds a pod of the data:1 image volume whose /conf
+// mount has subPath sub, and waits for it to be refused
+// (CreateContainerConfigError).
+func (h *harness) addRefusedSubPath(uid, name, sub string) *v1.Pod {
+	h.t.Helper()
+	p := imageVolumePod(uid, name, "data:1")
+	p.Spec.Containers[0].VolumeMounts[1].SubPath = sub
+	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{p}}
+	h.waitStatus(uid, "CreateContainerConfigError", waitingReason("CreateContainerConfigError"))
+	return p
 }
 
 func waitingReason(reason string) func(p *v1.Pod) bool {
@@ -274,11 +327,7 @@ func copies(t *testing.T, root string) []string {
 func TestImageVolumeDroppedFromSpec(t *testing.T) {
 	fake := newFake(t)
 	img := fake.AddImage("data:1")
-	root := t.TempDir()
-	h := start(t, fake, func(c *runner.Config) {
-		c.RootDir = root
-		c.SourcesReady = func() bool { return true }
-	})
+	h, root := startReady(t, fake)
 	pod := imageVolumePod("u1", "a-node1", "data:1")
 	pod.Spec.Containers[0].VolumeMounts = pod.Spec.Containers[0].VolumeMounts[:1]
 	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{pod}}

@@ -194,6 +194,23 @@ func removePodDir(rootDir, uid string) error {
 	if err := checkName("pod uid", uid); err != nil {
 		return fmt.Errorf("remove pod directory: %w", err)
 	}
+	return removeUnmounted(rootDir, filepath.Join("pods", uid), "pod directory")
+}
+
+// removeEmptyDirs unmounts and removes the emptyDir volumes of the pod
+// uid (<pod dir>/volumes/kubernetes.io~empty-dir), as removePodDir does
+// the whole pod directory.
+func removeEmptyDirs(rootDir, uid string) error {
+	if err := checkName("pod uid", uid); err != nil {
+		return fmt.Errorf("remove emptyDirs: %w", err)
+	}
+	return removeUnmounted(rootDir, filepath.Join("pods", uid, "volumes", emptyDirPlugin), "emptyDir directory")
+}
+
+// removeUnmounted unmounts what is mounted under rel, a directory of the
+// root dir, and removes it: refused when rel is, or passes through, a
+// symlink.
+func removeUnmounted(rootDir, rel, what string) error {
 	if rootDir == "" {
 		rootDir = "."
 	}
@@ -209,20 +226,19 @@ func removePodDir(rootDir, uid string) error {
 	if err != nil {
 		return err
 	}
-	rel := filepath.Join("pods", uid)
 	fi, err := root.Lstat(rel)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return nil
 	case err != nil:
-		return fmt.Errorf("remove pod directory %s: %w", rel, err)
+		return fmt.Errorf("remove %s %s: %w", what, rel, err)
 	case fi.Mode()&fs.ModeSymlink != 0:
-		return fmt.Errorf("pod directory %s is a symlink: refused", filepath.Join(rootReal, rel))
+		return fmt.Errorf("%s %s is a symlink: refused", what, filepath.Join(rootReal, rel))
 	}
 	if fi.IsDir() {
 		f, err := root.Open(rel)
 		if err != nil {
-			return fmt.Errorf("remove pod directory %s: %w", rel, err)
+			return fmt.Errorf("remove %s %s: %w", what, rel, err)
 		}
 		real, err := fileRealPath(f)
 		f.Close()
@@ -230,7 +246,7 @@ func removePodDir(rootDir, uid string) error {
 			return err
 		}
 		if want := filepath.Join(rootReal, rel); real != want {
-			return fmt.Errorf("pod directory %s is %s (a symlink in the root dir): refused", want, real)
+			return fmt.Errorf("%s %s is %s (a symlink in the root dir): refused", what, want, real)
 		}
 		mounts, err := mountsUnder(real)
 		if err != nil {

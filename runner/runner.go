@@ -511,6 +511,13 @@ func (r *Runner) SetRuntimeClasses(rcs []*nodev1.RuntimeClass) {
 	r.cfg.RuntimeClasses.Set(rcs)
 }
 
+// SetClusterRuntimeClasses replaces the RuntimeClass objects read from the
+// cluster's API (cluster mode): they win over the manifests' of the same
+// name, and --runtime-class over both.
+func (r *Runner) SetClusterRuntimeClasses(rcs []*nodev1.RuntimeClass) {
+	r.cfg.RuntimeClasses.SetCluster(rcs)
+}
+
 // withAppliedResources makes st show the resources hash of containers whose
 // resources were updated in place since they were made.
 func (r *Runner) withAppliedResources(st *podState) {

@@ -16,37 +16,55 @@ import (
 // RuntimeClasses maps RuntimeClass names to engine runtimes (Docker's
 // HostConfig.Runtime), as a cluster's RuntimeClass objects map them to
 // CRI runtime handlers: those of the node's configuration (--runtime-class,
-// fixed) and those of the manifest sources (SetRuntimeClasses). Safe for
-// concurrent use.
+// fixed), those of the cluster's API (SetCluster, in cluster mode) and
+// those of the manifest sources (Set). Safe for concurrent use.
 type RuntimeClasses struct {
 	fixed map[string]string
 
 	mu      sync.RWMutex
+	cluster map[string]string
 	objects map[string]string
 }
 
 // NewRuntimeClasses returns the classes of the node's configuration,
-// name -> runtime; the sources' are added with Set.
+// name -> runtime; the cluster's and the sources' are added with
+// SetCluster and Set.
 func NewRuntimeClasses(fixed map[string]string) *RuntimeClasses {
-	return &RuntimeClasses{fixed: fixed, objects: map[string]string{}}
+	return &RuntimeClasses{fixed: fixed, cluster: map[string]string{}, objects: map[string]string{}}
 }
 
-// Set replaces the RuntimeClass objects of the sources.
-func (rc *RuntimeClasses) Set(objects []*nodev1.RuntimeClass) {
+// handlers maps RuntimeClass objects by name to their handlers.
+func handlers(objects []*nodev1.RuntimeClass) map[string]string {
 	m := make(map[string]string, len(objects))
 	for _, o := range objects {
 		m[o.Name] = o.Handler
 	}
+	return m
+}
+
+// Set replaces the RuntimeClass objects of the manifest sources.
+func (rc *RuntimeClasses) Set(objects []*nodev1.RuntimeClass) {
+	m := handlers(objects)
 	rc.mu.Lock()
 	rc.objects = m
 	rc.mu.Unlock()
 }
 
+// SetCluster replaces the RuntimeClass objects of the cluster's API.
+func (rc *RuntimeClasses) SetCluster(objects []*nodev1.RuntimeClass) {
+	m := handlers(objects)
+	rc.mu.Lock()
+	rc.cluster = m
+	rc.mu.Unlock()
+}
+
 // Resolve returns the runtime of the RuntimeClass name: "" (the engine's
-// default) for no name, as the kubelet's default class; the node's
-// configuration wins over a source's object of the same name (a manifest
-// does not choose the runtime a class stands for on this node). An
-// unknown class is a configError that says how to declare it.
+// default) for no name, as the kubelet's default class. The node's
+// configuration wins over the cluster's object of the same name, and that
+// over a manifest's: a manifest does not choose the runtime a class
+// stands for on this node, and the cluster's classes are the ones its
+// other nodes run pods with, as the kubelet knows no other. An unknown
+// class is a configError that says how to declare it.
 func (rc *RuntimeClasses) Resolve(name *string) (string, error) {
 	if name == nil || *name == "" {
 		return "", nil
@@ -55,14 +73,17 @@ func (rc *RuntimeClasses) Resolve(name *string) (string, error) {
 		return rt, nil
 	}
 	rc.mu.RLock()
-	rt, ok := rc.objects[*name]
+	rt, ok := rc.cluster[*name]
+	if !ok {
+		rt, ok = rc.objects[*name]
+	}
 	rc.mu.RUnlock()
 	if ok {
 		return rt, nil
 	}
 	return "", configErrorf("RuntimeClass %q not found: declare it with --runtime-class %s=RUNTIME (a Docker runtime, "+
 		"as `docker info` lists them), or with a RuntimeClass object (apiVersion: node.k8s.io/v1, handler: RUNTIME) "+
-		"in the manifest sources", *name, *name)
+		"in the manifest sources or, in cluster mode, the cluster", *name, *name)
 }
 
 // podRuntime resolves the pod's runtimeClassName to the engine runtime

@@ -43,6 +43,33 @@ func TestRuntimeClassResolve(t *testing.T) {
 	}
 }
 
+// TestRuntimeClassResolveCluster: the cluster's classes are used beside
+// the flag's and the manifests': the flag wins over the cluster, the
+// cluster over a manifest; each set is replaced as a whole.
+func TestRuntimeClassResolveCluster(t *testing.T) {
+	rc := runner.NewRuntimeClasses(map[string]string{"flagged": "from-flag"})
+	object := func(n, h string) *nodev1.RuntimeClass {
+		return &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: n}, Handler: h}
+	}
+	rc.Set([]*nodev1.RuntimeClass{object("local", "from-manifest"), object("shared", "from-manifest"), object("flagged", "from-manifest")})
+	rc.SetCluster([]*nodev1.RuntimeClass{object("api", "from-api"), object("shared", "from-api"), object("flagged", "from-api")})
+	name := func(s string) *string { return &s }
+	for class, want := range map[string]string{
+		"flagged": "from-flag", "shared": "from-api", "api": "from-api", "local": "from-manifest",
+	} {
+		if got, err := rc.Resolve(name(class)); err != nil || got != want {
+			t.Errorf("Resolve(%s) = %q, %v; want %q", class, got, err, want)
+		}
+	}
+	rc.SetCluster(nil)
+	if got, err := rc.Resolve(name("shared")); err != nil || got != "from-manifest" {
+		t.Errorf("Resolve(shared) without the cluster's = %q, %v; want the manifest's", got, err)
+	}
+	if _, err := rc.Resolve(name("api")); err == nil {
+		t.Error("a class of the cluster outlived it")
+	}
+}
+
 // TestPodRunsWithItsRuntimeClass: the sandbox (and so each container) of
 // a pod gets the runtime its RuntimeClass names; a class nobody declared,
 // or one whose runtime the engine lacks, keeps the containers waiting with

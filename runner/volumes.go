@@ -30,6 +30,9 @@ type volumeSource struct {
 	// HostPath is the real path (symlinks resolved) of a volume podrun
 	// made, under the root dir, or a hostPath volume's path as declared.
 	HostPath string
+	// Image, in place of HostPath, is the image (by ID) of an image volume
+	// the engine mounts itself.
+	Image    string
 	ReadOnly bool // the volume is never writable (configMap, secret, ...)
 	Host     bool // a hostPath volume: the one declared way out of the root dir
 }
@@ -163,7 +166,7 @@ func prepareVolume(pod *v1.Pod, vol *v1.Volume, dirs func() (*podDirs, error), o
 		}
 		p, err := makeEmptyDir(d, vol.Name, vol.EmptyDir)
 		if err == nil {
-			err = volumeFSGroup(pod, d, false, "volumes", "kubernetes.io~empty-dir", vol.Name)
+			err = volumeFSGroup(pod, d, false, "volumes", emptyDirPlugin, vol.Name)
 		}
 		return volumeSource{HostPath: p}, err
 	}
@@ -277,10 +280,13 @@ func checkHostPath(hp *v1.HostPathVolumeSource) error {
 	return nil
 }
 
+// emptyDirPlugin is the directory, in a pod's volumes, of its emptyDirs.
+const emptyDirPlugin = "kubernetes.io~empty-dir"
+
 // makeEmptyDir makes the emptyDir name of the pod: a directory, or a tmpfs
 // for medium Memory. It returns its real path.
 func makeEmptyDir(d *podDirs, name string, ed *v1.EmptyDirVolumeSource) (string, error) {
-	rel := d.rel("volumes", "kubernetes.io~empty-dir", name)
+	rel := d.rel("volumes", emptyDirPlugin, name)
 	what := "emptyDir " + strconv.Quote(name)
 	if err := d.root.MkdirAll(rel, 0o777); err != nil {
 		return "", refused(what, err)

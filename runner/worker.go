@@ -5,10 +5,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/podrun/podrun/engine"
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
+
+	"github.com/podrun/podrun/engine"
 )
 
 // podWorker syncs one pod, one sync at a time.
@@ -35,6 +37,11 @@ type podWorker struct {
 	vols volumeState
 	// evicted, when set, keeps the pod stopped and Failed (evict.go).
 	evicted *eviction
+	// deadlineSpec is the pod's deadlineKey when it passed its deadline
+	// (deadline.go); renewed is set when an edit ended its eviction. Either
+	// way an edit makes a new pod of it.
+	deadlineSpec string
+	renewed      bool
 	// msgs are the termination messages of the pod's finished runs, by
 	// container ID (termmsg.go); only the worker's goroutine uses it.
 	msgs map[string]string
@@ -317,6 +324,13 @@ func (w *podWorker) sync(ctx context.Context, pod *v1.Pod, st *podState) (*podAc
 	}
 	start := r.clock.Now()
 	prev := r.previousStatus(w.uid)
+	if w.renewedBy(pod, prev) {
+		// The edit of a pod stopped for good (evicted, past its deadline)
+		// is a new pod, as the kubelet sees an edited static pod: it
+		// starts, and its deadline counts, from now.
+		r.log.Info("pod edited after it was stopped for good: starting it anew", "pod", podKey(pod))
+		prev = &v1.PodStatus{StartTime: &metav1.Time{Time: start}}
+	}
 	r.withAppliedResources(st)
 	var actions *podActions
 	exceeded, deadlineIn := activeDeadline(pod, prev, podStartTime(prev, st, start), start)
@@ -325,6 +339,7 @@ func (w *podWorker) sync(ctx context.Context, pod *v1.Pod, st *podState) (*podAc
 		r.probes.RemovePod(w.uid)
 		actions = deadlineActions(st)
 		if prev == nil || prev.Reason != ReasonDeadlineExceeded {
+			w.passedDeadline(pod)
 			r.log.Info("pod past its active deadline: stopping it", "pod", podKey(pod),
 				"activeDeadlineSeconds", ptr.Deref(pod.Spec.ActiveDeadlineSeconds, 0))
 			r.event(pod, "", v1.EventTypeNormal, ReasonDeadlineExceeded, "%s", messageDeadlineExceeded)

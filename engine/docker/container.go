@@ -148,6 +148,24 @@ func (r *Runtime) containerConfig(ctx context.Context, sbID string, sb *engine.S
 	// tree is the pod's.
 	hc.Resources.CgroupParent = sb.CgroupParent
 	for _, m := range cfg.Mounts {
+		if m.Image != "" {
+			// Refused, not sent: an older engine would fail the create
+			// with a message about the mount type alone.
+			ok, err := r.MountsImages(ctx)
+			if err != nil {
+				return nil, nil, fmt.Errorf("mount of image %s at %s: %w", m.Image, m.ContainerPath, err)
+			}
+			if !ok {
+				return nil, nil, fmt.Errorf("mount of image %s at %s: the engine's API %s has no image mount (%s needed)",
+					m.Image, m.ContainerPath, r.cli.ClientVersion(), imageMountAPI)
+			}
+			mm, err := imageMount(m)
+			if err != nil {
+				return nil, nil, err
+			}
+			hc.Mounts = append(hc.Mounts, mm)
+			continue
+		}
 		if err := addMount(hc, m); err != nil {
 			return nil, nil, err
 		}

@@ -121,6 +121,8 @@ type Runtime struct {
 	// whose exit its list does not show yet (exits.go).
 	exits    map[string]detail
 	runtimes []string // RuntimeHandlers, asked once
+	// imageMounts is MountsImages' answer, once imageMountsKnown.
+	imageMounts, imageMountsKnown bool
 	// exports are the export containers ExportImageFilesystem holds.
 	exports exportSet
 }

@@ -73,6 +73,7 @@ var (
 	_ engine.RuntimeHandlerLister = (*Fake)(nil)
 
 	_ engine.ImageFilesystemExporter = (*Fake)(nil)
+	_ engine.ImageMounter            = (*Fake)(nil)
 )
 
 type fakeStore struct {
@@ -95,6 +96,8 @@ type fakeStore struct {
 	disk      map[string]engine.DiskUsage
 	// imageFiles are the tar streams SetImageFilesystem gave, by image ID.
 	imageFiles map[string][]byte
+	// imageMounts is MountsImages' answer (SetImageMounts).
+	imageMounts bool
 }
 
 // fakeSub is one Events subscriber: a queue its goroutine delivers from.
@@ -660,6 +663,9 @@ func (f *Fake) CreateContainer(ctx context.Context, sandboxID string, sandbox *e
 	img := f.s.lookupImage(cfg.Image)
 	if img == nil {
 		return "", fmt.Errorf("create %s: image %s: %w", cfg.Name, cfg.Image, engine.ErrNotFound)
+	}
+	if err := f.s.checkImageMounts(cfg.Mounts); err != nil {
+		return "", fmt.Errorf("create %s: %w", cfg.Name, err)
 	}
 	typ := cfg.Type
 	if typ == "" {

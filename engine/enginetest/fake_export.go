@@ -54,3 +54,38 @@ func (f *Fake) ExportImageFilesystem(ctx context.Context, ref string) (io.ReadCl
 	}
 	return io.NopCloser(bytes.NewReader(data)), nil
 }
+
+// SetImageMounts makes the fake mount images itself (Mount.Image), as
+// Docker from API 1.48; by default it does not, as Docker before.
+func (f *Fake) SetImageMounts(on bool) {
+	f.s.mu.Lock()
+	defer f.s.mu.Unlock()
+	f.s.imageMounts = on
+}
+
+// MountsImages reports SetImageMounts' setting.
+func (f *Fake) MountsImages(ctx context.Context) (bool, error) {
+	f.s.mu.Lock()
+	defer f.s.mu.Unlock()
+	if err := f.call("MountsImages"); err != nil {
+		return false, err
+	}
+	return f.s.imageMounts, nil
+}
+
+// checkImageMounts refuses image mounts as Docker does: all of them where
+// the engine has none, and one of an image it does not have.
+func (s *fakeStore) checkImageMounts(mounts []engine.Mount) error {
+	for _, m := range mounts {
+		if m.Image == "" {
+			continue
+		}
+		if !s.imageMounts {
+			return fmt.Errorf("mount of image %s at %s: the engine has no image mount", m.Image, m.ContainerPath)
+		}
+		if s.lookupImage(m.Image) == nil {
+			return fmt.Errorf("mount of image %s: %w", m.Image, engine.ErrNotFound)
+		}
+	}
+	return nil
+}
