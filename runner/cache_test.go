@@ -241,3 +241,33 @@ func TestExitWhileEventsAreCutIsNoticed(t *testing.T) {
 		}
 	}
 }
+
+// TestEventOfAnUnknownPodIsSeenAtOnce: a pod no worker keeps that appears
+// while events flow (another podrun made it) is relisted on its event, so
+// housekeeping removes it at its next round, not after the relist's long
+// period.
+func TestEventOfAnUnknownPodIsSeenAtOnce(t *testing.T) {
+	fake := newFake(t)
+	h := start(t, fake, func(c *runner.Config) {
+		c.RelistPeriod, c.RelistMaxPeriod, c.SyncFrequency = time.Hour, time.Hour, time.Hour
+		c.SourcesReady = func() bool { return true }
+	})
+	ctx := context.Background()
+	if _, err := fake.RunSandbox(ctx, &engine.SandboxConfig{Pod: engine.PodRef{UID: "u9", Name: "stray-node1", Namespace: "default"},
+		Image: "pause:1"}); err != nil {
+		t.Fatal(err)
+	}
+	gone := func() bool {
+		sbs, err := fake.ListSandboxes(ctx)
+		return err == nil && len(sbs) == 0
+	}
+	// Rounds of housekeeping until it is gone: at most 10 s of polls, a
+	// few minutes of the clock; the relist's period is an hour.
+	waitUntil(t, "the unknown pod's removal", func() bool {
+		if gone() {
+			return true
+		}
+		h.step(housekeepingPeriod)
+		return false
+	})
+}

@@ -321,8 +321,8 @@ func (r *Runner) Run(ctx context.Context, updates <-chan PodUpdate) {
 // watchEvents syncs a pod as soon as the runtime reports a change to one of
 // its containers, rather than at the next relist. The pod's worker looks at
 // that pod alone (a refresh): an event costs O(1) runtime work, however
-// many pods there are. An event of a pod without a worker is left to
-// housekeeping, which works from the relist. The stream's health sets the
+// many pods there are. An event of a pod without a worker asks for a
+// relist, which housekeeping works from. The stream's health sets the
 // relist's period (podCache).
 func (r *Runner) watchEvents(evs <-chan engine.Event) {
 	// A stream that ends leaves the relist alone to notice changes.
@@ -341,10 +341,17 @@ func (r *Runner) watchEvents(evs <-chan engine.Event) {
 		}
 		r.cache.announce(ev.PodUID)
 		r.mu.Lock()
-		if w := r.workers[ev.PodUID]; w != nil {
+		w := r.workers[ev.PodUID]
+		if w != nil {
 			w.wakeFresh()
 		}
 		r.mu.Unlock()
+		if w == nil {
+			// A pod no worker keeps (another podrun's, or one being
+			// removed): housekeeping must see it as it is, not as the
+			// last relist, maybe a minute old, saw it. Kicks coalesce.
+			r.cache.invalidate()
+		}
 	}
 }
 
