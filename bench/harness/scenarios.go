@@ -330,6 +330,8 @@ type Steady struct {
 	ListBytesPerMin float64
 	// Events are the costs of one container killed under watch.
 	Events []EventCost
+	// Dockerd is dockerd's CPU in the window, and alone (dockerd.go).
+	Dockerd DockerdCPU
 }
 
 // EventCost is what one runtime event (a container killed) cost podrun:
@@ -381,6 +383,10 @@ func (e *env) steadyState(ctx context.Context, s subject, n int) (Steady, error)
 	if err != nil {
 		return st, err
 	}
+	dockerdMeter, err := dockerdCPUMeter()
+	if err != nil {
+		return st, err
+	}
 	t0 := time.Now()
 	tick := time.NewTicker(time.Second)
 	for time.Since(t0) < e.cfg.steady {
@@ -394,6 +400,9 @@ func (e *env) steadyState(ctx context.Context, s subject, n int) (Steady, error)
 		}
 	}
 	tick.Stop()
+	if st.Dockerd.WithPodrun, err = dockerdMeter(); err != nil {
+		return st, err
+	}
 	p1, err := benchkit.ReadProc(pr.Pid())
 	if err != nil {
 		return st, err
@@ -473,6 +482,10 @@ func (e *env) steadyState(ctx context.Context, s subject, n int) (Steady, error)
 	}
 	log.Printf("steady %3d pods %-18s: RSS %.1f MiB (max %.1f), CPU %.2f%%, runtime calls %.1f/min, docker requests %.1f/min %v",
 		n, s.Label, mib(st.RSS), mib(st.MaxRSS), st.CPUPercent, st.RuntimePerMin, st.DockerPerMin, st.DockerCalls)
+	if st.Dockerd.Alone, err = dockerdAlone(pr, el); err != nil {
+		return st, err
+	}
+	logDockerdCPU(n, s.Label, st.CPUPercent, st.Dockerd)
 	return st, nil
 }
 
