@@ -116,7 +116,13 @@ type Runtime struct {
 	placements map[string]placement
 	// starts counts StartContainer calls per ID: an inspect that overlapped
 	// one may describe the run before it, and is not cached.
-	starts   map[string]int
+	starts map[string]int
+	// died holds the IDs of containers Docker said died while its list
+	// may still show them running: Docker sends "die" before its list's
+	// view of the container is updated, which on a busy engine can take
+	// seconds. Such a container is inspected (which waits for the exit to
+	// be recorded) until the list agrees.
+	died     map[string]bool
 	runtimes []string // RuntimeHandlers, asked once
 	// exports are the export containers ExportImageFilesystem holds.
 	exports exportSet
@@ -151,6 +157,7 @@ func New(opts Options) (*Runtime, error) {
 		details:          map[string]detail{},
 		placements:       map[string]placement{},
 		starts:           map[string]int{},
+		died:             map[string]bool{},
 	}
 	if r.log == nil {
 		r.log = slog.Default()
@@ -256,7 +263,28 @@ func (r *Runtime) forget(id string) {
 	delete(r.details, id)
 	delete(r.placements, id)
 	delete(r.starts, id)
+	delete(r.died, id)
 	r.mu.Unlock()
+}
+
+// listedState is the Docker state to take a listed container in: its
+// list's, unless Docker said it died and the list still shows it running,
+// which is then unknown (to be inspected).
+func (r *Runtime) listedState(id, listState string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	died, ok := r.died[id]
+	if !died {
+		if ok {
+			delete(r.died, id) // started again
+		}
+		return listState
+	}
+	if listState == container.StateRunning {
+		return ""
+	}
+	delete(r.died, id) // the list caught up
+	return listState
 }
 
 // own checks that id names an object of this node whose type is one of

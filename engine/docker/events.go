@@ -106,8 +106,13 @@ func (r *Runtime) watchEvents(ctx context.Context, out chan<- engine.Event, sinc
 				if m.TimeNano > 0 {
 					since = time.Unix(0, m.TimeNano)
 				}
-				if m.Action == events.ActionDestroy {
+				switch m.Action {
+				case events.ActionDestroy:
 					r.forget(m.Actor.ID)
+				case events.ActionDie, events.ActionStart:
+					r.mu.Lock()
+					r.died[m.Actor.ID] = m.Action == events.ActionDie
+					r.mu.Unlock()
 				}
 				if !send(engine.Event{PodUID: m.Actor.Attributes[LabelPodUID], ContainerID: m.Actor.ID, Action: string(m.Action)}) {
 					cancel()

@@ -72,7 +72,20 @@ func (r *Runtime) ListSandboxes(ctx context.Context) ([]*engine.Sandbox, error) 
 // than one start after another failing on it.
 func (r *Runtime) sandboxOf(ctx context.Context, c container.Summary) (*engine.Sandbox, error) {
 	r.remember(c.ID, TypeSandbox)
-	state := sandboxState(c.State)
+	listState := r.listedState(c.ID, c.State)
+	if listState == "" {
+		ins, err := r.cli.ContainerInspect(ctx, c.ID)
+		if cerrdefs.IsNotFound(err) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("inspect %s: %w", shortID(c.ID), wrap(err))
+		}
+		if ins.ContainerJSONBase != nil && ins.State != nil {
+			listState = ins.State.Status
+		}
+	}
+	state := sandboxState(listState)
 	if c.State == container.StateCreated {
 		// Once Docker has recorded a failed start, the sandbox stays so
 		// until a start succeeds (and the list says "running"): what the
@@ -223,7 +236,7 @@ func (r *Runtime) ListContainers(ctx context.Context) ([]*engine.Container, erro
 func (r *Runtime) containerOf(ctx context.Context, c container.Summary) (*engine.Container, error) {
 	typ := c.Labels[LabelContainerType]
 	r.remember(c.ID, typ)
-	d, err := r.detail(ctx, c.ID, c.State)
+	d, err := r.detail(ctx, c.ID, r.listedState(c.ID, c.State))
 	if cerrdefs.IsNotFound(err) {
 		return nil, nil // removed since the list
 	}
@@ -351,6 +364,7 @@ func (r *Runtime) prune(seen map[string]bool, sandboxes bool) {
 			delete(r.kinds, id)
 			delete(r.details, id)
 			delete(r.starts, id)
+			delete(r.died, id)
 		}
 	}
 }
