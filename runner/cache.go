@@ -78,7 +78,7 @@ type podCache struct {
 	lastRelist uint64
 	// rewait tells run that the period was cut.
 	rewait chan struct{}
-	// waited, when set (tests), is told every wait run begins.
+	// waited, when set, is told every wait run begins (a metric; tests).
 	waited func(time.Duration)
 }
 

@@ -241,6 +241,7 @@ func New(cfg Config) *Runner {
 	}
 	r.cache = newPodCache(r.rt, lister, cfg.Log, cfg.Clock, cfg.RelistPeriod, cfg.RelistMaxPeriod, r.wakePods)
 	r.cache.recovered = r.wakeAllNow
+	r.cache.waited = cfg.Metrics.relistWait
 	r.lastLoop.Store(cfg.Clock.Now().UnixNano())
 	return r
 }
