@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"io"
 	"net"
@@ -137,7 +138,7 @@ spec:
 	cmd := exec.Command(podrunBin, e.args("watch", "--path", e.dir, "--sync-frequency", "1h",
 		"--healthz-port", strconv.Itoa(port))...)
 	cmd.Env = append(os.Environ(), "DOCKER_HOST=unix://"+proxy.sock)
-	var stderr syncBuffer
+	var stderr bytes.Buffer // read only once the process has ended
 	cmd.Stdout, cmd.Stderr = io.Discard, &stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
@@ -168,23 +169,4 @@ spec:
 	if metric(url, period) != 1 {
 		t.Errorf("the relist's period grew while the events were cut")
 	}
-}
-
-// syncBuffer is a bytes buffer safe for a process's writes and the test's
-// reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
