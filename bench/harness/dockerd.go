@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"log"
 	"os/exec"
@@ -96,5 +97,27 @@ func dockerdTable(b *strings.Builder, ss []Steady) {
 		}
 		p("**Verdict (%s, %d pods, idle):** podrun plus the dockerd CPU it causes took %.2f %% of one core: %s the %.1f %% target.\n\n",
 			s.Subject, s.Pods, total, verdict, idleCPUTarget)
+	}
+}
+
+// settleRelist waits (up to 3 min) until podrun's relist period has grown
+// to its cap (podrun_relist_period_seconds), so that the steady window
+// is the idle node's and not the end of the period's growth. A podrun
+// without that series (one from before it) is not waited for.
+func settleRelist(ctx context.Context, url string) {
+	const series, relistCap = "podrun_relist_period_seconds", 60
+	period := func() (float64, bool) {
+		m, err := benchkit.Metrics(ctx, url, series)
+		v, ok := m[""]
+		return v, err == nil && ok
+	}
+	if _, ok := period(); !ok {
+		return
+	}
+	if _, err := benchkit.WaitFor(ctx, 3*time.Minute, time.Second, "the relist period to reach its cap", func() (bool, error) {
+		v, _ := period()
+		return v >= relistCap, nil
+	}); err != nil {
+		log.Printf("steady: %v; measuring anyway", err)
 	}
 }

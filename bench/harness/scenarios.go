@@ -371,6 +371,7 @@ func (e *env) steadyState(ctx context.Context, s subject, n int) (Steady, error)
 	st.BringUpSeconds = time.Since(start).Seconds()
 	time.Sleep(5 * time.Second) // the bring-up's tail is not the steady state
 	url := fmt.Sprintf("http://127.0.0.1:%d/metrics", port)
+	settleRelist(ctx, url)
 
 	m0, err := benchkit.Metrics(ctx, url, "podrun_runtime_calls_total")
 	if err != nil {
