@@ -133,9 +133,11 @@ type ContainerStats struct {
 type EventSource interface {
 	// Events sends an event for every start, exit, OOM kill and removal of
 	// this node's containers and sandboxes until ctx ends, then closes the
-	// channel. It reconnects by itself when the engine restarts, and sends
-	// an Event with Resync set after reconnecting: events may have been
-	// missed, so everything should be looked at again.
+	// channel. When the stream breaks it sends an Event with Lost set
+	// (until the next Resync, changes may go unreported: whoever relies on
+	// events must poll); it reconnects by itself when the engine restarts,
+	// and sends an Event with Resync set after reconnecting: events may
+	// have been missed, so everything should be looked at again.
 	Events(ctx context.Context) <-chan Event
 }
 
@@ -245,7 +247,10 @@ type Event struct {
 	PodUID      string
 	ContainerID string
 	Action      string // start, die, oom, destroy, ...
-	Resync      bool
+	// Resync: the stream is (again) connected and events may have been
+	// missed. Lost: the stream broke; nothing is reported until a Resync.
+	Resync bool
+	Lost   bool
 }
 
 // LogOptions selects which part of a container's output to read.

@@ -27,13 +27,24 @@ import (
 // Every list takes a sequence number when it begins, and a pod's state is
 // only ever replaced by that of a list begun later than the one it came
 // from: a slow relist never undoes what a refresh begun after it saw.
+//
+// While the runtime's event stream is connected (the kubelet's evented
+// PLEG), events drive the syncs and the periodic relist is a safety net:
+// its period doubles after every relist that finds nothing the events did
+// not announce, from minPeriod up to maxPeriod. It drops back to
+// minPeriod when the stream breaks (and stays there until it is back),
+// when it reconnects (and a relist runs at once), after a list error, and
+// when a relist finds a pod changed that no event named since the relist
+// before: events are being missed.
 type podCache struct {
 	rt engine.Runtime
 	// lister lists in one call; nil when the runtime cannot.
 	lister engine.PodObjectLister
 	log    *slog.Logger
 	clock  clock.WithTicker
-	period time.Duration
+	// minPeriod is the relist period without events; maxPeriod its cap
+	// while events flow.
+	minPeriod, maxPeriod time.Duration
 	// notify is called with the UIDs of pods whose state a relist found
 	// changed; recovered (when set) after a relist that succeeded where
 	// the one before failed: the runtime is back.
@@ -51,16 +62,81 @@ type podCache struct {
 	err     error
 	updated chan struct{} // closed and replaced after every relist
 	kick    chan struct{}
+	// evented: an event stream is connected, so the relist is a safety
+	// net; period is the wait before the next periodic relist.
+	evented bool
+	period  time.Duration
+	// reconnected: the stream reconnected when the list seq reconnectAt
+	// was the last begun. Until a relist begun after it has ended, the
+	// period does not grow.
+	reconnected bool
+	reconnectAt uint64
+	// announced is, by pod, the seq current when an event last named it;
+	// lastRelist the seq of the last relist. A change a relist finds in a
+	// pod not announced since the relist before was missed by the events.
+	announced  map[string]uint64
+	lastRelist uint64
+	// rewait tells run that the period was cut.
+	rewait chan struct{}
+	// waited, when set, is told every wait run begins (a metric; tests).
+	waited func(time.Duration)
 }
 
-func newPodCache(rt engine.Runtime, lister engine.PodObjectLister, log *slog.Logger, clk clock.WithTicker, period time.Duration, notify func([]string)) *podCache {
+func newPodCache(rt engine.Runtime, lister engine.PodObjectLister, log *slog.Logger, clk clock.WithTicker, minPeriod, maxPeriod time.Duration, notify func([]string)) *podCache {
 	return &podCache{
-		rt: rt, lister: lister, log: log, clock: clk, period: period, notify: notify,
-		pods:    map[string]*podState{},
-		stamp:   map[string]uint64{},
-		updated: make(chan struct{}),
-		kick:    make(chan struct{}, 1),
+		rt: rt, lister: lister, log: log, clock: clk, notify: notify,
+		minPeriod: minPeriod, maxPeriod: max(minPeriod, maxPeriod), period: minPeriod,
+		pods:      map[string]*podState{},
+		stamp:     map[string]uint64{},
+		announced: map[string]uint64{},
+		updated:   make(chan struct{}),
+		kick:      make(chan struct{}, 1),
+		rewait:    make(chan struct{}, 1),
 	}
+}
+
+// announce records that an event named the pod uid.
+func (c *podCache) announce(uid string) {
+	c.mu.Lock()
+	c.announced[uid] = c.seq
+	c.mu.Unlock()
+}
+
+// eventsConnected says that the runtime's event stream is (again)
+// connected. After a reconnection (missed true) events may have been
+// missed: the node is relisted at once, and the period starts again from
+// minPeriod.
+func (c *podCache) eventsConnected(missed bool) {
+	c.mu.Lock()
+	c.evented = true
+	c.period = c.minPeriod
+	if missed {
+		c.reconnected, c.reconnectAt = true, c.seq
+	}
+	c.mu.Unlock()
+	if missed {
+		c.invalidate()
+	}
+}
+
+// eventsLost says that the event stream broke: until it is back, the
+// relist is all that notices a change, every minPeriod.
+func (c *podCache) eventsLost() {
+	c.mu.Lock()
+	c.evented = false
+	c.period = c.minPeriod
+	c.mu.Unlock()
+	select {
+	case c.rewait <- struct{}{}:
+	default:
+	}
+}
+
+// currentPeriod is the wait before the next periodic relist.
+func (c *podCache) currentPeriod() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.period
 }
 
 // countingLister counts ListPodObjects calls with the runtime's other
@@ -154,18 +230,34 @@ func (c *podCache) all() map[string]*podState {
 	return out
 }
 
-// run relists every period, and at once when asked, until ctx ends.
+// run relists every period (see podCache), and at once when asked, until
+// ctx ends.
 func (c *podCache) run(ctx context.Context) {
-	t := c.clock.NewTicker(c.period)
-	defer t.Stop()
+	var t clock.Timer
+	wait := func() {
+		if t != nil {
+			t.Stop()
+		}
+		d := c.currentPeriod()
+		t = c.clock.NewTimer(d)
+		if c.waited != nil {
+			c.waited(d)
+		}
+	}
+	wait()
+	defer func() { t.Stop() }()
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-c.rewait:
+			wait() // the period was cut: wait the new one from now
+			continue
 		case <-t.C():
 		case <-c.kick:
 		}
 		c.relist(ctx)
+		wait()
 	}
 }
 
@@ -216,6 +308,9 @@ func (c *podCache) relist(ctx context.Context) {
 			}
 		}
 	}
+	missed := c.unannounced(changed, err)
+	c.adapt(seq, err, missed)
+	c.lastRelist = seq
 	back := c.err != nil && err == nil
 	c.err = err
 	if gen > c.done {
@@ -225,6 +320,10 @@ func (c *podCache) relist(ctx context.Context) {
 	c.updated = make(chan struct{})
 	c.mu.Unlock()
 
+	if len(missed) > 0 {
+		c.log.Info("relist found changes no event announced; relisting every "+c.minPeriod.String()+" again",
+			"pods", len(missed), "pod", missed[0])
+	}
 	if back && c.recovered != nil {
 		c.log.Info("runtime reachable again: syncing every pod")
 		c.recovered()
@@ -233,6 +332,41 @@ func (c *podCache) relist(ctx context.Context) {
 	if len(changed) > 0 && c.notify != nil {
 		c.notify(changed)
 	}
+}
+
+// unannounced returns the pods of changed that no event named since the
+// relist before this one began (c.mu held), and forgets what older events
+// announced. A relist that failed, or the first one, misses nothing.
+func (c *podCache) unannounced(changed []string, err error) []string {
+	var missed []string
+	if err == nil && c.lastRelist > 0 {
+		for _, uid := range changed {
+			if at, ok := c.announced[uid]; !ok || at < c.lastRelist {
+				missed = append(missed, uid)
+			}
+		}
+	}
+	for uid, at := range c.announced {
+		if at < c.lastRelist {
+			delete(c.announced, uid)
+		}
+	}
+	return missed
+}
+
+// adapt sets the period after a relist (c.mu held): doubled, up to
+// maxPeriod, while events flow and the relist found nothing they missed;
+// else (and until a relist begun after a reconnection ended) minPeriod.
+func (c *podCache) adapt(seq uint64, err error, missed []string) {
+	reconnected := c.reconnected
+	if reconnected && seq > c.reconnectAt {
+		c.reconnected = false
+	}
+	if !c.evented || err != nil || len(missed) > 0 || reconnected {
+		c.period = c.minPeriod
+		return
+	}
+	c.period = min(2*c.period, c.maxPeriod)
 }
 
 // listPods groups the runtime's sandboxes and containers by pod.

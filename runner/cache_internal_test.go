@@ -38,7 +38,7 @@ func (g *gatedLister) ListPodObjects(ctx context.Context, uid string) ([]*engine
 // and ends after it does not undo the refresh's newer state.
 func TestRefreshWinsOverAnOlderRelist(t *testing.T) {
 	g := &gatedLister{calls: make(chan listCall)}
-	c := newPodCache(nil, g, slog.New(slog.NewTextHandler(io.Discard, nil)), testingclock.NewFakeClock(time.Time{}), time.Hour, nil)
+	c := newPodCache(nil, g, slog.New(slog.NewTextHandler(io.Discard, nil)), testingclock.NewFakeClock(time.Time{}), time.Hour, time.Hour, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	ref := engine.PodRef{UID: "u1"}
@@ -97,7 +97,9 @@ func TestRefreshWinsOverAnOlderRelist(t *testing.T) {
 func TestRelistsOnItsClock(t *testing.T) {
 	g := &gatedLister{calls: make(chan listCall)}
 	clk := testingclock.NewFakeClock(time.Time{})
-	c := newPodCache(nil, g, slog.New(slog.NewTextHandler(io.Discard, nil)), clk, time.Minute, nil)
+	c := newPodCache(nil, g, slog.New(slog.NewTextHandler(io.Discard, nil)), clk, time.Minute, time.Minute, nil)
+	waits := make(chan time.Duration, 8)
+	c.waited = func(d time.Duration) { waits <- d }
 	ctx, cancel := context.WithCancel(context.Background())
 	ran := make(chan struct{})
 	go func() { c.run(ctx); close(ran) }()
@@ -114,13 +116,13 @@ func TestRelistsOnItsClock(t *testing.T) {
 			t.Fatalf("no %s", what)
 		}
 	}
-	for !clk.HasWaiters() { // the ticker
-		time.Sleep(time.Millisecond)
-	}
+	<-waits
 	clk.Step(time.Minute)
 	next("relist after a period")
+	<-waits
 	c.invalidate()
 	next("relist when asked")
+	<-waits
 	clk.Step(time.Minute)
 	next("relist after another period")
 }

@@ -191,3 +191,83 @@ func TestBringUpListsEachPodNotTheNode(t *testing.T) {
 		}
 	}
 }
+
+// TestExitWhileEventsAreCutIsNoticed: while the runtime's events flow the
+// relist's period grows; when the stream breaks it is short again at once,
+// so a container that exits unreported is restarted within a second of
+// the clock, not at the end of the long period grown before.
+func TestExitWhileEventsAreCutIsNoticed(t *testing.T) {
+	fake := newFake(t)
+	h := start(t, fake, func(c *runner.Config) {
+		c.RelistPeriod, c.RelistMaxPeriod, c.SyncFrequency = time.Second, time.Hour, time.Hour
+	})
+	pod := newPod("u1", "p-node1", v1.RestartPolicyAlways, map[string][]string{"app": {"run"}})
+	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{pod}}
+	h.waitStatus("u1", "running", allRunning)
+
+	// Relists that find nothing new: 1 s, 2 s, 4 s, 8 s; then 16 s.
+	lists := calls(fake, "ListPodObjects")
+	for d := time.Second; d <= 8*time.Second; d *= 2 {
+		// Idle: no timer but the relist's (made again after each relist).
+		waitUntil(t, "the relist's timer", func() bool { return h.timers() == 0 })
+		n := lists()
+		h.step(d)
+		waitUntil(t, fmt.Sprintf("the relist after %s", d), func() bool { return lists() > n })
+	}
+
+	fake.CutEvents()
+	victim := h.containers("u1")[0]
+	if err := fake.Exit(victim.ID, 1); err != nil { // no event tells
+		t.Fatal(err)
+	}
+	restarted := func(p *v1.Pod) bool {
+		cs := p.Status.ContainerStatuses[0]
+		return cs.RestartCount == 1 && cs.State.Running != nil
+	}
+	// The stream's loss is taken in by the runner when it is: a step of
+	// the clock before it may be lost, hence up to three.
+	for step := 1; ; step++ {
+		changed := h.r.Changed()
+		if p, _ := h.r.Pod("u1"); restarted(p) {
+			break
+		}
+		if step > 3 {
+			t.Fatal("the exit was not noticed within 3 s of the clock after the events were cut")
+		}
+		h.step(time.Second)
+		select {
+		case <-changed:
+		case <-time.After(2 * time.Second):
+		}
+	}
+}
+
+// TestEventOfAnUnknownPodIsSeenAtOnce: a pod no worker keeps that appears
+// while events flow (another podrun made it) is relisted on its event, so
+// housekeeping removes it at its next round, not after the relist's long
+// period.
+func TestEventOfAnUnknownPodIsSeenAtOnce(t *testing.T) {
+	fake := newFake(t)
+	h := start(t, fake, func(c *runner.Config) {
+		c.RelistPeriod, c.RelistMaxPeriod, c.SyncFrequency = time.Hour, time.Hour, time.Hour
+		c.SourcesReady = func() bool { return true }
+	})
+	ctx := context.Background()
+	if _, err := fake.RunSandbox(ctx, &engine.SandboxConfig{Pod: engine.PodRef{UID: "u9", Name: "stray-node1", Namespace: "default"},
+		Image: "pause:1"}); err != nil {
+		t.Fatal(err)
+	}
+	gone := func() bool {
+		sbs, err := fake.ListSandboxes(ctx)
+		return err == nil && len(sbs) == 0
+	}
+	// Rounds of housekeeping until it is gone: at most 10 s of polls, a
+	// few minutes of the clock; the relist's period is an hour.
+	waitUntil(t, "the unknown pod's removal", func() bool {
+		if gone() {
+			return true
+		}
+		h.step(housekeepingPeriod)
+		return false
+	})
+}

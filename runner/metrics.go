@@ -19,6 +19,7 @@ type Metrics struct {
 	containerRestarts prometheus.Counter
 	runtimeCalls      *prometheus.CounterVec
 	probeResults      *prometheus.CounterVec
+	relistPeriod      prometheus.Gauge
 }
 
 // NewMetrics makes the sync core's series and registers them with reg.
@@ -49,9 +50,21 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "podrun_probe_results_total",
 			Help: "Probe runs, by probe type (Startup, Liveness, Readiness) and result.",
 		}, []string{"probe_type", "result"}),
+		relistPeriod: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "podrun_relist_period_seconds",
+			Help: "The wait before the next periodic relist: 1 s without events, growing to 60 s while they flow.",
+		}),
 	}
-	reg.MustRegister(m.syncDuration, m.podStarts, m.containerStarts, m.containerRestarts, m.runtimeCalls, m.probeResults)
+	reg.MustRegister(m.syncDuration, m.podStarts, m.containerStarts, m.containerRestarts, m.runtimeCalls, m.probeResults,
+		m.relistPeriod)
 	return m
+}
+
+// relistWait records the wait the relist began.
+func (m *Metrics) relistWait(d time.Duration) {
+	if m != nil {
+		m.relistPeriod.Set(d.Seconds())
+	}
 }
 
 func (m *Metrics) observeSync(d time.Duration) {

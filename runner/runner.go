@@ -61,8 +61,12 @@ type Config struct {
 	Clock clock.WithTicker
 	Log   *slog.Logger
 	// RelistPeriod is how often the runtime's state is re-read to notice
-	// containers that exited (default 1 s, as the kubelet's PLEG).
-	RelistPeriod time.Duration
+	// containers that exited when no event stream tells (default 1 s, as
+	// the kubelet's PLEG). While the runtime's events flow the relist is a
+	// safety net whose period doubles up to RelistMaxPeriod (default
+	// DefaultRelistMaxPeriod); see podCache.
+	RelistPeriod    time.Duration
+	RelistMaxPeriod time.Duration
 	// Node capacity, for resourceFieldRef of resources without a limit;
 	// NodeMemory also scales Burstable containers' oom_score_adj.
 	NodeMilliCPU int64
@@ -109,6 +113,12 @@ type Config struct {
 	// started, so podrun does not know what it defines. nil: keep none.
 	KeepSource func(source string) bool
 }
+
+// DefaultRelistMaxPeriod caps the relist period while the runtime's events
+// flow. It is the default --sync-frequency, whose resync relists the node
+// anyway: a longer cap would save nothing, and a change the events missed
+// is still seen within a minute (the kubelet's evented PLEG waits 300 s).
+const DefaultRelistMaxPeriod = time.Minute
 
 // Op is the kind of a PodUpdate.
 type Op int
@@ -185,6 +195,9 @@ func New(cfg Config) *Runner {
 	if cfg.RelistPeriod <= 0 {
 		cfg.RelistPeriod = time.Second
 	}
+	if cfg.RelistMaxPeriod <= 0 {
+		cfg.RelistMaxPeriod = DefaultRelistMaxPeriod
+	}
 	if cfg.RuntimeName == "" {
 		cfg.RuntimeName = "podrun"
 	}
@@ -226,8 +239,9 @@ func New(cfg Config) *Runner {
 	if l, ok := cfg.Runtime.(engine.PodObjectLister); ok {
 		lister = countingLister{PodObjectLister: l, m: cfg.Metrics}
 	}
-	r.cache = newPodCache(r.rt, lister, cfg.Log, cfg.Clock, cfg.RelistPeriod, r.wakePods)
+	r.cache = newPodCache(r.rt, lister, cfg.Log, cfg.Clock, cfg.RelistPeriod, cfg.RelistMaxPeriod, r.wakePods)
 	r.cache.recovered = r.wakeAllNow
+	r.cache.waited = cfg.Metrics.relistWait
 	r.lastLoop.Store(cfg.Clock.Now().UnixNano())
 	return r
 }
@@ -258,18 +272,23 @@ func (r *Runner) RuntimeErr() error {
 // stop. Pods keep running when Run returns.
 func (r *Runner) Run(ctx context.Context, updates <-chan PodUpdate) {
 	var loops sync.WaitGroup
+	es, evented := r.raw.(engine.EventSource)
+	var evs <-chan engine.Event
+	if evented {
+		// Subscribed before the first relist: nothing falls between.
+		evs = es.Events(ctx)
+		r.cache.eventsConnected(false)
+		loops.Add(1)
+		go func() {
+			defer loops.Done()
+			r.watchEvents(evs)
+		}()
+	}
 	loops.Add(1)
 	go func() {
 		defer loops.Done()
 		r.cache.run(ctx)
 	}()
-	if es, ok := r.raw.(engine.EventSource); ok {
-		loops.Add(1)
-		go func() {
-			defer loops.Done()
-			r.watchEvents(ctx, es)
-		}()
-	}
 	resync := r.clock.NewTicker(r.cfg.SyncFrequency)
 	defer resync.Stop()
 	housekeeping := r.clock.NewTicker(r.cfg.HousekeepingPeriod)
@@ -303,21 +322,37 @@ func (r *Runner) Run(ctx context.Context, updates <-chan PodUpdate) {
 // watchEvents syncs a pod as soon as the runtime reports a change to one of
 // its containers, rather than at the next relist. The pod's worker looks at
 // that pod alone (a refresh): an event costs O(1) runtime work, however
-// many pods there are. An event of a pod without a worker is left to
-// housekeeping, which works from the relist.
-func (r *Runner) watchEvents(ctx context.Context, es engine.EventSource) {
-	for ev := range es.Events(ctx) {
-		if ev.Resync {
+// many pods there are. An event of a pod without a worker asks for a
+// relist, which housekeeping works from. The stream's health sets the
+// relist's period (podCache).
+func (r *Runner) watchEvents(evs <-chan engine.Event) {
+	// A stream that ends leaves the relist alone to notice changes.
+	defer r.cache.eventsLost()
+	for ev := range evs {
+		switch {
+		case ev.Lost:
+			r.cache.eventsLost()
+			continue
+		case ev.Resync:
 			// The engine is back and events may have been missed: look
 			// at every pod again, now.
+			r.cache.eventsConnected(true)
 			r.wakeAllNow()
 			continue
 		}
+		r.cache.announce(ev.PodUID)
 		r.mu.Lock()
-		if w := r.workers[ev.PodUID]; w != nil {
+		w := r.workers[ev.PodUID]
+		if w != nil {
 			w.wakeFresh()
 		}
 		r.mu.Unlock()
+		if w == nil {
+			// A pod no worker keeps (another podrun's, or one being
+			// removed): housekeeping must see it as it is, not as the
+			// last relist, maybe a minute old, saw it. Kicks coalesce.
+			r.cache.invalidate()
+		}
 	}
 }
 

@@ -72,8 +72,9 @@ type harness struct {
 	tickers int
 }
 
-// runTickers is how many tickers Run makes: relist, resync, housekeeping
-// and the back-off GC.
+// runTickers is how many waiters Run keeps on the clock: the tickers of
+// resync, housekeeping and the back-off GC, and the relist's timer (made
+// again after every relist).
 const runTickers = 4
 
 // relistPeriod and housekeepingPeriod are the harness's, so that a step
@@ -410,6 +411,7 @@ func TestHousekeepingWaitsForSources(t *testing.T) {
 	// kept the pods kept for their source.
 	var asked, kept atomic.Int32
 	h2 := start(t, fake, func(c *runner.Config) {
+		c.RelistMaxPeriod = relistPeriod // a relist every round
 		c.SourcesReady = func() bool { asked.Add(1); return ready.Load() }
 		c.KeepSource = func(s string) bool {
 			k := s == "/etc/pods/p.yaml" && keep.Load()
@@ -424,6 +426,9 @@ func TestHousekeepingWaitsForSources(t *testing.T) {
 	// so from the third round on housekeeping sees the pod.
 	round := func() {
 		t.Helper()
+		// The relist's timer is made again after each relist: a step
+		// before would be lost to it.
+		waitUntil(t, "the relist's timer", func() bool { return h2.clk.Waiters() >= h2.tickers })
 		lists, rounds := fake.Calls("ListPodObjects"), asked.Load()
 		h2.step(housekeepingPeriod)
 		waitUntil(t, "a relist and a housekeeping round", func() bool {

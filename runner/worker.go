@@ -181,6 +181,11 @@ func (w *podWorker) run(ctx context.Context) {
 				r.log.Error("remove pod", "pod", podKey(pod), "err", err)
 			} else {
 				r.log.Info("pod removed", "pod", podKey(pod))
+				// The cache must not show the pod to housekeeping, as an
+				// orphan, until a relist that may be a minute away.
+				if _, err := r.cache.refresh(ctx, w.uid); err != nil && ctx.Err() == nil {
+					r.log.Warn("look at a removed pod", "pod", podKey(pod), "err", err)
+				}
 				r.publish(pod, true, false)
 				return
 			}

@@ -294,6 +294,7 @@ func render(r *Results, c config) string {
 			p("| %d | %s | %s |\n", s.Pods, s.Subject, strings.Join(parts, ", "))
 		}
 		p("\n")
+		dockerdTable(&b, r.Steady)
 		growth(&b, r.Steady)
 
 		p("### The cost of one event\n\n")
@@ -431,6 +432,8 @@ func beforeAfter(b *strings.Builder, r *Results) {
 		p("| steady, %d pods: Docker requests / min | %.0f | %.0f |\n", n, bf.DockerPerMin, a.DockerPerMin)
 		p("| steady, %d pods: container lists read (KiB / min) | %.0f | %.0f |\n", n, bf.ListBytesPerMin/1024, a.ListBytesPerMin/1024)
 		p("| steady, %d pods: CPU (%% of one core) | %.2f | %.2f |\n", n, bf.CPUPercent, a.CPUPercent)
+		p("| steady, %d pods: podrun + the dockerd CPU it causes (%% of one core) | %.2f | %.2f |\n", n,
+			bf.CPUPercent+bf.Dockerd.Caused(), a.CPUPercent+a.Dockerd.Caused())
 		p("| steady, %d pods: RSS (MiB) | %.1f | %.1f |\n", n, mib(bf.RSS), mib(a.RSS))
 		ev := func(s Steady) (float64, float64, float64) {
 			var t, q, k []float64

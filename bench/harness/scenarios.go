@@ -345,6 +345,8 @@ type Steady struct {
 	ListBytesPerMin float64
 	// Events are the costs of one container killed under watch.
 	Events []EventCost
+	// Dockerd is dockerd's CPU in the window, and alone (dockerd.go).
+	Dockerd DockerdCPU
 }
 
 // EventCost is what one runtime event (a container killed) cost podrun:
@@ -387,6 +389,7 @@ func (e *env) steadyState(ctx context.Context, s subject, n int) (Steady, error)
 	st.BringUpSeconds = time.Since(start).Seconds()
 	time.Sleep(5 * time.Second) // the bring-up's tail is not the steady state
 	url := fmt.Sprintf("http://127.0.0.1:%d/metrics", port)
+	settleRelist(ctx, url)
 
 	m0, err := benchkit.Metrics(ctx, url, "podrun_runtime_calls_total")
 	if err != nil {
@@ -396,6 +399,10 @@ func (e *env) steadyState(ctx context.Context, s subject, n int) (Steady, error)
 	starts0, _ := benchkit.Metrics(ctx, url, "podrun_container_starts_total")
 	d0, b0 := proxy.Counts(), proxy.Bytes()
 	p0, err := benchkit.ReadProc(pr.Pid())
+	if err != nil {
+		return st, err
+	}
+	dockerdMeter, err := dockerdCPUMeter()
 	if err != nil {
 		return st, err
 	}
@@ -412,6 +419,9 @@ func (e *env) steadyState(ctx context.Context, s subject, n int) (Steady, error)
 		}
 	}
 	tick.Stop()
+	if st.Dockerd.WithPodrun, err = dockerdMeter(); err != nil {
+		return st, err
+	}
 	p1, err := benchkit.ReadProc(pr.Pid())
 	if err != nil {
 		return st, err
@@ -501,6 +511,10 @@ func (e *env) steadyState(ctx context.Context, s subject, n int) (Steady, error)
 	}
 	log.Printf("steady %3d pods %-18s: RSS %.1f MiB (max %.1f), CPU %.2f%%, runtime calls %.1f/min, docker requests %.1f/min %v",
 		n, s.Label, mib(st.RSS), mib(st.MaxRSS), st.CPUPercent, st.RuntimePerMin, st.DockerPerMin, st.DockerCalls)
+	if st.Dockerd.Alone, err = dockerdAlone(pr, el); err != nil {
+		return st, err
+	}
+	logDockerdCPU(n, s.Label, st.CPUPercent, st.Dockerd)
 	return st, nil
 }
 

@@ -28,8 +28,8 @@ import (
 	"github.com/podrun/podrun/engine"
 )
 
-// Labels podrun puts on every object it makes. Every relist (each second)
-// carries them all, so they hold identities and hashes, nothing large: the
+// Labels podrun puts on every object it makes. Every relist (each second
+// while events are not flowing) carries them all, so they hold identities and hashes, nothing large: the
 // specs the hashes were taken of are the caller's to keep (podrun keeps
 // them in its root dir, for plan).
 const (

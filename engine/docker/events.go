@@ -19,8 +19,9 @@ var eventActions = []string{"start", "die", "oom", "destroy"}
 // Events reports the start, exit ("die"), OOM kill and removal ("destroy")
 // of this node's containers and sandboxes, from Docker's event stream
 // (filtered by the engine), until ctx ends; then it closes the channel.
-// When the stream breaks (dockerd restarted), it reconnects, backing off up
-// to 30 s, and sends an Event with Resync set once it is connected again.
+// When the stream breaks (dockerd restarted), it sends an Event with Lost
+// set, reconnects, backing off up to 30 s, and sends an Event with Resync
+// set once it is connected again.
 //
 // Events from the moment of the call on are reported, even those that
 // happen before the stream is connected (Docker replays them); after a
@@ -95,6 +96,10 @@ func (r *Runtime) watchEvents(ctx context.Context, out chan<- engine.Event, sinc
 					return
 				}
 				r.log.Warn("docker events: stream broken; reconnecting", "err", err)
+				if !send(engine.Event{Lost: true}) {
+					cancel()
+					return
+				}
 				break stream
 			case m := <-msgs:
 				backoff = time.Second

@@ -52,7 +52,9 @@ const FakeScript = "fake"
 // next call of a method fail; Calls counts calls per method; SetClock sets
 // the time the fake stamps; AddImage, PutImage, SetImageFs and SetPullError
 // set up images (the image filesystem frees an image's size when it is
-// removed); SetExecHandler replaces Exec; Resync sends subscribers a Resync event.
+// removed); SetExecHandler replaces Exec; CutEvents breaks the subscribers'
+// event streams (a Lost event, then nothing) until Resync reconnects them
+// with a Resync event.
 //
 // All methods are safe for concurrent use. Views of one fake for other nodes
 // (ForNode) share its objects, images, clock, hooks and counters, as several
@@ -106,6 +108,8 @@ type fakeSub struct {
 	mu   sync.Mutex
 	q    []engine.Event
 	wake chan struct{}
+	// cut: the stream is broken (CutEvents); events are dropped.
+	cut bool
 }
 
 type fakeSandbox struct {
@@ -792,6 +796,15 @@ func (s *fakeStore) emit(node, podUID, id, action string) {
 
 func (sub *fakeSub) push(ev engine.Event) {
 	sub.mu.Lock()
+	switch {
+	case ev.Lost:
+		sub.cut = true
+	case ev.Resync:
+		sub.cut = false
+	case sub.cut:
+		sub.mu.Unlock()
+		return
+	}
 	sub.q = append(sub.q, ev)
 	sub.mu.Unlock()
 	select {
@@ -841,13 +854,20 @@ func (f *Fake) Events(ctx context.Context) <-chan engine.Event {
 }
 
 // Resync sends every subscriber of this node a Resync event, as a runtime
-// does after reconnecting to its engine.
-func (f *Fake) Resync() {
+// does after reconnecting to its engine; a stream CutEvents broke reports
+// events again from then on.
+func (f *Fake) Resync() { f.pushAll(engine.Event{Resync: true}) }
+
+// CutEvents breaks every event stream of this node, as the engine going
+// away does: a Lost event, then no event until Resync.
+func (f *Fake) CutEvents() { f.pushAll(engine.Event{Lost: true}) }
+
+func (f *Fake) pushAll(ev engine.Event) {
 	f.s.mu.Lock()
 	defer f.s.mu.Unlock()
 	for sub := range f.s.subs {
 		if sub.node == f.node {
-			sub.push(engine.Event{Resync: true})
+			sub.push(ev)
 		}
 	}
 }

@@ -153,3 +153,29 @@ func TestFakeExecHandlerAndResync(t *testing.T) {
 		t.Errorf("Calls(Exec) = %d", f.Calls("Exec"))
 	}
 }
+
+// TestFakeCutEvents: a cut stream says Lost, then drops events until Resync.
+func TestFakeCutEvents(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	f, sbID, sb := newFakePod(t)
+	evs := f.Events(ctx)
+	id, _ := f.CreateContainer(ctx, sbID, sb, &engine.ContainerConfig{Name: "c", Image: "app:1"})
+	f.CutEvents()
+	if ev := <-evs; !ev.Lost {
+		t.Fatalf("event %+v, want Lost", ev)
+	}
+	if err := f.StartContainer(ctx, id); err != nil { // unreported
+		t.Fatal(err)
+	}
+	f.Resync()
+	if ev := <-evs; !ev.Resync {
+		t.Fatalf("event %+v, want Resync (the start while cut is dropped)", ev)
+	}
+	if err := f.Exit(id, 1); err != nil {
+		t.Fatal(err)
+	}
+	if ev := <-evs; ev.Action != "die" || ev.ContainerID != id {
+		t.Errorf("event %+v, want die of %s after Resync", ev, id)
+	}
+}
