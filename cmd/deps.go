@@ -14,6 +14,7 @@ import (
 	"github.com/podrun/podrun/engine"
 	"github.com/podrun/podrun/engine/docker"
 	"github.com/podrun/podrun/node"
+	"github.com/podrun/podrun/pause"
 	"github.com/podrun/podrun/runner"
 	"github.com/spf13/pflag"
 )
@@ -79,7 +80,8 @@ func connect(ctx context.Context, g *globalOptions) (*docker.Runtime, error) {
 	}
 	progress, endProgress := g.Images.pullProgress(g.ErrOut)
 	g.endPullProgress = endProgress
-	rt, err := docker.New(docker.Options{Host: g.DockerHost, NodeName: g.NodeName, Logger: g.Log, PullProgress: progress})
+	rt, err := docker.New(docker.Options{Host: g.DockerHost, NodeName: g.NodeName, Logger: g.Log, PullProgress: progress,
+		InfraProgram: pause.Program()})
 	if err != nil {
 		return nil, unreachable(fmt.Errorf("docker: %w", err))
 	}

@@ -19,6 +19,9 @@ import (
 // that signals and orphans can be sent to a process of its own.
 const helperEnv = "PODRUN_PAUSE_TEST_HELPER"
 
+// programEnv names the pause program the "exec-program" helper becomes.
+const programEnv = "PODRUN_PAUSE_TEST_PROGRAM"
+
 func TestMain(m *testing.M) {
 	if mode := os.Getenv(helperEnv); mode != "" {
 		os.Exit(helperMain(mode))
@@ -35,7 +38,7 @@ func helperMain(mode string) int {
 		fmt.Fprintln(os.Stderr, "prctl:", err)
 		return 2
 	}
-	if mode == "orphans" || mode == "orphans-noreap" {
+	if mode == "orphans" || mode == "orphans-noreap" || mode == "exec-program" {
 		// The shell exits at once; its background children are orphaned,
 		// re-parented to us, and exit over the next half second.
 		sh := exec.Command("/bin/sh", "-c",
@@ -46,6 +49,14 @@ func helperMain(mode string) int {
 		}
 		// Deliberately no sh.Wait(): the shell itself is a zombie for Run
 		// to reap too.
+	}
+	if mode == "exec-program" {
+		// The pause program in our place, a subreaper still (the flag
+		// survives execve), with orphans to reap.
+		fmt.Println("ready")
+		err := syscall.Exec(os.Getenv(programEnv), []string{"pause"}, nil)
+		fmt.Fprintln(os.Stderr, "exec:", err)
+		return 2
 	}
 	if mode == "orphans-noreap" {
 		// The control: nobody reaps, the zombies stay.

@@ -32,6 +32,7 @@ import (
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/client"
+	"github.com/podrun/podrun/pause"
 )
 
 // TestImage is the local image hack/setup.sh builds.
@@ -176,11 +177,12 @@ func BuildPodrun(repo, out string) error {
 	return nil
 }
 
-// InfraImage imports, as `docker import`, an image holding the static
-// podrun binary exe at /podrun with the entrypoint `/podrun pause` (what
-// podrun builds for itself when it has no infra image), tagged
-// InfraRepo:<hash of exe and tag>. It returns the reference and a function
-// that removes the image.
+// InfraImage imports, as `docker import`, the infra image podrun builds
+// for itself when it has none: the pause program (pause.Program()) at
+// /pause where podrun has one for this architecture, else the static
+// podrun binary exe at /podrun with the entrypoint `/podrun pause`. It is
+// tagged InfraRepo:<hash of exe and tag>, and returned with a function
+// that removes it.
 func InfraImage(ctx context.Context, cli *client.Client, exe, tag string) (string, func(), error) {
 	data, err := os.ReadFile(exe)
 	if err != nil {
@@ -188,9 +190,13 @@ func InfraImage(ctx context.Context, cli *client.Client, exe, tag string) (strin
 	}
 	sum := sha256.Sum256(append(data, tag...))
 	ref := InfraRepo + ":" + hex.EncodeToString(sum[:6])
+	name, entrypoint := "podrun", `ENTRYPOINT ["/podrun","pause"]`
+	if program := pause.Program(); program != nil {
+		name, entrypoint, data = "pause", `ENTRYPOINT ["/pause"]`, program
+	}
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
-	if err := tw.WriteHeader(&tar.Header{Name: "podrun", Mode: 0o755, Size: int64(len(data)), ModTime: time.Unix(0, 0)}); err != nil {
+	if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o755, Size: int64(len(data)), ModTime: time.Unix(0, 0)}); err != nil {
 		return "", nil, err
 	}
 	if _, err := tw.Write(data); err != nil {
@@ -200,7 +206,7 @@ func InfraImage(ctx context.Context, cli *client.Client, exe, tag string) (strin
 		return "", nil, err
 	}
 	rc, err := cli.ImageImport(ctx, image.ImportSource{Source: &buf, SourceName: "-"}, ref,
-		image.ImportOptions{Changes: []string{`ENTRYPOINT ["/podrun","pause"]`}})
+		image.ImportOptions{Changes: []string{entrypoint}})
 	if err != nil {
 		return "", nil, fmt.Errorf("import %s: %w", ref, err)
 	}

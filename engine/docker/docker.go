@@ -81,6 +81,10 @@ type Options struct {
 	// InfraPullTimeout bounds EnsureInfraImage's pull; 0 means
 	// DefaultInfraPullTimeout.
 	InfraPullTimeout time.Duration
+	// InfraProgram, when set, is the static executable the infra image
+	// EnsureInfraImage builds runs as /pause (pause.Program()). Nil builds
+	// the image from the podrun executable instead, running `podrun pause`.
+	InfraProgram []byte
 	// PullProgress, when set, receives every progress message of a pull (as
 	// Docker reports them: a status per layer), for a progress display.
 	PullProgress func(ref string, p PullProgress)
@@ -100,6 +104,7 @@ type Runtime struct {
 	node             string
 	log              *slog.Logger
 	infraPullTimeout time.Duration
+	infraProgram     []byte
 	pullProgress     func(string, PullProgress)
 
 	mu sync.Mutex
@@ -151,6 +156,7 @@ func New(opts Options) (*Runtime, error) {
 		node:             opts.NodeName,
 		log:              opts.Logger,
 		infraPullTimeout: opts.InfraPullTimeout,
+		infraProgram:     opts.InfraProgram,
 		pullProgress:     opts.PullProgress,
 		kinds:            map[string]string{},
 		details:          map[string]detail{},

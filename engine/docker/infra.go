@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"debug/elf"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -32,10 +33,12 @@ const LabelInfraImage = "io.podrun.infra"
 
 // EnsureInfraImage returns a local image to run sandboxes with: ref itself
 // when it is present or can be pulled within the infra pull timeout;
-// otherwise (an air-gapped box) an image built from the podrun executable exe
-// (os.Executable() in production), whose entrypoint is `/podrun pause`. The
-// built image is tagged podrun/pause:<short sha256 of exe> and reused while
-// that tag exists. An empty ref skips straight to the built image.
+// otherwise (an air-gapped box) an image podrun builds: of the runtime's
+// infra program (Options.InfraProgram) at /pause where it has one, else of
+// the podrun executable exe (os.Executable() in production), whose
+// entrypoint is `/podrun pause`. The built image is tagged
+// podrun/pause:<short sha256 of the program or exe> and reused while that
+// tag exists. An empty ref skips straight to the built image.
 func (r *Runtime) EnsureInfraImage(ctx context.Context, ref, exe string) (string, error) {
 	if ref != "" {
 		_, err := r.ImageStatus(ctx, ref)
@@ -61,12 +64,26 @@ func (r *Runtime) EnsureInfraImage(ctx context.Context, ref, exe string) (string
 		}
 		r.log.Warn("infra image cannot be pulled; using one built from the podrun binary", "image", ref, "err", err)
 	}
-	if exe == "" {
-		return "", errors.New("infra image: no podrun executable to build one from")
-	}
-	sum, err := fileSHA256(exe)
-	if err != nil {
-		return "", fmt.Errorf("infra image: %w", err)
+	var (
+		files []rootfsFile
+		from  = exe
+		sum   string
+	)
+	if r.infraProgram != nil {
+		// A few hundred bytes: each sandbox costs kilobytes, not the
+		// memory of a podrun's runtime and package initialisation.
+		files = []rootfsFile{{path: "/pause", data: r.infraProgram}}
+		from = "podrun's pause program"
+		h := sha256.Sum256(r.infraProgram)
+		sum = hex.EncodeToString(h[:])
+	} else {
+		if exe == "" {
+			return "", errors.New("infra image: no podrun executable to build one from")
+		}
+		var err error
+		if sum, err = fileSHA256(exe); err != nil {
+			return "", fmt.Errorf("infra image: %w", err)
+		}
 	}
 	tag := InfraImageRepo + ":" + sum[:12]
 	if _, err := r.ImageStatus(ctx, tag); err == nil {
@@ -75,23 +92,34 @@ func (r *Runtime) EnsureInfraImage(ctx context.Context, ref, exe string) (string
 	} else if !errors.Is(err, engine.ErrNotFound) {
 		return "", fmt.Errorf("infra image: %w", err)
 	}
-	if err := r.buildInfraImage(ctx, tag, exe); err != nil {
-		return "", fmt.Errorf("infra image: build %s from %s: %w", tag, exe, err)
+	if err := r.buildInfraImage(ctx, tag, exe, files); err != nil {
+		return "", fmt.Errorf("infra image: build %s from %s: %w", tag, from, err)
 	}
-	r.log.Info("infra image built from the podrun binary", "image", tag, "exe", exe)
+	r.log.Info("infra image built", "image", tag, "from", from)
 	return tag, nil
 }
 
-// buildInfraImage imports (as `docker import`) a rootfs holding exe at
-// /podrun and, when exe is dynamically linked, its ELF interpreter and the
-// shared libraries it needs, streamed as a tar.
-func (r *Runtime) buildInfraImage(ctx context.Context, tag, exe string) error {
-	files, libDirs, err := infraRootfs(exe)
+// buildInfraImage imports (as `docker import`) a rootfs streamed as a tar:
+// files, whose first is the entrypoint, when given; else exe at /podrun
+// and, when exe is dynamically linked, its ELF interpreter and the shared
+// libraries it needs, with `podrun pause` the entrypoint.
+func (r *Runtime) buildInfraImage(ctx context.Context, tag, exe string, files []rootfsFile) error {
+	entrypoint := []string{"/podrun", "pause"}
+	var libDirs []string
+	if len(files) > 0 {
+		entrypoint = []string{files[0].path}
+	} else {
+		var err error
+		if files, libDirs, err = infraRootfs(exe); err != nil {
+			return err
+		}
+	}
+	ep, err := json.Marshal(entrypoint)
 	if err != nil {
 		return err
 	}
 	changes := []string{
-		`ENTRYPOINT ["/podrun","pause"]`,
+		"ENTRYPOINT " + string(ep),
 		"LABEL " + LabelInfraImage + "=true",
 	}
 	if len(libDirs) > 0 {
@@ -103,7 +131,7 @@ func (r *Runtime) buildInfraImage(ctx context.Context, tag, exe string) error {
 	go func() { pw.CloseWithError(writeRootfs(pw, files)) }()
 	defer pr.Close()
 	rc, err := r.cli.ImageImport(ctx, image.ImportSource{Source: pr, SourceName: "-"}, tag,
-		image.ImportOptions{Changes: changes, Message: "podrun infra image, built from " + filepath.Base(exe)})
+		image.ImportOptions{Changes: changes, Message: "podrun infra image"})
 	if err != nil {
 		return wrap(err)
 	}
@@ -111,11 +139,12 @@ func (r *Runtime) buildInfraImage(ctx context.Context, tag, exe string) error {
 	return r.readProgress(rc, tag)
 }
 
-// rootfsFile is one file of the infra image: src on this host, at path in
-// the image.
+// rootfsFile is one file of the infra image, at path in the image: src on
+// this host, or data.
 type rootfsFile struct {
 	path string
 	src  string
+	data []byte
 }
 
 // infraRootfs lists the files of the infra image for exe, and the
@@ -319,6 +348,15 @@ func writeRootfs(w io.Writer, files []rootfsFile) error {
 }
 
 func writeFile(tw *tar.Writer, f rootfsFile, mtime time.Time) error {
+	if f.data != nil {
+		if err := tw.WriteHeader(&tar.Header{
+			Typeflag: tar.TypeReg, Name: strings.TrimPrefix(f.path, "/"), Mode: 0o755, Size: int64(len(f.data)), ModTime: mtime,
+		}); err != nil {
+			return err
+		}
+		_, err := tw.Write(f.data)
+		return err
+	}
 	fh, err := os.Open(f.src)
 	if err != nil {
 		return err

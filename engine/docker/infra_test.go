@@ -2,8 +2,15 @@ package docker
 
 import (
 	"context"
+	"crypto/sha256"
 	"debug/elf"
+	"encoding/hex"
+	"fmt"
+	"os"
 	"os/exec"
+	"runtime"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +18,7 @@ import (
 	"github.com/docker/docker/api/types/image"
 
 	"github.com/podrun/podrun/engine"
+	"github.com/podrun/podrun/pause"
 )
 
 func TestInfraImageFromBinary(t *testing.T) {
@@ -171,4 +179,94 @@ func TestInfraRootfsOfDynamicBinary(t *testing.T) {
 	if !libc || len(dirs) == 0 {
 		t.Errorf("rootfs %v (dirs %v) lacks the C library", paths, dirs)
 	}
+}
+
+// TestInfraImageFromProgram: with an infra program, the built image holds
+// it alone at /pause, and a sandbox of it runs as a process of a few KiB
+// that stops at once on SIGTERM.
+func TestInfraImageFromProgram(t *testing.T) {
+	t.Parallel()
+	if pause.Program() == nil {
+		t.Fatalf("no pause program for %s", runtime.GOARCH)
+	}
+	r := newRuntime(t, "rt-"+randHex(8))
+	// Bytes past its end change nothing the program does, but give this
+	// test an image tag of its own.
+	r.infraProgram = append(slices.Clone(pause.Program()), []byte(randHex(16))...)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	tag, err := r.EnsureInfraImage(ctx, "podrun.invalid/pause:3.10", "/nonexistent/podrun")
+	if err != nil {
+		t.Fatalf("EnsureInfraImage: %v", err)
+	}
+	t.Cleanup(func() {
+		if _, err := r.cli.ImageRemove(context.Background(), tag, image.RemoveOptions{Force: true, PruneChildren: true}); err != nil {
+			t.Errorf("remove %s: %v", tag, err)
+		}
+	})
+	sum := sha256.Sum256(r.infraProgram)
+	if want := InfraImageRepo + ":" + hex.EncodeToString(sum[:])[:12]; tag != want {
+		t.Fatalf("EnsureInfraImage = %s, want %s", tag, want)
+	}
+	img, err := r.cli.ImageInspect(ctx, tag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ep := img.Config.Entrypoint; len(ep) != 1 || ep[0] != "/pause" {
+		t.Errorf("entrypoint %q, want [/pause]", ep)
+	}
+	if img.Size > 4096 {
+		t.Errorf("image size %d bytes, want the program alone", img.Size)
+	}
+
+	sb := &engine.SandboxConfig{Pod: engine.PodRef{UID: randHex(32), Name: "infra", Namespace: "default"}, Image: tag, Hostname: "infra"}
+	id, err := r.RunSandbox(ctx, sb)
+	if err != nil {
+		t.Fatalf("RunSandbox: %v", err)
+	}
+	ins, err := r.cli.ContainerInspect(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ins.State.Running || ins.State.Pid == 0 {
+		t.Fatalf("the infra container is not running: %+v", ins.State)
+	}
+	// What the program is for: a sandbox's PID 1 holds a few pages, not
+	// a Go runtime's megabytes.
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", ins.State.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rss := statusKiB(t, string(status), "VmRSS:"); rss > 256 {
+		t.Errorf("the infra container's PID 1 has VmRSS %d KiB, want a few", rss)
+	}
+	if err := r.StopSandbox(ctx, id, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if ins, err = r.cli.ContainerInspect(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if ins.State.ExitCode != 0 {
+		t.Errorf("infra container exit code %d, want 0 (SIGTERM taken)", ins.State.ExitCode)
+	}
+	if err := r.RemoveSandbox(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// statusKiB is the value in kB of field (as "VmRSS:") of a /proc status.
+func statusKiB(t *testing.T, status, field string) int {
+	t.Helper()
+	for _, line := range strings.Split(status, "\n") {
+		if v, ok := strings.CutPrefix(line, field); ok {
+			n, err := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")))
+			if err != nil {
+				t.Fatalf("%s %q: %v", field, v, err)
+			}
+			return n
+		}
+	}
+	t.Fatalf("no %s in the status", field)
+	return 0
 }
