@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"io"
@@ -96,26 +95,6 @@ func (p *eventCutProxy) cutEvents() {
 	}
 }
 
-// metric returns the value of a sample of podrun's /metrics (-1 when it
-// cannot be read).
-func metric(url, name string) float64 {
-	resp, err := http.Get(url)
-	if err != nil {
-		return -1
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			if err == nil {
-				return f
-			}
-		}
-	}
-	return -1
-}
-
 // TestWatchNoticesAnExitWhileEventsAreCut: podrun whose Docker event
 // stream breaks goes back to relisting every second, and so restarts a
 // container killed while no event can tell it. (With events flowing, the
@@ -152,12 +131,12 @@ spec:
 		}
 	})
 	waitFor(t, "the pod to come up", 2*time.Minute, func() bool { return e.running()["cut/app"] != "" })
-	url := "http://127.0.0.1:" + strconv.Itoa(port) + "/metrics"
+	base := "http://127.0.0.1:" + strconv.Itoa(port)
 	const period = "podrun_relist_period_seconds"
-	waitFor(t, "the relist's period to grow while events flow", 2*time.Minute, func() bool { return metric(url, period) >= 8 })
+	waitFor(t, "the relist's period to grow while events flow", 2*time.Minute, func() bool { return metric(t, base, period, nil) >= 8 })
 
 	proxy.cutEvents()
-	waitFor(t, "the relist's period to drop to 1 s with the events cut", time.Minute, func() bool { return metric(url, period) == 1 })
+	waitFor(t, "the relist's period to drop to 1 s with the events cut", time.Minute, func() bool { return metric(t, base, period, nil) == 1 })
 	old := e.running()["cut/app"]
 	if err := docker.ContainerKill(context.Background(), old, "KILL"); err != nil {
 		t.Fatal(err)
@@ -166,7 +145,7 @@ spec:
 		id := e.running()["cut/app"]
 		return id != "" && id != old
 	})
-	if metric(url, period) != 1 {
+	if metric(t, base, period, nil) != 1 {
 		t.Errorf("the relist's period grew while the events were cut")
 	}
 }
