@@ -1,6 +1,7 @@
 package manifest
 
 import (
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -114,50 +115,61 @@ func ReadFile(path string, opts Options) (*Snapshot, error) {
 }
 
 func readFile(path string, opts Options) (*Snapshot, error) {
+	data, identity, err := readManifestFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return parse(path, identity, data, opts)
+}
+
+// readManifestFile reads the manifest file at path, refusing what cannot
+// be one (a directory, a FIFO, a file over MaxFileSize), and returns its
+// bytes and the absolute path its pods are identified by.
+func readManifestFile(path string) (data []byte, identity string, err error) {
 	// Look before opening: opening a FIFO would block until a writer
 	// comes. What has a manifest's name but cannot be read as one (a
 	// directory, a FIFO, a symlink loop) is an error, not "no manifest":
 	// the pods of a manifest replaced by such a thing are kept.
 	info, err := os.Stat(path)
 	if err != nil {
-		return nil, fmt.Errorf("read manifest: %w", err)
+		return nil, "", fmt.Errorf("read manifest: %w", err)
 	}
 	if info.IsDir() {
-		return nil, fmt.Errorf("read manifest %s: is a directory, not a manifest file (manifest directories are not read "+
+		return nil, "", fmt.Errorf("read manifest %s: is a directory, not a manifest file (manifest directories are not read "+
 			"recursively): move it, or rename it without the .yaml, .yml or .json extension", path)
 	}
 	if !info.Mode().IsRegular() {
-		return nil, fmt.Errorf("read manifest %s: not a regular file (%s)", path, info.Mode().Type())
+		return nil, "", fmt.Errorf("read manifest %s: not a regular file (%s)", path, info.Mode().Type())
 	}
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("read manifest: %w", err)
+		return nil, "", fmt.Errorf("read manifest: %w", err)
 	}
 	defer f.Close()
 	info, err = f.Stat()
 	if err != nil {
-		return nil, fmt.Errorf("read manifest: %w", err)
+		return nil, "", fmt.Errorf("read manifest: %w", err)
 	}
 	if !info.Mode().IsRegular() {
-		return nil, fmt.Errorf("read manifest %s: not a regular file (%s)", path, info.Mode().Type())
+		return nil, "", fmt.Errorf("read manifest %s: not a regular file (%s)", path, info.Mode().Type())
 	}
 	// The size is checked on what is read, not only on what Stat said: the
 	// file may grow in between.
-	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	data, err = io.ReadAll(io.LimitReader(f, MaxFileSize+1))
 	if err != nil {
-		return nil, fmt.Errorf("read manifest %s: %w", path, err)
+		return nil, "", fmt.Errorf("read manifest %s: %w", path, err)
 	}
 	if len(data) > MaxFileSize || info.Size() > MaxFileSize {
 		size := max(info.Size(), int64(len(data)))
-		return nil, ErrorList{{Source: path, Message: fmt.Sprintf(
+		return nil, "", ErrorList{{Source: path, Message: fmt.Sprintf(
 			"file is %.1f MiB, over the %d MiB limit for a manifest: is it really a manifest?",
 			float64(size)/(1<<20), MaxFileSize>>20)}}
 	}
-	identity, err := filepath.Abs(path)
+	identity, err = filepath.Abs(path)
 	if err != nil {
-		return nil, fmt.Errorf("read manifest: %w", err)
+		return nil, "", fmt.Errorf("read manifest: %w", err)
 	}
-	return parse(path, identity, data, opts)
+	return data, identity, nil
 }
 
 // ManifestFiles lists what ReadPath reads: path itself when it is a file, or
@@ -253,4 +265,62 @@ func Merge(source string, snaps ...*Snapshot) (*Snapshot, error) {
 		errs = append(errs, c.Problem(fmt.Sprintf("%s conflicts with the %s defined at %s; the first one is kept", c.What, c.Kind, c.WinnerAt)))
 	}
 	return merged, errs.orNil()
+}
+
+// FileReader reads manifest files as ReadFile does, for a source that reads
+// the same files again at every rescan: a file whose bytes are those of an
+// earlier good read is not parsed again, and that read's snapshot is
+// returned as it was (its config.seen included: the pods did not change).
+// A rescan of unchanged manifests then costs a read and a hash per file,
+// not the decoding and validation of every pod. It is not safe for
+// concurrent use.
+type FileReader struct {
+	opts Options
+	good map[string]goodRead // path as given -> its last good read
+}
+
+// goodRead is a file's last read that parsed without a problem.
+type goodRead struct {
+	sum  [sha256.Size]byte
+	snap *Snapshot
+}
+
+// NewFileReader returns a FileReader parsing with opts.
+func NewFileReader(opts Options) (*FileReader, error) {
+	opts, err := opts.complete()
+	if err != nil {
+		return nil, err
+	}
+	return &FileReader{opts: opts, good: map[string]goodRead{}}, nil
+}
+
+// Read is ReadFile(path, opts): the snapshot of the file's current bytes.
+func (r *FileReader) Read(path string) (*Snapshot, error) {
+	data, identity, err := readManifestFile(path)
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(data)
+	if g, ok := r.good[path]; ok && g.sum == sum {
+		return g.snap, nil
+	}
+	snap, err := parse(path, identity, data, r.opts)
+	if err == nil {
+		r.good[path] = goodRead{sum: sum, snap: snap}
+	}
+	return snap, err
+}
+
+// Keep forgets the reads of every file but those listed: a file gone from
+// the source is parsed anew if it comes back.
+func (r *FileReader) Keep(paths []string) {
+	listed := make(map[string]bool, len(paths))
+	for _, p := range paths {
+		listed[p] = true
+	}
+	for p := range r.good {
+		if !listed[p] {
+			delete(r.good, p)
+		}
+	}
 }

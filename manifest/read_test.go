@@ -222,3 +222,70 @@ func TestMergeKeepsTheFirst(t *testing.T) {
 		t.Errorf("the first definition must win")
 	}
 }
+
+// TestFileReaderParsesOnlyChangedBytes: a FileReader returns the snapshot
+// of an earlier good read while a file's bytes are the same, parses them
+// again once they change, and forgets what Keep leaves out.
+func TestFileReaderParsesOnlyChangedBytes(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "web.yaml")
+	writeFile(t, path, podNamed("web"), 0o600)
+	r, err := NewFileReader(testOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := func() *Snapshot {
+		t.Helper()
+		snap, err := r.Read(path)
+		if err != nil {
+			t.Fatalf("read %s: %v", path, err)
+		}
+		return snap
+	}
+
+	first := read()
+	if again := read(); again != first {
+		t.Errorf("the same bytes were parsed again")
+	}
+	want, err := ReadFile(path, testOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Pods[0].UID != want.Pods[0].UID || contentHash(first) != contentHash(want) {
+		t.Errorf("the reader's snapshot differs from ReadFile's")
+	}
+
+	writeFile(t, path, podNamed("api"), 0o600)
+	edited := read()
+	if edited == first || len(edited.Pods) != 1 || !strings.HasPrefix(edited.Pods[0].Name, "api") {
+		t.Fatalf("an edit was not read: %v", podNames(edited))
+	}
+
+	// A broken edit is an error each time; back to the good bytes, their
+	// read is the one kept.
+	writeFile(t, path, "apiVersion: v1\nkind: Pod\nmetadata: {name: x}\nspec: {containers: [{name: a, ima", 0o600)
+	for range 2 {
+		if _, err := r.Read(path); err == nil {
+			t.Fatal("a broken manifest read without an error")
+		}
+	}
+	writeFile(t, path, podNamed("api"), 0o600)
+	if back := read(); back != edited {
+		t.Errorf("the good bytes were parsed again after a broken edit")
+	}
+
+	r.Keep(nil)
+	if after := read(); after == edited {
+		t.Errorf("a file Keep left out kept its read")
+	}
+}
+
+// contentHash is what tells two snapshots' pods apart: their config
+// hashes, in order.
+func contentHash(s *Snapshot) string {
+	var hashes []string
+	for _, p := range s.Pods {
+		hashes = append(hashes, p.Annotations[AnnotationConfigHash])
+	}
+	return strings.Join(hashes, ",")
+}

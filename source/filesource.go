@@ -75,11 +75,15 @@ func (s *FileSource) Run(ctx context.Context, out chan<- Update) {
 	if err == nil && s.Path == "" {
 		err = errors.New("no path given")
 	}
+	var reader *manifest.FileReader
+	if err == nil {
+		reader, err = manifest.NewFileReader(opts)
+	}
 	if err == nil {
 		var abs string
 		abs, err = filepath.Abs(s.Path)
 		if err == nil {
-			s.run(ctx, out, newFileScanner(s.Path, abs, opts, logger))
+			s.run(ctx, out, newFileScanner(s.Path, abs, opts, reader, logger))
 			return
 		}
 	}
@@ -192,9 +196,12 @@ func (s *FileSource) run(ctx context.Context, out chan<- Update, sc *fileScanner
 // fileScanner is the state of one FileSource: the last good snapshot of
 // each file. It is used by the source's goroutine only.
 type fileScanner struct {
-	path   string // as configured: shown in messages, the Snapshot's Source
-	abs    string // absolute: events are matched against it
-	opts   manifest.Options
+	path string // as configured: shown in messages, the Snapshot's Source
+	abs  string // absolute: events are matched against it
+	opts manifest.Options
+	// reader parses a file only when its bytes changed: a rescan of
+	// unchanged manifests decodes and validates nothing.
+	reader *manifest.FileReader
 	logger *slog.Logger
 
 	good     map[string]*manifest.Snapshot // file (as listed) -> last good
@@ -206,9 +213,9 @@ type fileScanner struct {
 	watchProblem problemLog
 }
 
-func newFileScanner(path, abs string, opts manifest.Options, logger *slog.Logger) *fileScanner {
+func newFileScanner(path, abs string, opts manifest.Options, reader *manifest.FileReader, logger *slog.Logger) *fileScanner {
 	return &fileScanner{
-		path: path, abs: abs, opts: opts, logger: logger,
+		path: path, abs: abs, opts: opts, reader: reader, logger: logger,
 		good:         map[string]*manifest.Snapshot{},
 		everGood:     map[string]bool{},
 		problems:     problemLog{logger: logger},
@@ -245,7 +252,7 @@ func (sc *fileScanner) wholeManifest(name string) bool {
 	}
 	for _, f := range files {
 		if abs, err := filepath.Abs(f); err == nil && abs == filepath.Clean(name) && sc.good[f] != nil {
-			snap, err := manifest.ReadFile(f, sc.opts)
+			snap, err := sc.reader.Read(f)
 			return err == nil && snap.Documents() > 0
 		}
 	}
@@ -314,7 +321,7 @@ func (sc *fileScanner) scan() Update {
 		sc.usable = true
 		read := map[string]bool{}
 		for _, f := range files {
-			snap, err := manifest.ReadFile(f, sc.opts)
+			snap, err := sc.reader.Read(f)
 			if errors.Is(err, fs.ErrNotExist) {
 				// Renamed away while listed (an editor saving): as deleted.
 				// The event of its return brings the next scan.
@@ -339,6 +346,7 @@ func (sc *fileScanner) scan() Update {
 			}
 			sc.accept(f, snap)
 		}
+		sc.reader.Keep(files)
 		for _, f := range slices.Sorted(maps.Keys(sc.good)) {
 			if !read[f] {
 				sc.logger.Info("manifest file removed", "file", f, "pods", len(sc.good[f].Pods))
