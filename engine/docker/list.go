@@ -3,12 +3,14 @@ package docker
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/podrun/podrun/engine"
 )
@@ -199,30 +201,43 @@ func sandboxIP(c container.Summary) string {
 // ListContainers returns this node's containers. It costs one ContainerList
 // call, plus one inspect for each container seen for the first time in its
 // present state (what inspect tells of a running or exited container does
-// not change, and is cached) and for each created one.
+// not change, and is cached) and for each created one. The inspects run
+// inspectsAtOnce at a time: a process that lists for the first time (down,
+// once, a restarted watch) inspects every container.
 func (r *Runtime) ListContainers(ctx context.Context) ([]*engine.Container, error) {
 	cs, err := r.list(ctx, false, "")
 	if err != nil {
 		return nil, fmt.Errorf("list containers: %w", err)
 	}
+	cs = slices.DeleteFunc(cs, func(c container.Summary) bool { return c.Labels[LabelContainerType] == TypeSandbox })
+	mapped := make([]*engine.Container, len(cs))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(inspectsAtOnce)
+	for i, c := range cs {
+		g.Go(func() error {
+			ctr, err := r.containerOf(gctx, c)
+			mapped[i] = ctr
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, fmt.Errorf("list containers: %w", err)
+	}
 	out := make([]*engine.Container, 0, len(cs))
 	seen := make(map[string]bool, len(cs))
-	for _, c := range cs {
-		if c.Labels[LabelContainerType] == TypeSandbox {
-			continue
-		}
-		ctr, err := r.containerOf(ctx, c)
-		if err != nil {
-			return nil, fmt.Errorf("list containers: %w", err)
-		}
+	for _, ctr := range mapped {
 		if ctr != nil {
-			seen[c.ID] = true
+			seen[ctr.ID] = true
 			out = append(out, ctr)
 		}
 	}
 	r.prune(seen, false)
 	return out, nil
 }
+
+// inspectsAtOnce bounds the inspects one list makes together: enough to
+// overlap their round trips, few enough not to queue up in dockerd.
+const inspectsAtOnce = 8
 
 // containerOf maps a listed container, with what only inspect tells (see
 // detail); nil when it was removed since the list.
