@@ -256,15 +256,13 @@ func (r *Runner) stopContainers(ctx context.Context, pod *v1.Pod, podIP string, 
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for _, k := range targets {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			if err := r.killContainer(ctx, pod, podIP, k, grace); err != nil {
 				mu.Lock()
 				*errs = append(*errs, err)
 				mu.Unlock()
 			}
-		}()
+		})
 	}
 	wg.Wait()
 }
@@ -481,9 +479,7 @@ func (r *Runner) teardownEach(ctx context.Context, pods map[string]*podState, ta
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for _, t := range targets {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			st := pods[t.UID]
 			g := grace
 			if g < 0 {
@@ -493,7 +489,7 @@ func (r *Runner) teardownEach(ctx context.Context, pods map[string]*podState, ta
 			mu.Lock()
 			defer mu.Unlock()
 			done(t, err)
-		}()
+		})
 	}
 	wg.Wait()
 }
