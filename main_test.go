@@ -37,6 +37,24 @@ func TestLinkerPrunesUnusedMethods(t *testing.T) {
 	}
 }
 
+// TestClientsetNotLinked guards podrun's memory: client-go's clientset,
+// and every typed client it is made of, links
+// k8s.io/client-go/kubernetes/scheme, whose init registers all ~60 API
+// groups in every podrun process (about 7 MiB of RSS, docs/memory.md).
+// Cluster mode talks to the apiserver through package kubeclient instead.
+func TestClientsetNotLinked(t *testing.T) {
+	cmd := exec.Command("go", "list", "-tags", buildTags, "-deps", "-f", "{{.ImportPath}}", ".")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	for _, pkg := range strings.Fields(string(out)) {
+		if pkg == "k8s.io/client-go/kubernetes" || strings.HasPrefix(pkg, "k8s.io/client-go/kubernetes/") {
+			t.Errorf("podrun links %s; use package kubeclient (see docs/memory.md)", pkg)
+		}
+	}
+}
+
 // reflectMethodChain reads the linker's -dumpdep output ("from -> to" per
 // line, a function that looks methods up by name marked <ReflectMethod>)
 // and returns the first such function followed by the functions that reach

@@ -17,12 +17,10 @@ import (
 	"github.com/spf13/pflag"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/podrun/podrun/kubeclient"
 	"github.com/podrun/podrun/node"
 	"github.com/podrun/podrun/nodeapi"
 	"github.com/podrun/podrun/runner"
@@ -137,7 +135,7 @@ type kubeClient struct {
 	userAgent string
 
 	mu     sync.Mutex
-	client kubernetes.Interface
+	client *kubeclient.Client
 	// made is closed when the client is made (by the first Get that can).
 	made chan struct{}
 }
@@ -157,7 +155,7 @@ func (k *kubeClient) Made() <-chan struct{} {
 var errNoKubeconfig = errors.New("kubeconfig not written yet")
 
 // Get returns the client, or why there is none yet.
-func (k *kubeClient) Get() (kubernetes.Interface, error) {
+func (k *kubeClient) Get() (*kubeclient.Client, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.client != nil {
@@ -173,7 +171,7 @@ func (k *kubeClient) Get() (kubernetes.Interface, error) {
 	cfg.UserAgent = k.userAgent
 	// The kubelet's kubeAPIQPS and kubeAPIBurst defaults.
 	cfg.QPS, cfg.Burst = 50, 100
-	c, err := kubernetes.NewForConfig(cfg)
+	c, err := kubeclient.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig %s: %w", k.path, err)
 	}
@@ -183,6 +181,40 @@ func (k *kubeClient) Get() (kubernetes.Interface, error) {
 	}
 	close(k.made)
 	return c, nil
+}
+
+// clientAs is kc's client as the interface one part of cluster mode
+// defines for it (kubeclient.Client implements each: see the assertions
+// below).
+func clientAs[C any](kc *kubeClient) func() (C, error) {
+	return func() (C, error) {
+		c, err := kc.Get()
+		if err != nil {
+			var none C
+			return none, err
+		}
+		return any(c).(C), nil
+	}
+}
+
+var (
+	_ source.APIClient = (*kubeclient.Client)(nil)
+	_ source.TokenAPI  = (*kubeclient.Client)(nil)
+	_ status.Client    = (*kubeclient.Client)(nil)
+	_ node.Client      = (*kubeclient.Client)(nil)
+	_ nodeapi.Client   = (*kubeclient.Client)(nil)
+)
+
+// runtimeClassesOf is kc's RuntimeClasses client, for the RuntimeClass
+// watch.
+func runtimeClassesOf(kc *kubeClient) func() (source.RuntimeClassAPI, error) {
+	return func() (source.RuntimeClassAPI, error) {
+		c, err := kc.Get()
+		if err != nil {
+			return nil, err
+		}
+		return c.RuntimeClasses(), nil
+	}
 }
 
 // cluster is what joins the node to a cluster besides the apiserver
@@ -207,13 +239,13 @@ func newCluster(ctx context.Context, opts *watchOptions, kc *kubeClient, events 
 	if err != nil {
 		return nil, err
 	}
-	statuses, err := status.NewManager(status.Options{Client: kc.Get, NodeName: opts.NodeName, NodeUID: agent.NodeUID,
+	statuses, err := status.NewManager(status.Options{Client: clientAs[status.Client](kc), NodeName: opts.NodeName, NodeUID: agent.NodeUID,
 		Pods: r, Desired: mux.Pods, SourcesReady: mux.Ready, Clock: opts.Clock, Logger: opts.Log, Metrics: status.NewMetrics(reg)})
 	if err != nil {
 		return nil, err
 	}
 	c := &cluster{log: opts.Log, kc: kc, events: events, agent: agent, statuses: statuses,
-		runtimeClasses: &source.RuntimeClassWatch{Client: kc.Get, OnChange: r.SetClusterRuntimeClasses,
+		runtimeClasses: &source.RuntimeClassWatch{Client: runtimeClassesOf(kc), OnChange: r.SetClusterRuntimeClasses,
 			Clock: opts.Clock, Logger: opts.Log}}
 	if opts.Cluster.Port == 0 {
 		return c, nil
@@ -225,8 +257,8 @@ func newCluster(ctx context.Context, opts *watchOptions, kc *kubeClient, events 
 		TLSKeyFile:    opts.Cluster.TLSPrivateKeyFile,
 		RootDir:       opts.RootDir,
 		NodeIPs:       []net.IP{net.ParseIP(nodeIP)},
-		Authenticator: nodeapi.NewAuthenticator(nodeapi.AuthenticatorOptions{ClientCAFile: opts.Cluster.ClientCAFile, Client: kc.Get}),
-		Authorizer:    nodeapi.NewAuthorizer(nodeapi.AuthorizerOptions{Client: kc.Get}),
+		Authenticator: nodeapi.NewAuthenticator(nodeapi.AuthenticatorOptions{ClientCAFile: opts.Cluster.ClientCAFile, Client: clientAs[nodeapi.Client](kc)}),
+		Authorizer:    nodeapi.NewAuthorizer(nodeapi.AuthorizerOptions{Client: clientAs[nodeapi.Client](kc)}),
 		Pods:          r,
 		Logs:          nodeapi.EngineLogs{Pods: r, Engine: rt},
 		Healthy:       r.Healthy,
@@ -287,7 +319,7 @@ func newNodeAgent(ctx context.Context, opts *watchOptions, kc *kubeClient, event
 	}
 	return node.NewAgent(node.AgentConfig{
 		NodeName:           opts.NodeName,
-		Client:             kc.Get,
+		Client:             clientAs[node.Client](kc),
 		Addresses:          nodeAddresses(nodeIP, opts.NodeName),
 		Labels:             labels,
 		MaxPods:            opts.Cluster.MaxPods,
@@ -320,7 +352,7 @@ type clusterEvents struct {
 func newClusterEvents(nodeName string) *clusterEvents {
 	b := record.NewBroadcaster()
 	return &clusterEvents{broadcaster: b,
-		recorder: b.NewRecorder(scheme.Scheme, v1.EventSource{Component: "kubelet", Host: nodeName})}
+		recorder: b.NewRecorder(kubeclient.Scheme, v1.EventSource{Component: "kubelet", Host: nodeName})}
 }
 
 // run starts the sink once kc's client is made (the node agent's retries
@@ -336,6 +368,6 @@ func (e *clusterEvents) run(ctx context.Context, kc *kubeClient) {
 	if err != nil {
 		return // cannot be: the client is made
 	}
-	e.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	e.broadcaster.StartRecordingToSink(kubeclient.EventSink{Client: client})
 	<-ctx.Done()
 }

@@ -148,7 +148,7 @@ func watchRun(ctx context.Context, opts *watchOptions) error {
 		// Last, so that a ConfigMap or Secret named alike in a local
 		// manifest and in the API is the local one (and reported).
 		sources = append(sources, source.Named{Name: source.DefaultAPIServerSourceName,
-			Source: &source.APIServerSource{NodeName: opts.NodeName, Client: kc.Get, Logger: opts.Log}})
+			Source: &source.APIServerSource{NodeName: opts.NodeName, Client: clientAs[source.APIClient](kc), Logger: opts.Log}})
 	}
 
 	rt, err := opts.Engine(ctx)
@@ -171,7 +171,7 @@ func watchRun(ctx context.Context, opts *watchOptions) error {
 		}
 		if kc != nil {
 			// Projected service-account tokens: TokenRequest, as the node.
-			c.Tokens = &source.TokenManager{Client: kc.Get, Clock: opts.Clock}
+			c.Tokens = &source.TokenManager{Client: clientAs[source.TokenAPI](kc), Clock: opts.Clock}
 		}
 		c.SyncFrequency = opts.SyncFrequency
 		c.ExtendedResources = opts.ExtendedResources

@@ -19,10 +19,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
-	"k8s.io/component-helpers/apimachinery/lease"
 	"k8s.io/utils/clock"
+
+	"github.com/podrun/podrun/kubeclient"
 )
 
 // The kubelet's node-status timing (KubeletConfiguration defaults).
@@ -40,7 +40,7 @@ type AgentConfig struct {
 	// Client returns the cluster's client, or an error while there is none
 	// yet (the kubeconfig is written after podrun starts, on a kubeadm
 	// box). The agent asks again with back-off.
-	Client func() (kubernetes.Interface, error)
+	Client func() (Client, error)
 	// Addresses are the node's addresses (InternalIP, Hostname).
 	Addresses []v1.NodeAddress
 	// Labels and Taints are set when the node registers; labels also on a
@@ -91,6 +91,13 @@ type AgentConfig struct {
 // record.EventRecorder is one).
 type EventRecorder interface {
 	Event(object k8sruntime.Object, eventtype, reason, message string)
+}
+
+// Client is what the agent asks of the apiserver: its Node and its Lease
+// (kubeclient.Client is one).
+type Client interface {
+	Nodes() *kubeclient.Nodes
+	Leases(namespace string) *kubeclient.Leases
 }
 
 // Agent is the node's side of cluster mode: it registers the Node, keeps its
@@ -160,8 +167,8 @@ func (a *Agent) Run(ctx context.Context) {
 }
 
 // waitClient asks for the client until there is one, or ctx ends (nil).
-func (a *Agent) waitClient(ctx context.Context) kubernetes.Interface {
-	var client kubernetes.Interface
+func (a *Agent) waitClient(ctx context.Context) Client {
+	var client Client
 	a.retry(ctx, "connect to the cluster", func() error {
 		var err error
 		client, err = a.cfg.Client()
@@ -233,7 +240,7 @@ func (a *Agent) defaultLabels() map[string]string {
 // node was registered before), adds podrun's labels to it, as the
 // kubelet's tryRegisterWithAPIServer. Its taints are then the cluster's
 // business (kubeadm marks the control plane).
-func (a *Agent) register(ctx context.Context, client kubernetes.Interface) error {
+func (a *Agent) register(ctx context.Context, client Client) error {
 	if a.runtimeVersion == "" && a.cfg.RuntimeVersion != nil {
 		v, err := a.cfg.RuntimeVersion(ctx)
 		if err != nil {
@@ -252,7 +259,7 @@ func (a *Agent) register(ctx context.Context, client kubernetes.Interface) error
 	want.Status = a.status(a.measure(), nil, a.cfg.Clock.Now())
 	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	created, err := client.CoreV1().Nodes().Create(rctx, want, metav1.CreateOptions{})
+	created, err := client.Nodes().Create(rctx, want, metav1.CreateOptions{})
 	if err == nil {
 		a.uid.Store(created.UID)
 		a.remember(created.Status)
@@ -265,7 +272,7 @@ func (a *Agent) register(ctx context.Context, client kubernetes.Interface) error
 	}
 	var uid types.UID
 	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		existing, err := client.CoreV1().Nodes().Get(rctx, a.cfg.NodeName, metav1.GetOptions{})
+		existing, err := client.Nodes().Get(rctx, a.cfg.NodeName, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
@@ -283,7 +290,7 @@ func (a *Agent) register(ctx context.Context, client kubernetes.Interface) error
 			existing.Labels = map[string]string{}
 		}
 		maps.Copy(existing.Labels, want.Labels)
-		_, err = client.CoreV1().Nodes().Update(rctx, existing, metav1.UpdateOptions{})
+		_, err = client.Nodes().Update(rctx, existing, metav1.UpdateOptions{})
 		return err
 	})
 	if err != nil {
@@ -365,7 +372,7 @@ func sameResources(a, b v1.ResourceList) bool {
 
 // runStatus posts the node's status every StatusUpdateFrequency when it
 // changed, and every StatusReportFrequency when not.
-func (a *Agent) runStatus(ctx context.Context, client kubernetes.Interface) {
+func (a *Agent) runStatus(ctx context.Context, client Client) {
 	t := a.cfg.Clock.NewTicker(a.cfg.StatusUpdateFrequency)
 	defer t.Stop()
 	for {
@@ -382,7 +389,7 @@ func (a *Agent) runStatus(ctx context.Context, client kubernetes.Interface) {
 
 // syncStatus posts the status if it is due. A Node deleted in the API is
 // registered again.
-func (a *Agent) syncStatus(ctx context.Context, client kubernetes.Interface) error {
+func (a *Agent) syncStatus(ctx context.Context, client Client) error {
 	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	now := a.cfg.Clock.Now()
@@ -395,7 +402,7 @@ func (a *Agent) syncStatus(ctx context.Context, client kubernetes.Interface) err
 	// after a conflict, from etcd.
 	get := metav1.GetOptions{ResourceVersion: "0"}
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		n, err := client.CoreV1().Nodes().Get(rctx, a.cfg.NodeName, get)
+		n, err := client.Nodes().Get(rctx, a.cfg.NodeName, get)
 		get = metav1.GetOptions{}
 		if err != nil {
 			return err
@@ -405,7 +412,7 @@ func (a *Agent) syncStatus(ctx context.Context, client kubernetes.Interface) err
 		n.Status.Capacity, n.Status.Allocatable = s.Capacity, s.Allocatable
 		n.Status.Conditions, n.Status.Addresses = s.Conditions, s.Addresses
 		n.Status.DaemonEndpoints, n.Status.NodeInfo = s.DaemonEndpoints, s.NodeInfo
-		posted, err := client.CoreV1().Nodes().UpdateStatus(rctx, n, metav1.UpdateOptions{})
+		posted, err := client.Nodes().UpdateStatus(rctx, n, metav1.UpdateOptions{})
 		if err != nil {
 			return err
 		}
@@ -430,10 +437,10 @@ func (a *Agent) syncStatus(ctx context.Context, client kubernetes.Interface) err
 	return nil
 }
 
-// runLease renews the node's Lease with the kubelet's own controller
-// (k8s.io/component-helpers): every quarter of its duration, owned by the
+// runLease renews the node's Lease as the kubelet's node-lease controller
+// does: every quarter of its duration, owned by the
 // Node so that it goes with it.
-func (a *Agent) runLease(ctx context.Context, client kubernetes.Interface) {
+func (a *Agent) runLease(ctx context.Context, client Client) {
 	setOwner := func(l *coordinationv1.Lease) error {
 		uid := a.NodeUID()
 		if uid == "" {
@@ -446,7 +453,8 @@ func (a *Agent) runLease(ctx context.Context, client kubernetes.Interface) {
 		}
 		return nil
 	}
-	c := lease.NewController(a.cfg.Clock, client, a.cfg.NodeName, int32(a.cfg.LeaseDuration/time.Second),
-		nil, a.cfg.LeaseDuration/4, a.cfg.NodeName, LeaseNamespace, setOwner)
-	c.Run(ctx)
+	l := &leaseRenewer{leases: client.Leases(LeaseNamespace), name: a.cfg.NodeName, holder: a.cfg.NodeName,
+		durationSec: int32(a.cfg.LeaseDuration / time.Second), renewInterval: a.cfg.LeaseDuration / 4,
+		prepare: setOwner, clock: a.cfg.Clock, log: a.cfg.Log}
+	l.run(ctx)
 }

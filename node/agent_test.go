@@ -13,13 +13,12 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/podrun/podrun/clustertest"
 	"github.com/podrun/podrun/node"
+
+	"github.com/podrun/podrun/kubeclient"
 )
 
 // waitFor polls cond until it holds or a minute passes.
@@ -61,22 +60,22 @@ func TestAgentAgainstAPIServer(t *testing.T) {
 
 	// The kubeconfig "appears" on the third ask.
 	var asks atomic.Int32
-	client := func() (kubernetes.Interface, error) {
+	client := func() (node.Client, error) {
 		if asks.Add(1) < 3 {
 			return nil, errors.New("kubeconfig not written yet")
 		}
-		return kubernetes.NewForConfig(nodeCfg)
+		return kubeclient.NewForConfig(nodeCfg)
 	}
 	// Events go through client-go's broadcaster with the node's own
 	// credentials, as watch sends them.
-	nodeClient, err := kubernetes.NewForConfig(nodeCfg)
+	nodeClient, err := kubeclient.NewForConfig(nodeCfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	broadcaster := record.NewBroadcaster()
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: nodeClient.CoreV1().Events("")})
+	broadcaster.StartRecordingToSink(kubeclient.EventSink{Client: nodeClient})
 	t.Cleanup(broadcaster.Shutdown)
-	recorder := broadcaster.NewRecorder(scheme.Scheme, v1.EventSource{Component: "kubelet", Host: name})
+	recorder := broadcaster.NewRecorder(kubeclient.Scheme, v1.EventSource{Component: "kubelet", Host: name})
 
 	var healthMu sync.Mutex
 	var health error

@@ -23,7 +23,8 @@ import (
 	tokencache "k8s.io/apiserver/pkg/authentication/token/cache"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
-	"k8s.io/client-go/kubernetes"
+
+	"github.com/podrun/podrun/kubeclient"
 )
 
 // Defaults of the kubelet's KubeletConfiguration (authentication.webhook.
@@ -43,7 +44,14 @@ const (
 // ClientFunc returns the cluster's client, or an error while there is none
 // yet (on a kubeadm box the kubeconfig is written after podrun starts).
 // It is asked at every review that the cache does not answer.
-type ClientFunc func() (kubernetes.Interface, error)
+type ClientFunc func() (Client, error)
+
+// Client is what the node API asks of the apiserver: who a bearer token
+// is and what a user may do (kubeclient.Client is one).
+type Client interface {
+	TokenReviews() *kubeclient.TokenReviews
+	SubjectAccessReviews() *kubeclient.SubjectAccessReviews
+}
 
 // AuthenticatorOptions configure the node API's authentication, as the
 // kubelet's KubeletConfiguration.authentication does. Anonymous requests
@@ -168,7 +176,7 @@ func (a *TokenReviewAuthenticator) AuthenticateToken(ctx context.Context, token 
 	if auds, ok := authenticator.AudiencesFrom(ctx); ok {
 		review.Spec.Audiences = auds
 	}
-	got, err := client.AuthenticationV1().TokenReviews().Create(ctx, review, metav1.CreateOptions{})
+	got, err := client.TokenReviews().Create(ctx, review, metav1.CreateOptions{})
 	if err != nil {
 		return nil, false, fmt.Errorf("token review: %w", err)
 	}
@@ -249,7 +257,7 @@ func (s *SARAuthorizer) Authorize(ctx context.Context, a authorizer.Attributes) 
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
 	defer cancel()
-	got, err := client.AuthorizationV1().SubjectAccessReviews().Create(ctx,
+	got, err := client.SubjectAccessReviews().Create(ctx,
 		&authorizationv1.SubjectAccessReview{Spec: spec}, metav1.CreateOptions{})
 	if err != nil {
 		return authorizer.DecisionNoOpinion, "", fmt.Errorf("subject access review: %w", err)

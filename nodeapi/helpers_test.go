@@ -29,11 +29,12 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/client-go/rest"
 
 	"github.com/podrun/podrun/engine"
+
+	"github.com/podrun/podrun/kubeclient"
 )
 
 // testCA is a certificate authority made for a test.
@@ -178,7 +179,7 @@ func decodeBody(r *http.Request, into runtime.Object) error {
 		return err
 	}
 	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	info, ok := runtime.SerializerInfoForMediaType(scheme.Codecs.SupportedMediaTypes(), mt)
+	info, ok := runtime.SerializerInfoForMediaType(serializer.NewCodecFactory(kubeclient.Scheme).SupportedMediaTypes(), mt)
 	if !ok {
 		return fmt.Errorf("unsupported content type %q", mt)
 	}
@@ -187,8 +188,8 @@ func decodeBody(r *http.Request, into runtime.Object) error {
 }
 
 func (f *fakeAPIServer) client() ClientFunc {
-	c, err := kubernetes.NewForConfig(&rest.Config{Host: f.srv.URL})
-	return func() (kubernetes.Interface, error) { return c, err }
+	c, err := kubeclient.NewForConfig(&rest.Config{Host: f.srv.URL})
+	return func() (Client, error) { return c, err }
 }
 
 func (f *fakeAPIServer) counts() (tokenReviews, sars int) {

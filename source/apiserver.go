@@ -20,7 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 
@@ -50,7 +50,14 @@ const minBackoff = time.Second
 // (the kubeconfig file does not exist yet, does not load). A source calls
 // it again, with back-off, until it returns a client, and then keeps that
 // client until it stops.
-type ClientFunc func() (kubernetes.Interface, error)
+type ClientFunc func() (APIClient, error)
+
+// APIClient is what the apiserver source asks of the apiserver: the core
+// group's REST client, through which it lists and watches the node's pods
+// and the ConfigMaps and Secrets they reference (kubeclient.Client is one).
+type APIClient interface {
+	CoreREST() rest.Interface
+}
 
 // APIServerSource is the pods the apiserver binds to this node (the
 // kubelet's apiserver source): every pod with spec.nodeName == NodeName but
@@ -130,7 +137,7 @@ type apiRun struct {
 	// hold changed, and when the apiserver stops or starts answering.
 	poke chan struct{}
 
-	client     kubernetes.Interface
+	client     APIClient
 	connErr    error // why there is no client yet
 	backoff    time.Duration
 	retryTimer clock.Timer
@@ -291,18 +298,16 @@ func (r *apiRun) signal() {
 // reporting it (it will resume where it was), so each call's outcome sets
 // or clears the source's error.
 func (r *apiRun) newPodInformer() cache.SharedIndexInformer {
-	sel := fields.OneTermEqualSelector("spec.nodeName", r.node).String()
-	pods := r.client.CoreV1().Pods(metav1.NamespaceAll)
+	pods := cache.NewListWatchFromClient(r.client.CoreREST(), "pods", metav1.NamespaceAll,
+		fields.OneTermEqualSelector("spec.nodeName", r.node))
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			opts.FieldSelector = sel
-			list, err := pods.List(ctx, opts)
+			list, err := pods.ListWithContext(ctx, opts)
 			r.track("list", err)
 			return list, err
 		},
 		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			opts.FieldSelector = sel
-			w, err := pods.Watch(ctx, opts)
+			w, err := pods.WatchWithContext(ctx, opts)
 			r.track("watch", err)
 			return w, err
 		},
@@ -733,7 +738,7 @@ func (r *apiRun) startObjectWatch(k objectKey) *objectWatch {
 	if k.kind == "ConfigMap" {
 		resource, expected = "configmaps", &v1.ConfigMap{}
 	}
-	lw := cache.NewListWatchFromClient(r.client.CoreV1().RESTClient(), resource, k.namespace,
+	lw := cache.NewListWatchFromClient(r.client.CoreREST(), resource, k.namespace,
 		fields.OneTermEqualSelector("metadata.name", k.name))
 	store := &notifyStore{Store: cache.NewStore(cache.MetaNamespaceKeyFunc), changed: r.signal}
 	refl := cache.NewReflectorWithOptions(lw, expected, &transformingStore{notifyStore: store}, cache.ReflectorOptions{

@@ -12,11 +12,12 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/podrun/podrun/clustertest"
 	"github.com/podrun/podrun/manifest"
+
+	"github.com/podrun/podrun/kubeclient"
 )
 
 // These tests run the apiserver source against a real etcd and
@@ -27,12 +28,12 @@ import (
 // kubeconfigClient is the ClientFunc podrun's wiring gives the source: it
 // loads a kubeconfig file, which may not exist yet.
 func kubeconfigClient(path string) ClientFunc {
-	return func() (kubernetes.Interface, error) {
+	return func() (APIClient, error) {
 		cfg, err := clientcmd.BuildConfigFromFlags("", path)
 		if err != nil {
 			return nil, err
 		}
-		return kubernetes.NewForConfig(cfg)
+		return kubeclient.NewForConfig(cfg)
 	}
 }
 
@@ -272,7 +273,7 @@ func TestAPIServerSourceAgainstAPIServer(t *testing.T) {
 // ends.
 func TestAPIServerSourceStopsWhenNeverConnected(t *testing.T) {
 	src := &APIServerSource{NodeName: "node1", MaxBackoff: 50 * time.Millisecond,
-		Client: func() (kubernetes.Interface, error) { return nil, errors.New("no kubeconfig yet") }}
+		Client: func() (APIClient, error) { return nil, errors.New("no kubeconfig yet") }}
 	out := startSource(t, src.Run)
 	u := waitFor(t, out, "the error", func(u Update) bool { return u.Err != nil })
 	if u.Snapshot != nil || !strings.Contains(u.Err.Error(), "no kubeconfig yet") {

@@ -13,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 )
@@ -24,9 +23,9 @@ import (
 // Until the apiserver has answered a first list nothing is delivered: the
 // node keeps the classes it has from elsewhere meanwhile.
 type RuntimeClassWatch struct {
-	// Client returns the apiserver's client; required. It is asked again,
-	// with back-off, until it gives one.
-	Client ClientFunc
+	// Client returns the apiserver's RuntimeClasses; required. It is asked
+	// again, with back-off, until it gives them.
+	Client func() (RuntimeClassAPI, error)
 	// OnChange receives every RuntimeClass of the cluster, sorted by name:
 	// once the first list is in, then after each change. It is called
 	// from Run's goroutine, one call at a time.
@@ -39,6 +38,14 @@ type RuntimeClassWatch struct {
 	// Logger hears when the watch starts and what fails; nil means
 	// slog.Default().
 	Logger *slog.Logger
+}
+
+// RuntimeClassAPI lists and watches the cluster's RuntimeClasses
+// (kubeclient.RuntimeClasses is one). One that also says
+// IsWatchListSemanticsUnSupported (a fake) is listed the old way.
+type RuntimeClassAPI interface {
+	List(ctx context.Context, opts metav1.ListOptions) (*nodev1.RuntimeClassList, error)
+	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
 }
 
 // Run watches the RuntimeClasses until ctx ends.
@@ -74,8 +81,7 @@ func (w *RuntimeClassWatch) Run(ctx context.Context) {
 
 // watch runs the informer on client's RuntimeClasses until ctx ends,
 // delivering its contents once it has synced and after every change.
-func (w *RuntimeClassWatch) watch(ctx context.Context, log *slog.Logger, client kubernetes.Interface) {
-	rcs := client.NodeV1().RuntimeClasses()
+func (w *RuntimeClassWatch) watch(ctx context.Context, log *slog.Logger, rcs RuntimeClassAPI) {
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 			return rcs.List(ctx, opts)
@@ -86,7 +92,7 @@ func (w *RuntimeClassWatch) watch(ctx context.Context, log *slog.Logger, client 
 	}
 	// As client-go's generated informers: a client that cannot stream a
 	// list (a fake) says so, and is listed the old way.
-	inf := cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(lw, client), &nodev1.RuntimeClass{}, 0, cache.Indexers{})
+	inf := cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(lw, rcs), &nodev1.RuntimeClass{}, 0, cache.Indexers{})
 	// Set before Run, so this cannot fail. The reflector retries with
 	// back-off; a node the authorizer denies keeps its other classes.
 	_ = inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {

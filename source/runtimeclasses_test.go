@@ -10,8 +10,8 @@ import (
 
 	nodev1 "k8s.io/api/node/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+	nodev1client "k8s.io/client-go/kubernetes/typed/node/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
@@ -28,11 +28,11 @@ func TestRuntimeClassWatch(t *testing.T) {
 	var asks atomic.Int32
 	got := make(chan string, 100)
 	w := &RuntimeClassWatch{
-		Client: func() (kubernetes.Interface, error) {
+		Client: func() (RuntimeClassAPI, error) {
 			if asks.Add(1) == 1 {
 				return nil, errors.New("kubeconfig not written yet")
 			}
-			return cs, nil
+			return fakeRuntimeClasses{cs.NodeV1().RuntimeClasses(), cs}, nil
 		},
 		OnChange: func(rcs []*nodev1.RuntimeClass) {
 			var s []string
@@ -104,4 +104,15 @@ func TestRuntimeClassWatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	expect("fast=runc")
+}
+
+// fakeRuntimeClasses are a fake clientset's RuntimeClasses that say, as
+// the fake clientset does, that they cannot stream a list.
+type fakeRuntimeClasses struct {
+	nodev1client.RuntimeClassInterface
+	cs *fake.Clientset
+}
+
+func (f fakeRuntimeClasses) IsWatchListSemanticsUnSupported() bool {
+	return f.cs.IsWatchListSemanticsUnSupported()
 }

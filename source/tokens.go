@@ -11,9 +11,15 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 )
+
+// TokenAPI requests service-account tokens (the serviceaccounts/token
+// subresource; kubeclient.Client is one).
+type TokenAPI interface {
+	CreateToken(ctx context.Context, namespace, serviceAccount string, req *authenticationv1.TokenRequest,
+		opts metav1.CreateOptions) (*authenticationv1.TokenRequest, error)
+}
 
 // TokenManager gives the service account tokens of pods' projected
 // volumes (serviceAccountToken sources) from the apiserver's TokenRequest
@@ -31,14 +37,14 @@ type TokenManager struct {
 	// Client returns the apiserver's client, or why there is none yet
 	// (the kubeconfig file does not exist yet): Token fails then, and the
 	// runner tries again. The first client returned is kept.
-	Client ClientFunc
+	Client func() (TokenAPI, error)
 	// Clock is the time the cache goes by; nil is the real clock.
 	Clock clock.PassiveClock
 	// Timeout bounds one TokenRequest (default 30 s).
 	Timeout time.Duration
 
 	mu     sync.Mutex
-	client kubernetes.Interface
+	client TokenAPI
 	cache  map[tokenKey]issuedToken
 }
 
@@ -107,7 +113,7 @@ func (m *TokenManager) Token(ctx context.Context, pod *v1.Pod, serviceAccount, a
 	}
 	rctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	tr, err := client.CoreV1().ServiceAccounts(pod.Namespace).CreateToken(rctx, serviceAccount, req, metav1.CreateOptions{})
+	tr, err := client.CreateToken(rctx, pod.Namespace, serviceAccount, req, metav1.CreateOptions{})
 	if err != nil {
 		return "", time.Time{}, time.Time{}, fmt.Errorf("token request for %s/%s: %w", pod.Namespace, serviceAccount, err)
 	}
@@ -149,7 +155,7 @@ func (m *TokenManager) forgetExpired(now time.Time) {
 	}
 }
 
-func (m *TokenManager) getClient() (kubernetes.Interface, error) {
+func (m *TokenManager) getClient() (TokenAPI, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.client != nil {

@@ -13,10 +13,11 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/podrun/podrun/clustertest"
+
+	"github.com/podrun/podrun/kubeclient"
 )
 
 // decodeJWT returns the claims of a JWT, unverified.
@@ -69,11 +70,11 @@ func TestTokenManagerAgainstAPIServer(t *testing.T) {
 	})
 	var ready atomic.Bool
 	clk := testingclock.NewFakeClock(time.Now())
-	m := &TokenManager{Clock: clk, Client: func() (kubernetes.Interface, error) {
+	m := &TokenManager{Clock: clk, Client: func() (TokenAPI, error) {
 		if !ready.Load() {
 			return nil, errors.New("no kubeconfig yet")
 		}
-		return kubernetes.NewForConfig(cfg)
+		return kubeclient.NewForConfig(cfg)
 	}}
 
 	if _, _, _, err := m.Token(ctx, web, "app", "", 3607); err == nil || !strings.Contains(err.Error(), "no kubeconfig yet") {

@@ -34,10 +34,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 
+	"github.com/podrun/podrun/kubeclient"
 	"github.com/podrun/podrun/manifest"
 )
 
@@ -70,7 +70,14 @@ const (
 // ClientFunc returns the client of the apiserver, or why there is none yet.
 // The Manager calls it again, with back-off, until it returns a client,
 // and then keeps that client.
-type ClientFunc func() (kubernetes.Interface, error)
+type ClientFunc func() (Client, error)
+
+// Client is what the status manager asks of the apiserver: the pods it
+// watches, patches and mirrors, and its node (kubeclient.Client is one).
+type Client interface {
+	Pods(namespace string) *kubeclient.Pods
+	Nodes() *kubeclient.Nodes
+}
 
 // PodStatuses is the runner's status cache, as the Manager reads it.
 type PodStatuses interface {
@@ -226,7 +233,7 @@ func (m *Manager) Run(ctx context.Context) {
 type run struct {
 	m *Manager
 
-	client     kubernetes.Interface
+	client     Client
 	backoff    time.Duration
 	retryTimer clock.Timer
 	nodeUID    types.UID // read from the Node when Options.NodeUID is nil
@@ -353,7 +360,7 @@ func (r *run) connect(ctx context.Context) {
 // pods included.
 func (r *run) newInformer() cache.SharedIndexInformer {
 	sel := fields.OneTermEqualSelector("spec.nodeName", r.m.node).String()
-	pods := r.client.CoreV1().Pods(metav1.NamespaceAll)
+	pods := r.client.Pods(metav1.NamespaceAll)
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 			opts.FieldSelector = sel
@@ -487,7 +494,7 @@ func (r *run) patchStatus(ctx context.Context, target *v1.Pod, patch []byte) (*v
 	m := r.m
 	rctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
-	res, err := r.client.CoreV1().Pods(target.Namespace).Patch(rctx, target.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
+	res, err := r.client.Pods(target.Namespace).Patch(rctx, target.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
 	key := "status " + podName(target)
 	if err != nil {
 		m.opts.Metrics.patch(false)
@@ -591,7 +598,7 @@ func (r *run) createMirror(ctx context.Context, st *v1.Pod, reason string, now t
 	}
 	rctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
-	_, err = r.client.CoreV1().Pods(st.Namespace).Create(rctx, mirrorPod(st, m.node, nodeUID), metav1.CreateOptions{})
+	_, err = r.client.Pods(st.Namespace).Create(rctx, mirrorPod(st, m.node, nodeUID), metav1.CreateOptions{})
 	switch {
 	case err == nil:
 		delete(r.refused, st.UID)
@@ -632,7 +639,7 @@ func (r *run) nodeUIDOf(ctx context.Context) (types.UID, error) {
 	}
 	rctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
-	node, err := r.client.CoreV1().Nodes().Get(rctx, r.m.node, metav1.GetOptions{})
+	node, err := r.client.Nodes().Get(rctx, r.m.node, metav1.GetOptions{})
 	if err != nil {
 		return "", err
 	}
@@ -649,7 +656,7 @@ func (r *run) deletePod(ctx context.Context, p *v1.Pod, msg string, args ...any)
 	defer cancel()
 	var grace int64
 	uid := p.UID
-	err := r.client.CoreV1().Pods(p.Namespace).Delete(rctx, p.Name, metav1.DeleteOptions{
+	err := r.client.Pods(p.Namespace).Delete(rctx, p.Name, metav1.DeleteOptions{
 		GracePeriodSeconds: &grace,
 		Preconditions:      &metav1.Preconditions{UID: &uid},
 	})

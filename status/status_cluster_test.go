@@ -24,6 +24,8 @@ import (
 
 	"github.com/podrun/podrun/clustertest"
 	"github.com/podrun/podrun/manifest"
+
+	"github.com/podrun/podrun/kubeclient"
 )
 
 // These tests run the Manager against a real etcd and kube-apiserver
@@ -208,14 +210,14 @@ func startManager(t *testing.T, readNode bool) *clusterHarness {
 		t.Fatal(err)
 	}
 	_, cfg := c.NodeKubeconfig(t, "node1")
-	nodeClient, err := kubernetes.NewForConfig(cfg)
+	nodeClient, err := kubeclient.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	h := &clusterHarness{c: c, admin: admin, rp: newRunnerPods(), metrics: NewMetrics(prometheus.NewRegistry())}
 	logs := &syncLog{}
 	h.mgr, err = NewManager(Options{
-		Client:       func() (kubernetes.Interface, error) { return nodeClient, nil },
+		Client:       func() (Client, error) { return nodeClient, nil },
 		NodeName:     "node1",
 		NodeUID:      func() types.UID { return node.UID },
 		Pods:         h.rp,
@@ -505,7 +507,7 @@ func TestAPIPodStatusAgainstAPIServer(t *testing.T) {
 func TestManagerWithoutClient(t *testing.T) {
 	rp := newRunnerPods()
 	m, err := NewManager(Options{
-		Client:   func() (kubernetes.Interface, error) { return nil, errors.New("no kubeconfig yet") },
+		Client:   func() (Client, error) { return nil, errors.New("no kubeconfig yet") },
 		NodeName: "node1", Pods: rp, MaxBackoff: 20 * time.Millisecond, Logger: slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
