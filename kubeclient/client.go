@@ -23,7 +23,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/gentype"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/flowcontrol"
 )
@@ -51,15 +50,15 @@ var (
 	parameterCodec = runtime.NewParameterCodec(Scheme)
 )
 
-// Typed clients of the resources podrun uses (client-go's generic ones,
-// with the methods of the generated typed clients).
+// Typed clients of the resources podrun uses.
 type (
-	Pods                 = gentype.ClientWithList[*corev1.Pod, *corev1.PodList]
-	Nodes                = gentype.ClientWithList[*corev1.Node, *corev1.NodeList]
-	Leases               = gentype.ClientWithList[*coordinationv1.Lease, *coordinationv1.LeaseList]
-	RuntimeClasses       = gentype.ClientWithList[*nodev1.RuntimeClass, *nodev1.RuntimeClassList]
-	TokenReviews         = gentype.Client[*authenticationv1.TokenReview]
-	SubjectAccessReviews = gentype.Client[*authorizationv1.SubjectAccessReview]
+	Pods           = Resource[*corev1.Pod, *corev1.PodList]
+	Nodes          = Resource[*corev1.Node, *corev1.NodeList]
+	Leases         = Resource[*coordinationv1.Lease, *coordinationv1.LeaseList]
+	RuntimeClasses = Resource[*nodev1.RuntimeClass, *nodev1.RuntimeClassList]
+	// Reviews are only created: their lists are never asked for.
+	TokenReviews         = Resource[*authenticationv1.TokenReview, *authenticationv1.TokenReview]
+	SubjectAccessReviews = Resource[*authorizationv1.SubjectAccessReview, *authorizationv1.SubjectAccessReview]
 )
 
 // Client is a client of one apiserver. Its methods are safe for
@@ -124,40 +123,44 @@ func (c *Client) CoreREST() rest.Interface { return c.core }
 
 // Pods are the pods in namespace ("": all namespaces, to list and watch).
 func (c *Client) Pods(namespace string) *Pods {
-	return gentype.NewClientWithList[*corev1.Pod, *corev1.PodList]("pods", c.core, parameterCodec, namespace,
-		func() *corev1.Pod { return &corev1.Pod{} }, func() *corev1.PodList { return &corev1.PodList{} })
+	return &Pods{client: c.core, resource: "pods", namespace: namespace,
+		newObject: func() *corev1.Pod { return &corev1.Pod{} },
+		newList:   func() *corev1.PodList { return &corev1.PodList{} }}
 }
 
 // Nodes are the cluster's nodes.
 func (c *Client) Nodes() *Nodes {
-	return gentype.NewClientWithList[*corev1.Node, *corev1.NodeList]("nodes", c.core, parameterCodec, "",
-		func() *corev1.Node { return &corev1.Node{} }, func() *corev1.NodeList { return &corev1.NodeList{} })
+	return &Nodes{client: c.core, resource: "nodes",
+		newObject: func() *corev1.Node { return &corev1.Node{} },
+		newList:   func() *corev1.NodeList { return &corev1.NodeList{} }}
 }
 
 // Leases are the Leases in namespace.
 func (c *Client) Leases(namespace string) *Leases {
-	return gentype.NewClientWithList[*coordinationv1.Lease, *coordinationv1.LeaseList]("leases", c.coordination, parameterCodec, namespace,
-		func() *coordinationv1.Lease { return &coordinationv1.Lease{} },
-		func() *coordinationv1.LeaseList { return &coordinationv1.LeaseList{} })
+	return &Leases{client: c.coordination, resource: "leases", namespace: namespace,
+		newObject: func() *coordinationv1.Lease { return &coordinationv1.Lease{} },
+		newList:   func() *coordinationv1.LeaseList { return &coordinationv1.LeaseList{} }}
 }
 
 // RuntimeClasses are the cluster's RuntimeClasses.
 func (c *Client) RuntimeClasses() *RuntimeClasses {
-	return gentype.NewClientWithList[*nodev1.RuntimeClass, *nodev1.RuntimeClassList]("runtimeclasses", c.node, parameterCodec, "",
-		func() *nodev1.RuntimeClass { return &nodev1.RuntimeClass{} },
-		func() *nodev1.RuntimeClassList { return &nodev1.RuntimeClassList{} })
+	return &RuntimeClasses{client: c.node, resource: "runtimeclasses",
+		newObject: func() *nodev1.RuntimeClass { return &nodev1.RuntimeClass{} },
+		newList:   func() *nodev1.RuntimeClassList { return &nodev1.RuntimeClassList{} }}
 }
 
 // TokenReviews ask the apiserver who a bearer token is.
 func (c *Client) TokenReviews() *TokenReviews {
-	return gentype.NewClient[*authenticationv1.TokenReview]("tokenreviews", c.authentication, parameterCodec, "",
-		func() *authenticationv1.TokenReview { return &authenticationv1.TokenReview{} })
+	newReview := func() *authenticationv1.TokenReview { return &authenticationv1.TokenReview{} }
+	return &TokenReviews{client: c.authentication, resource: "tokenreviews",
+		newObject: newReview, newList: newReview}
 }
 
 // SubjectAccessReviews ask the apiserver whether a user may do a thing.
 func (c *Client) SubjectAccessReviews() *SubjectAccessReviews {
-	return gentype.NewClient[*authorizationv1.SubjectAccessReview]("subjectaccessreviews", c.authorization, parameterCodec, "",
-		func() *authorizationv1.SubjectAccessReview { return &authorizationv1.SubjectAccessReview{} })
+	newReview := func() *authorizationv1.SubjectAccessReview { return &authorizationv1.SubjectAccessReview{} }
+	return &SubjectAccessReviews{client: c.authorization, resource: "subjectaccessreviews",
+		newObject: newReview, newList: newReview}
 }
 
 // CreateToken requests a token of the service account namespace/name (the
