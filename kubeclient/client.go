@@ -123,44 +123,33 @@ func (c *Client) CoreREST() rest.Interface { return c.core }
 
 // Pods are the pods in namespace ("": all namespaces, to list and watch).
 func (c *Client) Pods(namespace string) *Pods {
-	return &Pods{client: c.core, resource: "pods", namespace: namespace,
-		newObject: func() *corev1.Pod { return &corev1.Pod{} },
-		newList:   func() *corev1.PodList { return &corev1.PodList{} }}
+	return newResource[corev1.Pod, corev1.PodList](c.core, "pods", namespace)
 }
 
 // Nodes are the cluster's nodes.
 func (c *Client) Nodes() *Nodes {
-	return &Nodes{client: c.core, resource: "nodes",
-		newObject: func() *corev1.Node { return &corev1.Node{} },
-		newList:   func() *corev1.NodeList { return &corev1.NodeList{} }}
+	return newResource[corev1.Node, corev1.NodeList](c.core, "nodes", "")
 }
 
 // Leases are the Leases in namespace.
 func (c *Client) Leases(namespace string) *Leases {
-	return &Leases{client: c.coordination, resource: "leases", namespace: namespace,
-		newObject: func() *coordinationv1.Lease { return &coordinationv1.Lease{} },
-		newList:   func() *coordinationv1.LeaseList { return &coordinationv1.LeaseList{} }}
+	return newResource[coordinationv1.Lease, coordinationv1.LeaseList](c.coordination, "leases", namespace)
 }
 
 // RuntimeClasses are the cluster's RuntimeClasses.
 func (c *Client) RuntimeClasses() *RuntimeClasses {
-	return &RuntimeClasses{client: c.node, resource: "runtimeclasses",
-		newObject: func() *nodev1.RuntimeClass { return &nodev1.RuntimeClass{} },
-		newList:   func() *nodev1.RuntimeClassList { return &nodev1.RuntimeClassList{} }}
+	return newResource[nodev1.RuntimeClass, nodev1.RuntimeClassList](c.node, "runtimeclasses", "")
 }
 
 // TokenReviews ask the apiserver who a bearer token is.
 func (c *Client) TokenReviews() *TokenReviews {
-	newReview := func() *authenticationv1.TokenReview { return &authenticationv1.TokenReview{} }
-	return &TokenReviews{client: c.authentication, resource: "tokenreviews",
-		newObject: newReview, newList: newReview}
+	return newResource[authenticationv1.TokenReview, authenticationv1.TokenReview](c.authentication, "tokenreviews", "")
 }
 
 // SubjectAccessReviews ask the apiserver whether a user may do a thing.
 func (c *Client) SubjectAccessReviews() *SubjectAccessReviews {
-	newReview := func() *authorizationv1.SubjectAccessReview { return &authorizationv1.SubjectAccessReview{} }
-	return &SubjectAccessReviews{client: c.authorization, resource: "subjectaccessreviews",
-		newObject: newReview, newList: newReview}
+	return newResource[authorizationv1.SubjectAccessReview, authorizationv1.SubjectAccessReview](c.authorization,
+		"subjectaccessreviews", "")
 }
 
 // CreateToken requests a token of the service account namespace/name (the

@@ -30,6 +30,19 @@ type Resource[T object, L runtime.Object] struct {
 	newList   func() L
 }
 
+// newResource is the client of resource (objects O, lists LO) through
+// client, in namespace ("": none, or all).
+func newResource[O, LO any, T interface {
+	*O
+	object
+}, L interface {
+	*LO
+	runtime.Object
+}](client *rest.RESTClient, resource, namespace string) *Resource[T, L] {
+	return &Resource[T, L]{client: client, resource: resource, namespace: namespace,
+		newObject: func() T { return T(new(O)) }, newList: func() L { return L(new(LO)) }}
+}
+
 func (r *Resource[T, L]) request(req *rest.Request) *rest.Request {
 	return req.NamespaceIfScoped(r.namespace, r.namespace != "").Resource(r.resource)
 }
