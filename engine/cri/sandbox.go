@@ -1,0 +1,312 @@
+package cri
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/podrun/podrun/engine"
+)
+
+// RunSandbox runs the pod sandbox of (cfg.Pod.UID, cfg.Attempt), or adopts
+// the one that exists. A stopped one cannot be started again under CRI: that
+// is an error, and the caller makes a new attempt. cfg.Image must be present
+// (it is what podrun names as the infra image), but the sandbox runs the
+// runtime's own sandbox image, as CRI has it.
+func (r *Runtime) RunSandbox(ctx context.Context, cfg *engine.SandboxConfig) (string, error) {
+	if !safeName(cfg.Pod.UID) {
+		return "", fmt.Errorf("run sandbox: pod UID %q is not a safe name", cfg.Pod.UID)
+	}
+	if cfg.Image != "" {
+		if _, err := r.ImageStatus(ctx, cfg.Image); err != nil {
+			return "", fmt.Errorf("run sandbox: infra image: %w", err)
+		}
+	}
+	unlock := r.locks.lock("sb/" + cfg.Pod.UID + "/" + strconv.Itoa(cfg.Attempt))
+	defer unlock()
+	config, err := r.sandboxConfig(cfg)
+	if err != nil {
+		return "", fmt.Errorf("run sandbox: %w", err)
+	}
+	// An existing sandbox of the identity is the answer; the runtime's name
+	// reservation covers another process making it meanwhile.
+	for {
+		sb, err := r.findSandbox(ctx, cfg.Pod.UID, cfg.Attempt)
+		if err != nil {
+			return "", fmt.Errorf("run sandbox: %w", err)
+		}
+		if sb != nil {
+			if sb.State == runtimeapi.PodSandboxState_SANDBOX_READY {
+				return sb.Id, nil
+			}
+			return "", fmt.Errorf("run sandbox of pod %s attempt %d: sandbox %s is stopped, and a CRI sandbox cannot be started again: a new attempt is needed", cfg.Pod.UID, cfg.Attempt, shortID(sb.Id))
+		}
+		if err := os.MkdirAll(config.LogDirectory, 0o755); err != nil {
+			return "", fmt.Errorf("run sandbox: log directory: %w", err)
+		}
+		id, err := r.rs.RunPodSandbox(ctx, config, cfg.Runtime)
+		if err == nil {
+			r.remember(id, true)
+			r.log.Debug("ran sandbox", "pod", cfg.Pod.UID, "attempt", cfg.Attempt, "id", shortID(id))
+			return id, nil
+		}
+		if !isReserved(err) {
+			return "", fmt.Errorf("run sandbox of pod %s attempt %d: %w", cfg.Pod.UID, cfg.Attempt, wrap(err))
+		}
+		// Another node's sandbox holds the identity, or one still being
+		// made: this node's list says which.
+		if other, lerr := r.rs.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{LabelSelector: map[string]string{
+			LabelPodUID: cfg.Pod.UID, LabelAttempt: strconv.Itoa(cfg.Attempt),
+		}}); lerr == nil && len(other) > 0 && other[0].Labels[LabelNode] != r.node {
+			return "", fmt.Errorf("run sandbox of pod %s attempt %d: held by node %q", cfg.Pod.UID, cfg.Attempt, other[0].Labels[LabelNode])
+		}
+		if err := waitRetry(ctx); err != nil {
+			return "", fmt.Errorf("run sandbox: %w", err)
+		}
+	}
+}
+
+// findSandbox returns this node's sandbox of (uid, attempt), or nil.
+func (r *Runtime) findSandbox(ctx context.Context, uid string, attempt int) (*runtimeapi.PodSandbox, error) {
+	sbs, err := r.rs.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{LabelSelector: map[string]string{
+		LabelNode: r.node, LabelPodUID: uid, LabelAttempt: strconv.Itoa(attempt),
+	}})
+	if err != nil {
+		return nil, wrap(err)
+	}
+	if len(sbs) == 0 {
+		return nil, nil
+	}
+	return sbs[0], nil
+}
+
+// sandboxLogDir is the directory of the CRI log files of the sandbox of
+// (uid, attempt).
+func (r *Runtime) sandboxLogDir(uid string, attempt int) string {
+	return r.logDir + "/" + uid + "_" + strconv.Itoa(attempt)
+}
+
+// sandboxConfig is the CRI sandbox config for cfg.
+func (r *Runtime) sandboxConfig(cfg *engine.SandboxConfig) (*runtimeapi.PodSandboxConfig, error) {
+	labels := r.identityLabels(cfg.Pod, cfg.Attempt)
+	labels[LabelContainerType] = TypeSandbox
+	labels[LabelSandboxHash] = cfg.Hash
+	if cfg.Source != "" {
+		labels[LabelPodSource] = cfg.Source
+	}
+	// Zero is recorded too: it is a grace period, not its absence.
+	labels[LabelGracePeriod] = max(cfg.GracePeriod, 0).String()
+	if cfg.QOSClass != "" {
+		labels[LabelQOSClass] = cfg.QOSClass
+	}
+	for k, v := range cfg.Labels {
+		labels[LabelPodLabelPrefix+k] = v
+	}
+	ns := &runtimeapi.NamespaceOption{
+		Network: runtimeapi.NamespaceMode_POD,
+		Pid:     runtimeapi.NamespaceMode_CONTAINER,
+		Ipc:     runtimeapi.NamespaceMode_POD,
+	}
+	if cfg.HostNetwork {
+		ns.Network = runtimeapi.NamespaceMode_NODE
+	}
+	if cfg.HostPID {
+		ns.Pid = runtimeapi.NamespaceMode_NODE
+	} else if cfg.ShareProcessNamespace {
+		ns.Pid = runtimeapi.NamespaceMode_POD
+	}
+	if cfg.HostIPC {
+		ns.Ipc = runtimeapi.NamespaceMode_NODE
+	}
+	config := &runtimeapi.PodSandboxConfig{
+		Metadata: &runtimeapi.PodSandboxMetadata{
+			Name: cfg.Pod.Name, Uid: cfg.Pod.UID, Namespace: cfg.Pod.Namespace, Attempt: uint32(cfg.Attempt),
+		},
+		LogDirectory: r.sandboxLogDir(cfg.Pod.UID, cfg.Attempt),
+		Labels:       labels,
+		Linux: &runtimeapi.LinuxPodSandboxConfig{
+			CgroupParent:    cfg.CgroupParent,
+			Sysctls:         cfg.Sysctls,
+			SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{NamespaceOptions: ns},
+		},
+	}
+	if !cfg.HostNetwork {
+		config.Hostname = cfg.Hostname
+		for _, p := range cfg.Ports {
+			proto, ok := runtimeapi.Protocol_value[strings.ToUpper(p.Protocol)]
+			if p.Protocol == "" {
+				proto, ok = int32(runtimeapi.Protocol_TCP), true
+			}
+			if !ok {
+				return nil, fmt.Errorf("port %d: protocol %q", p.ContainerPort, p.Protocol)
+			}
+			if p.HostPort == 0 {
+				continue
+			}
+			config.PortMappings = append(config.PortMappings, &runtimeapi.PortMapping{
+				Protocol: runtimeapi.Protocol(proto), ContainerPort: p.ContainerPort, HostPort: p.HostPort, HostIp: p.HostIP,
+			})
+		}
+	}
+	if cfg.DNS != nil {
+		config.DnsConfig = &runtimeapi.DNSConfig{Servers: cfg.DNS.Servers, Searches: cfg.DNS.Searches, Options: cfg.DNS.Options}
+	}
+	return config, nil
+}
+
+// ownSandbox checks that id is this node's sandbox: ErrNotFound otherwise.
+func (r *Runtime) ownSandbox(ctx context.Context, id string) error {
+	if r.known(id, true) {
+		return nil
+	}
+	_, err := r.sandboxStatus(ctx, id)
+	return err
+}
+
+// sandboxStatus is the status of this node's sandbox id: ErrNotFound if it
+// is not one.
+func (r *Runtime) sandboxStatus(ctx context.Context, id string) (*runtimeapi.PodSandboxStatus, error) {
+	st, err := r.rs.PodSandboxStatus(ctx, id, false)
+	if err != nil {
+		return nil, wrap(err)
+	}
+	if st.GetStatus().GetLabels()[LabelNode] != r.node {
+		return nil, fmt.Errorf("sandbox %s: %w (another node's)", shortID(id), engine.ErrNotFound)
+	}
+	r.remember(id, true)
+	return st.GetStatus(), nil
+}
+
+// StopSandbox stops the sandbox (CRI kills what still runs in it; the
+// runner has stopped the pod's containers, each with its grace, before).
+func (r *Runtime) StopSandbox(ctx context.Context, id string, grace time.Duration) error {
+	if err := r.ownSandbox(ctx, id); err != nil {
+		return fmt.Errorf("stop sandbox %s: %w", shortID(id), err)
+	}
+	if err := r.rs.StopPodSandbox(ctx, id); err != nil {
+		return fmt.Errorf("stop sandbox %s: %w", shortID(id), wrap(err))
+	}
+	r.mu.Lock()
+	delete(r.sandboxIPs, id)
+	r.mu.Unlock()
+	return nil
+}
+
+// RemoveSandbox removes the sandbox, its containers (CRI removes them with
+// it) and its log directory.
+func (r *Runtime) RemoveSandbox(ctx context.Context, id string) error {
+	st, err := r.rs.PodSandboxStatus(ctx, id, false)
+	if isNotFound(err) {
+		r.forget(id)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("remove sandbox %s: %w", shortID(id), wrap(err))
+	}
+	labels := st.GetStatus().GetLabels()
+	if labels[LabelNode] != r.node {
+		return nil // another node's is not there for this one
+	}
+	if err := r.rs.RemovePodSandbox(ctx, id); err != nil && !isNotFound(err) {
+		return fmt.Errorf("remove sandbox %s: %w", shortID(id), wrap(err))
+	}
+	r.forget(id)
+	if uid := labels[LabelPodUID]; safeName(uid) {
+		if err := r.removeLogDir(uid + "_" + strconv.Itoa(attemptOf(labels))); err != nil {
+			r.log.Warn("remove sandbox log directory", "sandbox", shortID(id), "err", err)
+		}
+	}
+	return nil
+}
+
+// removeLogDir removes name (one safe element) under the log directory,
+// never anything outside it.
+func (r *Runtime) removeLogDir(name string) error {
+	root, err := os.OpenRoot(r.logDir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	return root.RemoveAll(name)
+}
+
+// ListSandboxes returns this node's sandboxes.
+func (r *Runtime) ListSandboxes(ctx context.Context) ([]*engine.Sandbox, error) {
+	sbs, err := r.listSandboxes(ctx, "")
+	if err != nil {
+		return nil, fmt.Errorf("list sandboxes: %w", err)
+	}
+	return sbs, nil
+}
+
+func (r *Runtime) listSandboxes(ctx context.Context, uid string) ([]*engine.Sandbox, error) {
+	sel := map[string]string{LabelNode: r.node}
+	if uid != "" {
+		sel[LabelPodUID] = uid
+	}
+	list, err := r.rs.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{LabelSelector: sel})
+	if err != nil {
+		return nil, wrap(err)
+	}
+	out := make([]*engine.Sandbox, 0, len(list))
+	for _, sb := range list {
+		r.remember(sb.Id, true)
+		s := &engine.Sandbox{
+			ID:        sb.Id,
+			Pod:       podRef(sb.Labels),
+			Attempt:   attemptOf(sb.Labels),
+			Hash:      sb.Labels[LabelSandboxHash],
+			State:     engine.StateExited,
+			CreatedAt: time.Unix(0, sb.CreatedAt),
+			Source:    sb.Labels[LabelPodSource],
+			QOSClass:  sb.Labels[LabelQOSClass],
+		}
+		if d, err := time.ParseDuration(sb.Labels[LabelGracePeriod]); err == nil {
+			s.GracePeriod = &d
+		}
+		if sb.State == runtimeapi.PodSandboxState_SANDBOX_READY {
+			s.State = engine.StateRunning
+			ip, err := r.sandboxIP(ctx, sb.Id)
+			if isNotFound(err) {
+				continue // removed since the list
+			}
+			if err != nil {
+				return nil, err
+			}
+			s.IP = ip
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// sandboxIP is a running sandbox's IP ("" on the host's network), asked once
+// per sandbox.
+func (r *Runtime) sandboxIP(ctx context.Context, id string) (string, error) {
+	r.mu.Lock()
+	ip, ok := r.sandboxIPs[id]
+	r.mu.Unlock()
+	if ok {
+		return ip, nil
+	}
+	st, err := r.rs.PodSandboxStatus(ctx, id, false)
+	if err != nil {
+		return "", wrap(err)
+	}
+	ip = st.GetStatus().GetNetwork().GetIp()
+	if st.GetStatus().GetState() == runtimeapi.PodSandboxState_SANDBOX_READY {
+		r.mu.Lock()
+		r.sandboxIPs[id] = ip
+		r.mu.Unlock()
+	}
+	return ip, nil
+}
