@@ -2,6 +2,14 @@ package e2e
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/podrun/podrun/clustertest"
 	"github.com/podrun/podrun/engine"
 	"github.com/podrun/podrun/engine/cri"
 )
@@ -39,20 +48,22 @@ type criEnv struct {
 	rt *cri.Runtime
 }
 
-func newCRIEnv(t *testing.T) *criEnv {
+// newCRIEnv is a criEnv, the images (besides the test image) imported
+// from the local dockerd into containerd.
+func newCRIEnv(t *testing.T, images ...string) *criEnv {
 	t.Helper()
 	criSetupOnce.Do(func() {
-		if os.Getenv("PODRUN_CRI_ENDPOINT") != "" {
-			return
-		}
-		out, err := exec.Command("bash", "../hack/containerd.sh").CombinedOutput()
-		if err != nil {
-			criSetupErr = err
-			t.Logf("hack/containerd.sh:\n%s", out)
+		if os.Getenv("PODRUN_CRI_ENDPOINT") == "" {
+			criSetupErr = containerdScript()
 		}
 	})
 	if criSetupErr != nil {
-		t.Fatalf("hack/containerd.sh: %v", criSetupErr)
+		t.Fatal(criSetupErr)
+	}
+	if len(images) > 0 {
+		if err := containerdScript(append([]string{"import"}, images...)...); err != nil {
+			t.Fatal(err)
+		}
 	}
 	e := newEnv(t)
 	e.extra = append(e.extra, "--container-runtime-endpoint", criEndpoint)
@@ -81,6 +92,15 @@ func newCRIEnv(t *testing.T) *criEnv {
 		}
 	})
 	return ce
+}
+
+// containerdScript runs hack/containerd.sh with args.
+func containerdScript(args ...string) error {
+	out, err := exec.Command("bash", append([]string{"../hack/containerd.sh"}, args...)...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("hack/containerd.sh %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return nil
 }
 
 // objects lists the node's sandboxes and containers on containerd.
@@ -231,4 +251,175 @@ func TestCRIWatch(t *testing.T) {
 		sbs, cs := e.objects()
 		return len(sbs) == 0 && len(cs) == 0
 	})
+}
+
+// TestCRIControlPlane: etcd and kube-apiserver as kubeadm writes them
+// (hostNetwork, kube-system, priorityClassName, seccomp RuntimeDefault,
+// hostPath DirectoryOrCreate, requests only, bare command names, probes on
+// named ports, HTTPS without verification, startup probes gating liveness)
+// come up on containerd with once --wait ready. etcd speaks plain HTTP on
+// ports of the test's own, and the apiserver makes its own serving
+// certificate: the PKI is not what is tested here. A loopback advertise
+// address needs no endpoint reconciler.
+func TestCRIControlPlane(t *testing.T) {
+	etcdImage := "registry.k8s.io/etcd:3.7.0-0"
+	apiImage := "registry.k8s.io/kube-apiserver:" + clustertest.Version
+	e := newCRIEnv(t, etcdImage, apiImage)
+	dir := t.TempDir()
+	pki := filepath.Join(dir, "pki")
+	if err := os.MkdirAll(pki, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(pki, "sa.key"), pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}), 0o600)
+	os.WriteFile(filepath.Join(pki, "sa.pub"), pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub}), 0o644)
+	client, peer, metrics, secure := freePort(t), freePort(t), freePort(t), freePort(t)
+
+	e.write("etcd.yaml", fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  labels: {component: etcd, tier: control-plane}
+  name: etcd
+  namespace: kube-system
+spec:
+  containers:
+  - command:
+    - etcd
+    - --name=cp
+    - --data-dir=/var/lib/etcd
+    - --listen-client-urls=http://127.0.0.1:%[1]d
+    - --advertise-client-urls=http://127.0.0.1:%[1]d
+    - --listen-peer-urls=http://127.0.0.1:%[2]d
+    - --initial-advertise-peer-urls=http://127.0.0.1:%[2]d
+    - --initial-cluster=cp=http://127.0.0.1:%[2]d
+    - --listen-metrics-urls=http://127.0.0.1:%[3]d
+    image: %[4]s
+    imagePullPolicy: IfNotPresent
+    livenessProbe:
+      failureThreshold: 8
+      httpGet: {host: 127.0.0.1, path: /livez, port: probe-port, scheme: HTTP}
+      initialDelaySeconds: 10
+      periodSeconds: 10
+      timeoutSeconds: 15
+    name: etcd
+    ports:
+    - {containerPort: %[3]d, name: probe-port, protocol: TCP}
+    readinessProbe:
+      failureThreshold: 3
+      httpGet: {host: 127.0.0.1, path: /readyz, port: probe-port, scheme: HTTP}
+      periodSeconds: 1
+      timeoutSeconds: 15
+    resources:
+      requests: {cpu: 100m, memory: 100Mi}
+    startupProbe:
+      failureThreshold: 24
+      httpGet: {host: 127.0.0.1, path: /readyz, port: probe-port, scheme: HTTP}
+      initialDelaySeconds: 10
+      periodSeconds: 10
+      timeoutSeconds: 15
+    volumeMounts:
+    - {mountPath: /var/lib/etcd, name: etcd-data}
+  hostNetwork: true
+  priority: 2000001000
+  priorityClassName: system-node-critical
+  securityContext:
+    seccompProfile: {type: RuntimeDefault}
+  volumes:
+  - hostPath: {path: %[5]s, type: DirectoryOrCreate}
+    name: etcd-data
+`, client, peer, metrics, etcdImage, filepath.Join(dir, "etcd")))
+
+	e.write("kube-apiserver.yaml", fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  labels: {component: kube-apiserver, tier: control-plane}
+  name: kube-apiserver
+  namespace: kube-system
+spec:
+  containers:
+  - command:
+    - kube-apiserver
+    - --advertise-address=127.0.0.1
+    - --endpoint-reconciler-type=none
+    - --allow-privileged=true
+    - --authorization-mode=Node,RBAC
+    - --enable-admission-plugins=NodeRestriction
+    - --etcd-servers=http://127.0.0.1:%[1]d
+    - --secure-port=%[2]d
+    - --cert-dir=/var/run/kubernetes
+    - --service-account-issuer=https://kubernetes.default.svc.cluster.local
+    - --service-account-key-file=/etc/kubernetes/pki/sa.pub
+    - --service-account-signing-key-file=/etc/kubernetes/pki/sa.key
+    - --service-cluster-ip-range=10.96.0.0/12
+    image: %[3]s
+    imagePullPolicy: IfNotPresent
+    livenessProbe:
+      failureThreshold: 8
+      httpGet: {host: 127.0.0.1, path: /livez, port: probe-port, scheme: HTTPS}
+      initialDelaySeconds: 10
+      periodSeconds: 10
+      timeoutSeconds: 15
+    name: kube-apiserver
+    ports:
+    - {containerPort: %[2]d, name: probe-port, protocol: TCP}
+    readinessProbe:
+      failureThreshold: 3
+      httpGet: {host: 127.0.0.1, path: /readyz, port: probe-port, scheme: HTTPS}
+      periodSeconds: 1
+      timeoutSeconds: 15
+    resources:
+      requests: {cpu: 250m}
+    startupProbe:
+      failureThreshold: 24
+      httpGet: {host: 127.0.0.1, path: /livez, port: probe-port, scheme: HTTPS}
+      initialDelaySeconds: 10
+      periodSeconds: 10
+      timeoutSeconds: 15
+    volumeMounts:
+    - {mountPath: /etc/kubernetes/pki, name: k8s-certs, readOnly: true}
+    - {mountPath: /var/run/kubernetes, name: serving-certs}
+  hostNetwork: true
+  priority: 2000001000
+  priorityClassName: system-node-critical
+  securityContext:
+    seccompProfile: {type: RuntimeDefault}
+  volumes:
+  - hostPath: {path: %[4]s, type: DirectoryOrCreate}
+    name: k8s-certs
+  - hostPath: {path: %[5]s, type: DirectoryOrCreate}
+    name: serving-certs
+`, client, secure, apiImage, pki, filepath.Join(dir, "serving")))
+
+	r := e.podrun(4*time.Minute, "once", e.dir, "--wait", "ready", "--timeout", "3m")
+	if r.code != 0 {
+		for _, pod := range []string{"etcd", "kube-apiserver"} {
+			l := e.podrun(time.Minute, "logs", "-n", "kube-system", pod+"-"+e.node, "--previous", "--tail", "30")
+			t.Logf("%s's previous logs:\n%s%s", pod, l.stdout, l.stderr)
+		}
+		t.Fatalf("once --wait ready: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	running := e.runningByName()
+	if running["etcd"] == "" || running["kube-apiserver"] == "" {
+		t.Fatalf("running on containerd: %v, want etcd and kube-apiserver", running)
+	}
+	c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	resp, err := c.Get(fmt.Sprintf("https://127.0.0.1:%d/readyz", secure))
+	if err != nil {
+		t.Fatalf("apiserver /readyz: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || string(body) != "ok" {
+		t.Errorf("apiserver /readyz: %s %q", resp.Status, body)
+	}
+	if r := e.podrun(2*time.Minute, "down", e.dir); r.code != 0 {
+		t.Errorf("down: exit %d\n%s", r.code, r.stderr)
+	}
 }
