@@ -201,7 +201,7 @@ func (r *Runtime) EnsureInfraImage(ctx context.Context, ref, exe string) (string
 		return "", fmt.Errorf("infra image %s (the runtime's sandbox image) is not present: import it: %w", img, err)
 	}
 	if ref != "" && ref != img {
-		r.log.Info("the runtime runs sandboxes with its own image", "image", img, "asked", ref)
+		r.log.Debug("the runtime runs sandboxes with its own image", "image", img, "asked", ref)
 	}
 	return img, nil
 }

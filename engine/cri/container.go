@@ -40,7 +40,7 @@ func (r *Runtime) CreateContainer(ctx context.Context, sbID string, sb *engine.S
 	}
 	// The log directory is the sandbox's, where it was made.
 	sbConfig.LogDirectory = r.sandboxLogDir(sbStatus.Labels[LabelPodUID], attemptOf(sbStatus.Labels))
-	for {
+	for try := 0; ; try++ {
 		if id, err := r.findContainer(ctx, sbID, sb.Pod.UID, cfg.Name, cfg.Attempt); err != nil || id != "" {
 			if err != nil {
 				return "", fmt.Errorf("create container %s: %w", cfg.Name, err)
@@ -53,7 +53,7 @@ func (r *Runtime) CreateContainer(ctx context.Context, sbID string, sb *engine.S
 			r.log.Debug("created container", "pod", sb.Pod.UID, "container", cfg.Name, "attempt", cfg.Attempt, "id", shortID(id))
 			return id, nil
 		}
-		if !isReserved(err) {
+		if !isReserved(err) || try == reservedTries {
 			return "", fmt.Errorf("create container %s: %w", cfg.Name, wrap(err))
 		}
 		if err := waitRetry(ctx); err != nil {
@@ -117,6 +117,17 @@ func (r *Runtime) containerConfig(sb *engine.SandboxConfig, cfg *engine.Containe
 			Resources:       linuxResources(&cfg.Resources, cfg.OOMScoreAdj),
 			SecurityContext: sc,
 		},
+	}
+	if cfg.StopSignal != "" {
+		// Runtimes that predate the field (containerd 1.6) keep the
+		// image's STOPSIGNAL.
+		name := strings.ToUpper(cfg.StopSignal)
+		if !strings.HasPrefix(name, "SIG") {
+			name = "SIG" + name
+		}
+		if v, ok := runtimeapi.Signal_value[name]; ok {
+			config.StopSignal = runtimeapi.Signal(v)
+		}
 	}
 	for _, e := range cfg.Env {
 		config.Envs = append(config.Envs, &runtimeapi.KeyValue{Key: e.Name, Value: []byte(e.Value)})

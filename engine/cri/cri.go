@@ -102,6 +102,8 @@ type Runtime struct {
 	sandboxIPs map[string]string
 	// imageCreated holds images' creation times (fixed for an image ID).
 	imageCreated map[string]time.Time
+	// infraPresent holds the infra images found present.
+	infraPresent map[string]bool
 	// info is what the runtime's verbose status said of its config.
 	info *runtimeInfo
 }
@@ -151,6 +153,7 @@ func New(ctx context.Context, opts Options) (*Runtime, error) {
 		statuses:     map[string]*runtimeapi.ContainerStatus{},
 		sandboxIPs:   map[string]string{},
 		imageCreated: map[string]time.Time{},
+		infraPresent: map[string]bool{},
 	}, nil
 }
 
@@ -368,6 +371,11 @@ func (k *keyedMutex) lock(key string) func() {
 		k.mu.Unlock()
 	}
 }
+
+// reservedTries bounds how often a call that found its identity's name
+// reserved, but no object holding it, looks again (50 ms apart): the
+// holder is being made, and shows within moments.
+const reservedTries = 200
 
 // waitRetry waits before the next try of an adoption, or returns ctx's
 // error.

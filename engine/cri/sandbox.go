@@ -23,10 +23,8 @@ func (r *Runtime) RunSandbox(ctx context.Context, cfg *engine.SandboxConfig) (st
 	if !safeName(cfg.Pod.UID) {
 		return "", fmt.Errorf("run sandbox: pod UID %q is not a safe name", cfg.Pod.UID)
 	}
-	if cfg.Image != "" {
-		if _, err := r.ImageStatus(ctx, cfg.Image); err != nil {
-			return "", fmt.Errorf("run sandbox: infra image: %w", err)
-		}
+	if err := r.checkInfraImage(ctx, cfg.Image); err != nil {
+		return "", fmt.Errorf("run sandbox: infra image: %w", err)
 	}
 	unlock := r.locks.lock("sb/" + cfg.Pod.UID + "/" + strconv.Itoa(cfg.Attempt))
 	defer unlock()
@@ -36,7 +34,7 @@ func (r *Runtime) RunSandbox(ctx context.Context, cfg *engine.SandboxConfig) (st
 	}
 	// An existing sandbox of the identity is the answer; the runtime's name
 	// reservation covers another process making it meanwhile.
-	for {
+	for try := 0; ; try++ {
 		sb, err := r.findSandbox(ctx, cfg.Pod.UID, cfg.Attempt)
 		if err != nil {
 			return "", fmt.Errorf("run sandbox: %w", err)
@@ -47,6 +45,10 @@ func (r *Runtime) RunSandbox(ctx context.Context, cfg *engine.SandboxConfig) (st
 			}
 			return "", fmt.Errorf("run sandbox of pod %s attempt %d: sandbox %s is stopped, and a CRI sandbox cannot be started again: a new attempt is needed", cfg.Pod.UID, cfg.Attempt, shortID(sb.Id))
 		}
+		if len(cfg.ExtraHosts) > 0 || (cfg.Domainname != "" && !cfg.HostNetwork) {
+			r.log.Warn("CRI has no /etc/hosts entries of a pod's own: hostAliases and the subdomain's name are not applied",
+				"pod", cfg.Pod.Namespace+"/"+cfg.Pod.Name)
+		}
 		if err := os.MkdirAll(config.LogDirectory, 0o755); err != nil {
 			return "", fmt.Errorf("run sandbox: log directory: %w", err)
 		}
@@ -56,7 +58,7 @@ func (r *Runtime) RunSandbox(ctx context.Context, cfg *engine.SandboxConfig) (st
 			r.log.Debug("ran sandbox", "pod", cfg.Pod.UID, "attempt", cfg.Attempt, "id", shortID(id))
 			return id, nil
 		}
-		if !isReserved(err) {
+		if !isReserved(err) || try == reservedTries {
 			return "", fmt.Errorf("run sandbox of pod %s attempt %d: %w", cfg.Pod.UID, cfg.Attempt, wrap(err))
 		}
 		// Another node's sandbox holds the identity, or one still being
@@ -70,6 +72,27 @@ func (r *Runtime) RunSandbox(ctx context.Context, cfg *engine.SandboxConfig) (st
 			return "", fmt.Errorf("run sandbox: %w", err)
 		}
 	}
+}
+
+// checkInfraImage checks that ref (if any) is present; a present one is
+// not asked again.
+func (r *Runtime) checkInfraImage(ctx context.Context, ref string) error {
+	if ref == "" {
+		return nil
+	}
+	r.mu.Lock()
+	ok := r.infraPresent[ref]
+	r.mu.Unlock()
+	if ok {
+		return nil
+	}
+	if _, err := r.ImageStatus(ctx, ref); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.infraPresent[ref] = true
+	r.mu.Unlock()
+	return nil
 }
 
 // findSandbox returns this node's sandbox of (uid, attempt), or nil.
