@@ -37,9 +37,9 @@ type globalOptions struct {
 	// runtimeName is the connected engine's name, as pod status prefixes
 	// container IDs with it ("docker", "containerd"); set by connect.
 	runtimeName string
-	InfraImage string
-	LogLevel   string
-	ConfigFile string
+	InfraImage  string
+	LogLevel    string
+	ConfigFile  string
 	// Strict makes manifest warnings errors (--strict).
 	Strict bool
 	// PodMaxPIDs is once's and watch's --pod-max-pids.
