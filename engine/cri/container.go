@@ -12,6 +12,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/podrun/podrun/engine"
+	"github.com/podrun/podrun/engine/labels"
 )
 
 // CreateContainer creates the container of (pod UID, cfg.Name, cfg.Attempt)
@@ -39,7 +40,7 @@ func (r *Runtime) CreateContainer(ctx context.Context, sbID string, sb *engine.S
 		return "", fmt.Errorf("create container %s: %w", cfg.Name, err)
 	}
 	// The log directory is the sandbox's, where it was made.
-	sbConfig.LogDirectory = r.sandboxLogDir(sbStatus.Labels[LabelPodUID], attemptOf(sbStatus.Labels))
+	sbConfig.LogDirectory = r.sandboxLogDir(sbStatus.Labels[labels.PodUID], labels.AttemptOf(sbStatus.Labels))
 	for try := 0; ; try++ {
 		if id, err := r.findContainer(ctx, sbID, sb.Pod.UID, cfg.Name, cfg.Attempt); err != nil || id != "" {
 			if err != nil {
@@ -66,7 +67,7 @@ func (r *Runtime) CreateContainer(ctx context.Context, sbID string, sb *engine.S
 // attempt) in the sandbox sbID, or "".
 func (r *Runtime) findContainer(ctx context.Context, sbID, uid, name string, attempt int) (string, error) {
 	cs, err := r.rs.ListContainers(ctx, &runtimeapi.ContainerFilter{PodSandboxId: sbID, LabelSelector: map[string]string{
-		LabelNode: r.node, LabelPodUID: uid, LabelContainerName: name, LabelAttempt: strconv.Itoa(attempt),
+		labels.Node: r.node, labels.PodUID: uid, labels.ContainerName: name, labels.Attempt: strconv.Itoa(attempt),
 	}})
 	if err != nil {
 		return "", wrap(err)
@@ -83,17 +84,17 @@ func (r *Runtime) containerConfig(sb *engine.SandboxConfig, cfg *engine.Containe
 	if typ == "" {
 		typ = engine.ContainerTypeApp
 	}
-	labels := maps.Clone(cfg.Labels)
-	if labels == nil {
-		labels = map[string]string{}
+	lbl := maps.Clone(cfg.Labels)
+	if lbl == nil {
+		lbl = map[string]string{}
 	}
 	// Identity labels win over the extra ones.
-	maps.Copy(labels, r.identityLabels(sb.Pod, cfg.Attempt))
-	labels[LabelContainerName] = cfg.Name
-	labels[LabelContainerType] = string(typ)
-	labels[LabelContainerHash] = cfg.Hash
-	labels[LabelResourcesHash] = cfg.ResourcesHash
-	labels[LabelImage] = cfg.Image
+	maps.Copy(lbl, r.identityLabels(sb.Pod, cfg.Attempt))
+	lbl[labels.ContainerName] = cfg.Name
+	lbl[labels.ContainerType] = string(typ)
+	lbl[labels.ContainerHash] = cfg.Hash
+	lbl[labels.ResourcesHash] = cfg.ResourcesHash
+	lbl[labels.Image] = cfg.Image
 
 	if len(cfg.DeviceRequests) > 0 {
 		return nil, fmt.Errorf("device requests (GPUs) are Docker's: not supported on CRI")
@@ -108,7 +109,7 @@ func (r *Runtime) containerConfig(sb *engine.SandboxConfig, cfg *engine.Containe
 		Command:    cfg.Command,
 		Args:       cfg.Args,
 		WorkingDir: cfg.WorkingDir,
-		Labels:     labels,
+		Labels:     lbl,
 		LogPath:    cfg.Name + "_" + strconv.Itoa(cfg.Attempt) + ".log",
 		Stdin:      cfg.Stdin,
 		StdinOnce:  cfg.StdinOnce,
@@ -195,24 +196,8 @@ func linuxResources(res *engine.Resources, oomScoreAdj int) *runtimeapi.LinuxCon
 
 // securityContext is the CRI security context of a container of sb.
 func securityContext(sb *engine.SandboxConfig, sc engine.SecurityConfig) (*runtimeapi.LinuxContainerSecurityContext, error) {
-	ns := &runtimeapi.NamespaceOption{
-		Network: runtimeapi.NamespaceMode_POD,
-		Pid:     runtimeapi.NamespaceMode_CONTAINER,
-		Ipc:     runtimeapi.NamespaceMode_POD,
-	}
-	if sb.HostNetwork {
-		ns.Network = runtimeapi.NamespaceMode_NODE
-	}
-	if sb.HostPID {
-		ns.Pid = runtimeapi.NamespaceMode_NODE
-	} else if sb.ShareProcessNamespace {
-		ns.Pid = runtimeapi.NamespaceMode_POD
-	}
-	if sb.HostIPC {
-		ns.Ipc = runtimeapi.NamespaceMode_NODE
-	}
 	out := &runtimeapi.LinuxContainerSecurityContext{
-		NamespaceOptions:   ns,
+		NamespaceOptions:   namespaceOptions(sb),
 		Privileged:         sc.Privileged,
 		ReadonlyRootfs:     sc.ReadOnlyRootfs,
 		NoNewPrivs:         sc.NoNewPrivileges,
@@ -262,15 +247,23 @@ func capNames(caps []string) []string {
 // ownContainer checks that id is this node's container: ErrNotFound
 // otherwise.
 func (r *Runtime) ownContainer(ctx context.Context, id string) (*runtimeapi.ContainerStatus, error) {
-	st, err := r.rs.ContainerStatus(ctx, id, false)
+	resp, err := r.rs.ContainerStatus(ctx, id, false)
+	return owned(r, "container", id, false, resp.GetStatus(), err)
+}
+
+// owned returns the status st of the object id (a sandbox or not) when its
+// labels name this node, and ErrNotFound when they do not; err is the
+// status call's.
+func owned[S interface{ GetLabels() map[string]string }](r *Runtime, kind, id string, sandbox bool, st S, err error) (S, error) {
+	var none S
 	if err != nil {
-		return nil, wrap(err)
+		return none, wrap(err)
 	}
-	if st.GetStatus().GetLabels()[LabelNode] != r.node {
-		return nil, fmt.Errorf("container %s: %w (another node's)", shortID(id), engine.ErrNotFound)
+	if st.GetLabels()[labels.Node] != r.node {
+		return none, fmt.Errorf("%s %s: %w (another node's)", kind, shortID(id), engine.ErrNotFound)
 	}
-	r.remember(id, false)
-	return st.GetStatus(), nil
+	r.remember(id, sandbox)
+	return st, nil
 }
 
 // StartContainer starts a created container; a running one is left alone.
@@ -351,10 +344,7 @@ func (r *Runtime) ListPodObjects(ctx context.Context, uid string) ([]*engine.San
 }
 
 func (r *Runtime) listContainers(ctx context.Context, uid string) ([]*engine.Container, error) {
-	sel := map[string]string{LabelNode: r.node}
-	if uid != "" {
-		sel[LabelPodUID] = uid
-	}
+	sel := r.selector(uid)
 	list, err := r.rs.ListContainers(ctx, &runtimeapi.ContainerFilter{LabelSelector: sel})
 	if err != nil {
 		return nil, wrap(err)
@@ -399,17 +389,17 @@ func (r *Runtime) status(ctx context.Context, c *runtimeapi.Container) (*runtime
 
 // containerOf is the engine's view of a listed container and its status.
 func containerOf(c *runtimeapi.Container, st *runtimeapi.ContainerStatus) *engine.Container {
-	labels := c.Labels
+	lbl := c.Labels
 	out := &engine.Container{
 		ID:            c.Id,
 		SandboxID:     c.PodSandboxId,
-		Pod:           podRef(labels),
-		Name:          labels[LabelContainerName],
-		Type:          engine.ContainerType(labels[LabelContainerType]),
-		Attempt:       attemptOf(labels),
-		Hash:          labels[LabelContainerHash],
-		ResourcesHash: labels[LabelResourcesHash],
-		Image:         labels[LabelImage],
+		Pod:           labels.Pod(lbl),
+		Name:          lbl[labels.ContainerName],
+		Type:          engine.ContainerType(lbl[labels.ContainerType]),
+		Attempt:       labels.AttemptOf(lbl),
+		Hash:          lbl[labels.ContainerHash],
+		ResourcesHash: lbl[labels.ResourcesHash],
+		Image:         lbl[labels.Image],
 		ImageID:       c.ImageRef,
 		CreatedAt:     time.Unix(0, c.CreatedAt),
 		ExitCode:      int(st.ExitCode),

@@ -24,7 +24,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -36,27 +35,7 @@ import (
 	remote "k8s.io/cri-client/pkg"
 
 	"github.com/podrun/podrun/engine"
-)
-
-// The labels podrun puts on its CRI objects: the same keys as on Docker's.
-const (
-	LabelNode           = "io.podrun.node"
-	LabelPodUID         = "io.podrun.pod.uid"
-	LabelPodName        = "io.podrun.pod.name"
-	LabelPodNamespace   = "io.podrun.pod.namespace"
-	LabelContainerName  = "io.podrun.container.name"
-	LabelContainerType  = "io.podrun.container.type"
-	LabelContainerHash  = "io.podrun.container.hash"
-	LabelResourcesHash  = "io.podrun.container.resources-hash"
-	LabelImage          = "io.podrun.container.image"
-	LabelSandboxHash    = "io.podrun.sandbox.hash"
-	LabelPodSource      = "io.podrun.pod.source"
-	LabelGracePeriod    = "io.podrun.pod.grace-period"
-	LabelQOSClass       = "io.podrun.pod.qos-class"
-	LabelAttempt        = "io.podrun.attempt"
-	LabelPodLabelPrefix = "io.podrun.pod.label."
-	// TypeSandbox is LabelContainerType's value on sandboxes.
-	TypeSandbox = "sandbox"
+	"github.com/podrun/podrun/engine/labels"
 )
 
 // DefaultEndpoint is the socket of the private containerd that
@@ -227,6 +206,16 @@ func safeName(s string) bool {
 	return true
 }
 
+// selector selects this node's objects, of the pod uid only when it is
+// not "".
+func (r *Runtime) selector(uid string) map[string]string {
+	sel := map[string]string{labels.Node: r.node}
+	if uid != "" {
+		sel[labels.PodUID] = uid
+	}
+	return sel
+}
+
 func (r *Runtime) remember(id string, sandbox bool) {
 	r.mu.Lock()
 	r.owned[id] = sandbox
@@ -250,24 +239,9 @@ func (r *Runtime) known(id string, sandbox bool) bool {
 	return ok && s == sandbox
 }
 
-func attemptOf(labels map[string]string) int {
-	n, _ := strconv.Atoi(labels[LabelAttempt])
-	return n
-}
-
-func podRef(labels map[string]string) engine.PodRef {
-	return engine.PodRef{UID: labels[LabelPodUID], Name: labels[LabelPodName], Namespace: labels[LabelPodNamespace]}
-}
-
 // identityLabels are the labels of every object of pod.
 func (r *Runtime) identityLabels(pod engine.PodRef, attempt int) map[string]string {
-	return map[string]string{
-		LabelNode:         r.node,
-		LabelPodUID:       pod.UID,
-		LabelPodName:      pod.Name,
-		LabelPodNamespace: pod.Namespace,
-		LabelAttempt:      strconv.Itoa(attempt),
-	}
+	return labels.Identity(r.node, pod, attempt)
 }
 
 // runtimeInfo is what podrun reads of the runtime's configuration, from

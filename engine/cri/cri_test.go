@@ -113,18 +113,9 @@ func criEnv(t *testing.T) enginetest.Env {
 		t.Fatal(err)
 	}
 	return enginetest.Env{
-		Image:      testImage,
-		InfraImage: infra,
-		Argv: func(p enginetest.Process) []string {
-			return map[enginetest.Process][]string{
-				enginetest.ProcessRun:        {"sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait"},
-				enginetest.ProcessIgnoreTerm: {"sh", "-c", "trap '' TERM; sleep 3600 & wait"},
-				enginetest.ProcessExitEnv:    {"sh", "-c", "exit $CODE"},
-				enginetest.ProcessEcho:       {"echo", "hello"},
-				enginetest.ProcessOOM:        {"dd", "if=/dev/zero", "of=/dev/null", "bs=64M", "count=1"},
-				enginetest.ProcessStartFails: {"/no/such/executable"},
-			}[p]
-		},
+		Image:                           testImage,
+		InfraImage:                      infra,
+		Argv:                            enginetest.ShellArgv,
 		NoSandboxRestart:                true,
 		SandboxRemovalRemovesContainers: true,
 		NoHostPortCheck:                 true,

@@ -12,6 +12,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/podrun/podrun/engine"
+	"github.com/podrun/podrun/engine/labels"
 )
 
 // RunSandbox runs the pod sandbox of (cfg.Pod.UID, cfg.Attempt), or adopts
@@ -64,9 +65,9 @@ func (r *Runtime) RunSandbox(ctx context.Context, cfg *engine.SandboxConfig) (st
 		// Another node's sandbox holds the identity, or one still being
 		// made: this node's list says which.
 		if other, lerr := r.rs.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{LabelSelector: map[string]string{
-			LabelPodUID: cfg.Pod.UID, LabelAttempt: strconv.Itoa(cfg.Attempt),
-		}}); lerr == nil && len(other) > 0 && other[0].Labels[LabelNode] != r.node {
-			return "", fmt.Errorf("run sandbox of pod %s attempt %d: held by node %q", cfg.Pod.UID, cfg.Attempt, other[0].Labels[LabelNode])
+			labels.PodUID: cfg.Pod.UID, labels.Attempt: strconv.Itoa(cfg.Attempt),
+		}}); lerr == nil && len(other) > 0 && other[0].Labels[labels.Node] != r.node {
+			return "", fmt.Errorf("run sandbox of pod %s attempt %d: held by node %q", cfg.Pod.UID, cfg.Attempt, other[0].Labels[labels.Node])
 		}
 		if err := waitRetry(ctx); err != nil {
 			return "", fmt.Errorf("run sandbox: %w", err)
@@ -98,7 +99,7 @@ func (r *Runtime) checkInfraImage(ctx context.Context, ref string) error {
 // findSandbox returns this node's sandbox of (uid, attempt), or nil.
 func (r *Runtime) findSandbox(ctx context.Context, uid string, attempt int) (*runtimeapi.PodSandbox, error) {
 	sbs, err := r.rs.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{LabelSelector: map[string]string{
-		LabelNode: r.node, LabelPodUID: uid, LabelAttempt: strconv.Itoa(attempt),
+		labels.Node: r.node, labels.PodUID: uid, labels.Attempt: strconv.Itoa(attempt),
 	}})
 	if err != nil {
 		return nil, wrap(err)
@@ -117,46 +118,19 @@ func (r *Runtime) sandboxLogDir(uid string, attempt int) string {
 
 // sandboxConfig is the CRI sandbox config for cfg.
 func (r *Runtime) sandboxConfig(cfg *engine.SandboxConfig) (*runtimeapi.PodSandboxConfig, error) {
-	labels := r.identityLabels(cfg.Pod, cfg.Attempt)
-	labels[LabelContainerType] = TypeSandbox
-	labels[LabelSandboxHash] = cfg.Hash
-	if cfg.Source != "" {
-		labels[LabelPodSource] = cfg.Source
-	}
-	// Zero is recorded too: it is a grace period, not its absence.
-	labels[LabelGracePeriod] = max(cfg.GracePeriod, 0).String()
-	if cfg.QOSClass != "" {
-		labels[LabelQOSClass] = cfg.QOSClass
-	}
-	for k, v := range cfg.Labels {
-		labels[LabelPodLabelPrefix+k] = v
-	}
-	ns := &runtimeapi.NamespaceOption{
-		Network: runtimeapi.NamespaceMode_POD,
-		Pid:     runtimeapi.NamespaceMode_CONTAINER,
-		Ipc:     runtimeapi.NamespaceMode_POD,
-	}
-	if cfg.HostNetwork {
-		ns.Network = runtimeapi.NamespaceMode_NODE
-	}
-	if cfg.HostPID {
-		ns.Pid = runtimeapi.NamespaceMode_NODE
-	} else if cfg.ShareProcessNamespace {
-		ns.Pid = runtimeapi.NamespaceMode_POD
-	}
-	if cfg.HostIPC {
-		ns.Ipc = runtimeapi.NamespaceMode_NODE
-	}
+	lbl := r.identityLabels(cfg.Pod, cfg.Attempt)
+	lbl[labels.ContainerType] = labels.TypeSandbox
+	labels.AddSandbox(lbl, cfg)
 	config := &runtimeapi.PodSandboxConfig{
 		Metadata: &runtimeapi.PodSandboxMetadata{
 			Name: cfg.Pod.Name, Uid: cfg.Pod.UID, Namespace: cfg.Pod.Namespace, Attempt: uint32(cfg.Attempt),
 		},
 		LogDirectory: r.sandboxLogDir(cfg.Pod.UID, cfg.Attempt),
-		Labels:       labels,
+		Labels:       lbl,
 		Linux: &runtimeapi.LinuxPodSandboxConfig{
 			CgroupParent:    cfg.CgroupParent,
 			Sysctls:         cfg.Sysctls,
-			SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{NamespaceOptions: ns},
+			SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{NamespaceOptions: namespaceOptions(cfg)},
 		},
 	}
 	if !cfg.HostNetwork {
@@ -183,6 +157,29 @@ func (r *Runtime) sandboxConfig(cfg *engine.SandboxConfig) (*runtimeapi.PodSandb
 	return config, nil
 }
 
+// namespaceOptions are the namespaces of the pod sb's sandbox and
+// containers: the pod's network and IPC, and a PID namespace of each
+// container's own, unless the pod shares one or the host's.
+func namespaceOptions(sb *engine.SandboxConfig) *runtimeapi.NamespaceOption {
+	ns := &runtimeapi.NamespaceOption{
+		Network: runtimeapi.NamespaceMode_POD,
+		Pid:     runtimeapi.NamespaceMode_CONTAINER,
+		Ipc:     runtimeapi.NamespaceMode_POD,
+	}
+	if sb.HostNetwork {
+		ns.Network = runtimeapi.NamespaceMode_NODE
+	}
+	if sb.HostPID {
+		ns.Pid = runtimeapi.NamespaceMode_NODE
+	} else if sb.ShareProcessNamespace {
+		ns.Pid = runtimeapi.NamespaceMode_POD
+	}
+	if sb.HostIPC {
+		ns.Ipc = runtimeapi.NamespaceMode_NODE
+	}
+	return ns
+}
+
 // ownSandbox checks that id is this node's sandbox: ErrNotFound otherwise.
 func (r *Runtime) ownSandbox(ctx context.Context, id string) error {
 	if r.known(id, true) {
@@ -195,15 +192,8 @@ func (r *Runtime) ownSandbox(ctx context.Context, id string) error {
 // sandboxStatus is the status of this node's sandbox id: ErrNotFound if it
 // is not one.
 func (r *Runtime) sandboxStatus(ctx context.Context, id string) (*runtimeapi.PodSandboxStatus, error) {
-	st, err := r.rs.PodSandboxStatus(ctx, id, false)
-	if err != nil {
-		return nil, wrap(err)
-	}
-	if st.GetStatus().GetLabels()[LabelNode] != r.node {
-		return nil, fmt.Errorf("sandbox %s: %w (another node's)", shortID(id), engine.ErrNotFound)
-	}
-	r.remember(id, true)
-	return st.GetStatus(), nil
+	resp, err := r.rs.PodSandboxStatus(ctx, id, false)
+	return owned(r, "sandbox", id, true, resp.GetStatus(), err)
 }
 
 // StopSandbox stops the sandbox (CRI kills what still runs in it; the
@@ -232,16 +222,16 @@ func (r *Runtime) RemoveSandbox(ctx context.Context, id string) error {
 	if err != nil {
 		return fmt.Errorf("remove sandbox %s: %w", shortID(id), wrap(err))
 	}
-	labels := st.GetStatus().GetLabels()
-	if labels[LabelNode] != r.node {
+	lbl := st.GetStatus().GetLabels()
+	if lbl[labels.Node] != r.node {
 		return nil // another node's is not there for this one
 	}
 	if err := r.rs.RemovePodSandbox(ctx, id); err != nil && !isNotFound(err) {
 		return fmt.Errorf("remove sandbox %s: %w", shortID(id), wrap(err))
 	}
 	r.forget(id)
-	if uid := labels[LabelPodUID]; safeName(uid) {
-		if err := r.removeLogDir(uid + "_" + strconv.Itoa(attemptOf(labels))); err != nil {
+	if uid := lbl[labels.PodUID]; safeName(uid) {
+		if err := r.removeLogDir(uid + "_" + strconv.Itoa(labels.AttemptOf(lbl))); err != nil {
 			r.log.Warn("remove sandbox log directory", "sandbox", shortID(id), "err", err)
 		}
 	}
@@ -272,10 +262,7 @@ func (r *Runtime) ListSandboxes(ctx context.Context) ([]*engine.Sandbox, error) 
 }
 
 func (r *Runtime) listSandboxes(ctx context.Context, uid string) ([]*engine.Sandbox, error) {
-	sel := map[string]string{LabelNode: r.node}
-	if uid != "" {
-		sel[LabelPodUID] = uid
-	}
+	sel := r.selector(uid)
 	list, err := r.rs.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{LabelSelector: sel})
 	if err != nil {
 		return nil, wrap(err)
@@ -284,17 +271,15 @@ func (r *Runtime) listSandboxes(ctx context.Context, uid string) ([]*engine.Sand
 	for _, sb := range list {
 		r.remember(sb.Id, true)
 		s := &engine.Sandbox{
-			ID:        sb.Id,
-			Pod:       podRef(sb.Labels),
-			Attempt:   attemptOf(sb.Labels),
-			Hash:      sb.Labels[LabelSandboxHash],
-			State:     engine.StateExited,
-			CreatedAt: time.Unix(0, sb.CreatedAt),
-			Source:    sb.Labels[LabelPodSource],
-			QOSClass:  sb.Labels[LabelQOSClass],
-		}
-		if d, err := time.ParseDuration(sb.Labels[LabelGracePeriod]); err == nil {
-			s.GracePeriod = &d
+			ID:          sb.Id,
+			Pod:         labels.Pod(sb.Labels),
+			Attempt:     labels.AttemptOf(sb.Labels),
+			Hash:        sb.Labels[labels.SandboxHash],
+			State:       engine.StateExited,
+			CreatedAt:   time.Unix(0, sb.CreatedAt),
+			Source:      sb.Labels[labels.PodSource],
+			QOSClass:    sb.Labels[labels.QOSClass],
+			GracePeriod: labels.GracePeriodOf(sb.Labels),
 		}
 		if sb.State == runtimeapi.PodSandboxState_SANDBOX_READY {
 			s.State = engine.StateRunning

@@ -77,6 +77,20 @@ type Env struct {
 	Timeout time.Duration
 }
 
+// ShellArgv is Env.Argv for an image with busybox's sh, sleep, echo and dd
+// (the tests' podrun/busybox:test).
+func ShellArgv(p Process) []string {
+	return map[Process][]string{
+		ProcessRun:        {"sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait"},
+		ProcessIgnoreTerm: {"sh", "-c", "trap '' TERM; sleep 3600 & wait"},
+		ProcessExitEnv:    {"sh", "-c", "exit $CODE"},
+		ProcessEcho:       {"echo", "hello"},
+		// dd allocates its 64 MiB block and fills it.
+		ProcessOOM:        {"dd", "if=/dev/zero", "of=/dev/null", "bs=64M", "count=1"},
+		ProcessStartFails: {"/no/such/executable"},
+	}[p]
+}
+
 // FakeEnv is the Env of Fake: the images it needs are added by NewFakeForSuite.
 func FakeEnv() Env {
 	return Env{
