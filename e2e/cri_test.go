@@ -423,3 +423,59 @@ spec:
 		t.Errorf("down: exit %d\n%s", r.code, r.stderr)
 	}
 }
+
+// TestCRIKillNineAdoption: podrun watch SIGKILLed while it brings pods up
+// on containerd, then started again, adopts what the first one made: every
+// pod ends with one sandbox and one container, running, nothing duplicated
+// and nothing replaced.
+func TestCRIKillNineAdoption(t *testing.T) {
+	e := newCRIEnv(t)
+	const n = 6
+	for i := range n {
+		e.write(fmt.Sprintf("p%d.yaml", i), strings.ReplaceAll(strings.ReplaceAll(criWebPod, "name: web\nspec", fmt.Sprintf("name: p%d\nspec", i)), "VERSION", "up"))
+	}
+	first, _ := e.start("watch", "--path", e.dir, "--healthz-port", "0")
+	waitFor(t, "a first sandbox", 90*time.Second, func() bool {
+		sbs, _ := e.objects()
+		return len(sbs) > 0
+	})
+	if err := first.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	first.Wait()
+
+	stop := e.watch()
+	defer stop(syscall.SIGTERM)
+	waitFor(t, "every pod running", 2*time.Minute, func() bool { return e.runningPods() == n })
+	sbs, cs := e.objects()
+	perPod := map[string]int{}
+	for _, sb := range sbs {
+		perPod[sb.Pod.Name+"/sandbox"]++
+	}
+	for _, c := range cs {
+		perPod[c.Pod.Name+"/"+c.Name]++
+		if c.State != engine.StateRunning || c.Attempt != 0 {
+			t.Errorf("container %s of %s: %s, attempt %d; want the first attempt running", c.Name, c.Pod.Name, c.State, c.Attempt)
+		}
+	}
+	for k, count := range perPod {
+		if count != 1 {
+			t.Errorf("%s: %d objects, want 1", k, count)
+		}
+	}
+	if len(sbs) != n || len(cs) != n {
+		t.Errorf("%d sandboxes and %d containers, want %d of each", len(sbs), len(cs), n)
+	}
+}
+
+// runningPods counts the node's pods with a running container.
+func (e *criEnv) runningPods() int {
+	_, cs := e.objects()
+	pods := map[string]bool{}
+	for _, c := range cs {
+		if c.State == engine.StateRunning {
+			pods[c.Pod.UID] = true
+		}
+	}
+	return len(pods)
+}

@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +16,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"k8s.io/klog/v2"
 
 	"github.com/podrun/podrun/engine"
 	"github.com/podrun/podrun/engine/enginetest"
@@ -97,6 +100,10 @@ func logRoot(t *testing.T) string {
 }
 
 func TestMain(m *testing.M) {
+	// cri-client logs every failed call through klog, the NotFound answers
+	// the suite asks for included.
+	klog.SetOutput(io.Discard)
+	klog.LogToStderr(false)
 	code := m.Run()
 	if logRootDir != "" {
 		os.RemoveAll(logRootDir)
