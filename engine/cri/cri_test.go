@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -102,8 +103,11 @@ func logRoot(t *testing.T) string {
 func TestMain(m *testing.M) {
 	// cri-client logs every failed call through klog, the NotFound answers
 	// the suite asks for included.
+	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(fs)
+	fs.Set("logtostderr", "false")
+	fs.Set("stderrthreshold", "FATAL")
 	klog.SetOutput(io.Discard)
-	klog.LogToStderr(false)
 	code := m.Run()
 	if logRootDir != "" {
 		os.RemoveAll(logRootDir)
