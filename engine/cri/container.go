@@ -304,9 +304,12 @@ func (r *Runtime) StopContainer(ctx context.Context, id string, grace time.Durat
 	return nil
 }
 
-// RemoveContainer removes a container (killing it if it runs).
+// RemoveContainer removes a container (killing it if it runs) and its log
+// file: the runtime leaves that to its caller, and a crash-looping
+// container would otherwise fill the disk with one file per restart.
 func (r *Runtime) RemoveContainer(ctx context.Context, id string) error {
-	if _, err := r.ownContainer(ctx, id); err != nil {
+	st, err := r.ownContainer(ctx, id)
+	if err != nil {
 		if errorsIsNotFound(err) {
 			r.forget(id)
 			return nil
@@ -317,6 +320,9 @@ func (r *Runtime) RemoveContainer(ctx context.Context, id string) error {
 		return fmt.Errorf("remove container %s: %w", shortID(id), wrap(err))
 	}
 	r.forget(id)
+	if err := r.removeUnderLogDir(st.LogPath); err != nil {
+		r.log.Warn("remove container log", "container", shortID(id), "err", err)
+	}
 	return nil
 }
 

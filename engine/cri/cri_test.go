@@ -177,3 +177,41 @@ func TestConformance(t *testing.T) {
 	env := criEnv(t)
 	enginetest.Run(t, func(t *testing.T, node string) engine.Runtime { return newRuntime(t, node) }, env)
 }
+
+// A removed container's log file goes with it; its sandbox's log directory
+// goes with the sandbox.
+func TestLogFilesRemoved(t *testing.T) {
+	r := newRuntime(t, "rt-logs-"+randHex(6))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	sb := &engine.SandboxConfig{Pod: engine.PodRef{UID: randHex(16), Name: "logs", Namespace: "default"}, Hash: "h"}
+	sbID, err := r.RunSandbox(ctx, sb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.RemoveSandbox(context.Background(), sbID) })
+	id, err := r.CreateContainer(ctx, sbID, sb, &engine.ContainerConfig{Name: "echo", Image: testImage, Command: enginetest.ShellArgv(enginetest.ProcessEcho)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.StartContainer(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	dir := r.sandboxLogDir(sb.Pod.UID, 0)
+	logFile := filepath.Join(dir, "echo_0.log")
+	if _, err := os.Stat(logFile); err != nil {
+		t.Fatalf("the container's log file: %v", err)
+	}
+	if err := r.RemoveContainer(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(logFile); !os.IsNotExist(err) {
+		t.Errorf("after RemoveContainer, the log file: %v, want gone", err)
+	}
+	if err := r.RemoveSandbox(ctx, sbID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("after RemoveSandbox, the log directory: %v, want gone", err)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -238,9 +239,18 @@ func (r *Runtime) RemoveSandbox(ctx context.Context, id string) error {
 	return nil
 }
 
-// removeLogDir removes name (one safe element) under the log directory,
-// never anything outside it.
+// removeLogDir removes name (one safe element) under the log directory.
 func (r *Runtime) removeLogDir(name string) error {
+	return r.removeUnderLogDir(filepath.Join(r.logDir, name))
+}
+
+// removeUnderLogDir removes path (with what it holds) when it is under the
+// log directory, through an os.Root of it: never anything outside.
+func (r *Runtime) removeUnderLogDir(path string) error {
+	rel, err := filepath.Rel(r.logDir, path)
+	if path == "" || err != nil || rel == "." || !filepath.IsLocal(rel) {
+		return nil // not one of podrun's log files
+	}
 	root, err := os.OpenRoot(r.logDir)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
@@ -249,7 +259,7 @@ func (r *Runtime) removeLogDir(name string) error {
 		return err
 	}
 	defer root.Close()
-	return root.RemoveAll(name)
+	return root.RemoveAll(rel)
 }
 
 // ListSandboxes returns this node's sandboxes.
