@@ -161,21 +161,11 @@ func (r *Runtime) containerConfig(sb *engine.SandboxConfig, cfg *engine.Containe
 
 // device is the CRI device of "host[:container[:permissions]]".
 func device(s string) (*runtimeapi.Device, error) {
-	parts := strings.Split(s, ":")
-	d := &runtimeapi.Device{HostPath: parts[0], ContainerPath: parts[0], Permissions: "rwm"}
-	switch len(parts) {
-	case 1:
-	case 2:
-		d.ContainerPath = parts[1]
-	case 3:
-		d.ContainerPath, d.Permissions = parts[1], parts[2]
-	default:
-		return nil, fmt.Errorf("device %q: want host[:container[:permissions]]", s)
+	host, ctr, perms, err := engine.ParseDevice(s)
+	if err != nil {
+		return nil, err
 	}
-	if d.HostPath == "" || d.ContainerPath == "" {
-		return nil, fmt.Errorf("device %q: want host[:container[:permissions]]", s)
-	}
-	return d, nil
+	return &runtimeapi.Device{HostPath: host, ContainerPath: ctr, Permissions: perms}, nil
 }
 
 // linuxResources are the CRI resources of res.
