@@ -7,16 +7,19 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/podrun/podrun/engine"
+	"github.com/podrun/podrun/engine/cri"
 	"github.com/podrun/podrun/engine/docker"
 	"github.com/podrun/podrun/node"
 	"github.com/podrun/podrun/pause"
 	"github.com/podrun/podrun/runner"
 	"github.com/spf13/pflag"
+	"k8s.io/klog/v2"
 )
 
 // The engine interfaces are what the commands need of the container
@@ -70,13 +73,19 @@ type logEngine interface {
 var (
 	_ watchEngine = (*docker.Runtime)(nil)
 	_ logEngine   = (*docker.Runtime)(nil)
+	_ watchEngine = (*cri.Runtime)(nil)
+	_ logEngine   = (*cri.Runtime)(nil)
 )
 
-// connect opens the Docker runtime for this node and checks it answers.
-// Failing to reach it is exit code 3.
-func connect(ctx context.Context, g *globalOptions) (*docker.Runtime, error) {
+// connect opens this node's engine: the CRI runtime at
+// --container-runtime-endpoint when it is set, else the Docker Engine;
+// and checks it answers. Failing to reach it is exit code 3.
+func connect(ctx context.Context, g *globalOptions) (watchEngine, error) {
 	if err := checkNodeName(g.NodeName); err != nil {
 		return nil, err
+	}
+	if g.RuntimeEndpoint != "" {
+		return connectCRI(ctx, g)
 	}
 	progress, endProgress := g.Images.pullProgress(g.ErrOut)
 	g.endPullProgress = endProgress
@@ -91,12 +100,83 @@ func connect(ctx context.Context, g *globalOptions) (*docker.Runtime, error) {
 		rt.Close()
 		return nil, unreachable(fmt.Errorf("cannot reach the Docker Engine (is dockerd running? see --docker-host): %w", err))
 	}
+	g.runtimeName = "docker"
 	return rt, nil
 }
 
+// connectCRI opens the CRI runtime at g.RuntimeEndpoint, its pods' log
+// files kept under the root dir.
+func connectCRI(ctx context.Context, g *globalOptions) (watchEngine, error) {
+	endpoint, err := criEndpoint(g.RuntimeEndpoint)
+	if err != nil {
+		return nil, err
+	}
+	// cri-client logs each failed call, the NotFound answers the engine
+	// expects included, through klog: podrun reports the errors it acts
+	// on itself, so the client's lines are debug ones.
+	klog.SetSlogLogger(slog.New(debugOnly{g.Log.Handler()}).With("component", "cri-client"))
+	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	rt, err := cri.New(pingCtx, cri.Options{Endpoint: endpoint, NodeName: g.NodeName, LogDir: filepath.Join(g.RootDir, "logs"), Logger: g.Log})
+	if err != nil {
+		return nil, unreachable(fmt.Errorf("cannot reach the CRI runtime at %s (see --container-runtime-endpoint): %w", endpoint, err))
+	}
+	if err := rt.Ping(pingCtx); err != nil {
+		rt.Close()
+		return nil, unreachable(fmt.Errorf("CRI runtime at %s: %w", endpoint, err))
+	}
+	version, err := rt.RuntimeVersion(pingCtx)
+	if err != nil {
+		rt.Close()
+		return nil, unreachable(fmt.Errorf("CRI runtime at %s: %w", endpoint, err))
+	}
+	// Pod status names container IDs as the kubelet does: containerd://...
+	g.runtimeName, _, _ = strings.Cut(version, "://")
+	return rt, nil
+}
+
+// runtimeNameOr is the connected engine's name, or def before connect
+// named it (an engine the tests gave).
+func (g *globalOptions) runtimeNameOr(def string) string {
+	if g.runtimeName == "" {
+		return def
+	}
+	return g.runtimeName
+}
+
+// criEndpoint is the CRI endpoint s as a URL: unix:///path, or a bare
+// absolute path.
+func criEndpoint(s string) (string, error) {
+	switch {
+	case strings.HasPrefix(s, "unix:///"):
+		return s, nil
+	case filepath.IsAbs(s):
+		return "unix://" + s, nil
+	}
+	return "", badInputf("--container-runtime-endpoint %q: want unix:///path/to/socket", s)
+}
+
+// debugOnly is a slog handler that passes every record on at debug level.
+type debugOnly struct{ slog.Handler }
+
+func (h debugOnly) Enabled(ctx context.Context, _ slog.Level) bool {
+	return h.Handler.Enabled(ctx, slog.LevelDebug)
+}
+
+func (h debugOnly) Handle(ctx context.Context, r slog.Record) error {
+	r.Level = slog.LevelDebug
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h debugOnly) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return debugOnly{h.Handler.WithAttrs(attrs)}
+}
+
+func (h debugOnly) WithGroup(name string) slog.Handler { return debugOnly{h.Handler.WithGroup(name)} }
+
 // connectAs is connect as a command's Engine dependency, typed as the
-// engine interface E that command needs (which *docker.Runtime
-// implements: see the assertions above).
+// engine interface E that command needs (which *docker.Runtime and
+// *cri.Runtime implement: see the assertions above).
 func connectAs[E any](g *globalOptions) func(context.Context) (E, error) {
 	return func(ctx context.Context) (E, error) {
 		rt, err := connect(ctx, g)
@@ -141,7 +221,7 @@ func newRunner(ctx context.Context, g *globalOptions, rt podEngine, allowPrivile
 	oomFloor := g.oomFloor()
 	cfg := runner.Config{
 		Runtime:          rt,
-		RuntimeName:      "docker",
+		RuntimeName:      g.runtimeNameOr("docker"),
 		NodeName:         g.NodeName,
 		RootDir:          g.RootDir,
 		InfraImage:       infra,
@@ -200,7 +280,7 @@ func hostDNS(rc *node.ResolvConf) *engine.DNSConfig {
 // needs no infra image.
 func newTeardownRunner(g *globalOptions, rt baseEngine) *runner.Runner {
 	return runner.New(runner.Config{
-		Runtime: rt, RuntimeName: "docker", NodeName: g.NodeName, RootDir: g.RootDir, Log: g.Log, HostIP: g.Host().IP,
+		Runtime: rt, RuntimeName: g.runtimeNameOr("docker"), NodeName: g.NodeName, RootDir: g.RootDir, Log: g.Log, HostIP: g.Host().IP,
 		Clock: g.Clock, PodCgroups: runner.NewPodCgroups("", 0),
 	})
 }

@@ -118,6 +118,9 @@ func kubeletConfigFlags(data []byte) (map[string][]string, []string, error) {
 		}
 		set("eviction-hard", strings.Join(thresholds, ","))
 	}
+	if kc.ContainerRuntimeEndpoint != "" {
+		set("container-runtime-endpoint", kc.ContainerRuntimeEndpoint)
+	}
 	if kc.PodPidsLimit != nil && *kc.PodPidsLimit > 0 {
 		set("pod-max-pids", strconv.FormatInt(*kc.PodPidsLimit, 10))
 	}
@@ -138,7 +141,7 @@ func kubeletConfigFlags(data []byte) (map[string][]string, []string, error) {
 		"authorization.webhook.cacheAuthorizedTTL", "authorization.webhook.cacheUnauthorizedTTL",
 		"imageGCHighThresholdPercent", "imageGCLowThresholdPercent", "imageMinimumGCAge",
 		"clusterDNS", "clusterDomain", "maxPods",
-		// The engine's own cgroup driver and runtime are used.
+		// The engine's own cgroup driver is used.
 		"cgroupDriver", "containerRuntimeEndpoint",
 	}
 	walkConfig("", raw, func(path string, v any) {

@@ -131,3 +131,53 @@ func TestKubeletConfigurationOfAnotherVersionRefused(t *testing.T) {
 		t.Fatalf("exit %d, stderr %q", code, errOut.String())
 	}
 }
+
+// containerRuntimeEndpoint in a KubeletConfiguration, or
+// container-runtime-endpoint in podrun's own file, selects the CRI engine;
+// the flag wins over both.
+func TestContainerRuntimeEndpointFromConfig(t *testing.T) {
+	for _, tc := range []struct {
+		name, file string
+		args       []string
+		want       string
+	}{
+		{"kubelet", "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncontainerRuntimeEndpoint: unix:///run/containerd/containerd.sock\n", nil, "unix:///run/containerd/containerd.sock"},
+		{"podrun", "container-runtime-endpoint: unix:///run/x.sock\n", nil, "unix:///run/x.sock"},
+		{"flag", "container-runtime-endpoint: unix:///run/x.sock\n", []string{"--container-runtime-endpoint", "unix:///run/y.sock"}, "unix:///run/y.sock"},
+		{"none", "node-name: n\n", nil, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := filepath.Join(t.TempDir(), "config.yaml")
+			os.WriteFile(cfg, []byte(tc.file), 0o600)
+			g := &globalOptions{In: strings.NewReader(""), Out: &bytes.Buffer{}, ErrOut: &bytes.Buffer{}}
+			root := newRootCmd(g)
+			for _, c := range root.Commands() {
+				if c.Name() == "ps" {
+					root.RemoveCommand(c)
+				}
+			}
+			root.AddCommand(newPsCmd(g, func(context.Context, *psOptions) error { return nil }))
+			root.SetArgs(append([]string{"ps", "--config", cfg}, tc.args...))
+			if err := root.ExecuteContext(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if g.RuntimeEndpoint != tc.want {
+				t.Errorf("endpoint %q, want %q", g.RuntimeEndpoint, tc.want)
+			}
+		})
+	}
+}
+
+func TestCRIEndpoint(t *testing.T) {
+	for in, want := range map[string]string{
+		"unix:///run/containerd/containerd.sock": "unix:///run/containerd/containerd.sock",
+		"/run/containerd/containerd.sock":        "unix:///run/containerd/containerd.sock",
+		"tcp://127.0.0.1:1234":                   "",
+		"run/x.sock":                             "",
+	} {
+		got, err := criEndpoint(in)
+		if got != want || (want == "") != (err != nil) {
+			t.Errorf("criEndpoint(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+}

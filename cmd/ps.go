@@ -64,13 +64,13 @@ func newPsCmd(g *globalOptions, runF func(context.Context, *psOptions) error) *c
 func psRun(ctx context.Context, opts *psOptions) error {
 	pods, err := daemonPods(ctx, opts.Daemon, opts.NodeName)
 	if err != nil {
-		opts.Log.Debug("no podrun daemon answers; reading Docker", "err", err)
+		opts.Log.Debug("no podrun daemon answers; reading the engine", "err", err)
 		rt, err := opts.Engine(ctx)
 		if err != nil {
 			return err
 		}
 		defer rt.Close()
-		pods, err = runner.ObserveWithClock(ctx, rt, "docker", opts.Clock)
+		pods, err = runner.ObserveWithClock(ctx, rt, opts.runtimeNameOr("docker"), opts.Clock)
 		if err != nil {
 			return fmt.Errorf("list pods: %w", err)
 		}

@@ -31,9 +31,15 @@ type globalOptions struct {
 	NodeName   string
 	RootDir    string
 	DockerHost string
-	InfraImage string
-	LogLevel   string
-	ConfigFile string
+	// RuntimeEndpoint is the CRI runtime's socket
+	// (--container-runtime-endpoint); "" is the Docker Engine.
+	RuntimeEndpoint string
+	// runtimeName is the connected engine's name, as pod status prefixes
+	// container IDs with it ("docker", "containerd"); set by connect.
+	runtimeName string
+	InfraImage  string
+	LogLevel    string
+	ConfigFile  string
 	// Strict makes manifest warnings errors (--strict).
 	Strict bool
 	// PodMaxPIDs is once's and watch's --pod-max-pids.
@@ -137,6 +143,8 @@ func newRootCmd(g *globalOptions) *cobra.Command {
 	pf.StringVar(&g.NodeName, "node-name", strings.ToLower(hostname), "name of this node; pods are named <name>-<node-name>")
 	pf.StringVar(&g.RootDir, "root-dir", "/var/lib/podrun", "directory for pod directories and volumes")
 	pf.StringVar(&g.DockerHost, "docker-host", "", "Docker Engine address (default: $DOCKER_HOST, else the local socket)")
+	pf.StringVar(&g.RuntimeEndpoint, "container-runtime-endpoint", "",
+		"CRI runtime socket (unix:///run/containerd/containerd.sock) to run pods on instead of the Docker Engine")
 	pf.StringVar(&g.InfraImage, "pod-infra-image", "registry.k8s.io/pause:3.10.2",
 		"sandbox image; when absent and not pullable, podrun builds one from its own binary")
 	pf.StringVarP(&g.LogLevel, "log-level", "v", "info", "log level: debug, info, warn or error")

@@ -15,7 +15,9 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"strings"
 	"time"
 )
 
@@ -413,6 +415,27 @@ type ContainerConfig struct {
 	StopSignal string
 	// Labels are extra labels; the runtime adds its own identity labels.
 	Labels map[string]string
+}
+
+// ParseDevice splits a ContainerConfig.Devices entry,
+// "host[:container[:permissions]]": the container path defaults to the
+// host's, the permissions to "rwm".
+func ParseDevice(s string) (host, container, perms string, err error) {
+	parts := strings.Split(s, ":")
+	host, container, perms = parts[0], parts[0], "rwm"
+	switch len(parts) {
+	case 1:
+	case 2:
+		container = parts[1]
+	case 3:
+		container, perms = parts[1], parts[2]
+	default:
+		return "", "", "", fmt.Errorf("device %q: want host[:container[:permissions]]", s)
+	}
+	if host == "" || container == "" {
+		return "", "", "", fmt.Errorf("device %q: want host[:container[:permissions]]", s)
+	}
+	return host, container, perms, nil
 }
 
 // EnvVar is one resolved environment variable.

@@ -2,8 +2,12 @@
 # Prepares a machine for podrun's examples and tests: installs Docker from the
 # OS packages if missing, starts dockerd if it is not running, and builds the
 # local busybox image the examples and tests use (no registry is needed).
-# Safe to run again: every step checks first.
+# Safe to run again: every step checks first. With --containerd it also
+# prepares podrun's private containerd for the CRI engine (hack/containerd.sh).
 set -euo pipefail
+
+WITH_CONTAINERD=
+[ "${1:-}" = --containerd ] && WITH_CONTAINERD=1
 
 BUSYBOX_IMAGE=${PODRUN_TEST_IMAGE:-podrun/busybox:test}
 
@@ -80,3 +84,6 @@ fi
 bash "$(dirname "$0")/registry.sh" install
 
 log "ready: docker $(docker version --format '{{.Server.Version}} (API {{.Server.APIVersion}})'), image $BUSYBOX_IMAGE"
+if [ -n "$WITH_CONTAINERD" ]; then
+	bash "$(dirname "$0")/containerd.sh"
+fi

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every podrun test: prepares the machine (hack/setup.sh: Docker, the
-# local test image; hack/k8s.sh: the Kubernetes binaries and images the
+# local test image; with --containerd podrun's private containerd for the CRI
+# engine; hack/k8s.sh: the Kubernetes binaries and images the
 # cluster-mode tests run, cached outside the checkout: 5-9 min (13 on a busy machine) the first
 # time, seconds after), checks formatting and vet, then `go test -race` over all
 # packages, end-to-end tests against the real dockerd included, a 30 s run
@@ -11,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH=/usr/local/go/bin:$PATH
 
-bash hack/setup.sh
+bash hack/setup.sh --containerd
 bash hack/k8s.sh
 
 echo "== gofmt"

@@ -240,21 +240,8 @@ func addMount(hc *container.HostConfig, m engine.Mount) error {
 // deviceMapping parses "host[:container[:permissions]]", as `docker run
 // --device` does.
 func deviceMapping(s string) (container.DeviceMapping, error) {
-	parts := strings.Split(s, ":")
-	dm := container.DeviceMapping{PathOnHost: parts[0], PathInContainer: parts[0], CgroupPermissions: "rwm"}
-	switch len(parts) {
-	case 1:
-	case 2:
-		dm.PathInContainer = parts[1]
-	case 3:
-		dm.PathInContainer, dm.CgroupPermissions = parts[1], parts[2]
-	default:
-		return dm, fmt.Errorf("device %q: want host[:container[:permissions]]", s)
-	}
-	if dm.PathOnHost == "" || dm.PathInContainer == "" {
-		return dm, fmt.Errorf("device %q: want host[:container[:permissions]]", s)
-	}
-	return dm, nil
+	host, ctr, perms, err := engine.ParseDevice(s)
+	return container.DeviceMapping{PathOnHost: host, PathInContainer: ctr, CgroupPermissions: perms}, err
 }
 
 // securityOpts is Docker's SecurityOpt for sc.

@@ -26,40 +26,29 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/podrun/podrun/engine"
+	"github.com/podrun/podrun/engine/labels"
 )
 
-// Labels podrun puts on every object it makes. Every relist (each second
-// while events are not flowing) carries them all, so they hold identities and hashes, nothing large: the
-// specs the hashes were taken of are the caller's to keep (podrun keeps
-// them in its root dir, for plan).
+// Labels podrun puts on every object it makes: engine/labels', the same
+// on every engine.
 const (
-	LabelNode          = "io.podrun.node"
-	LabelPodUID        = "io.podrun.pod.uid"
-	LabelPodName       = "io.podrun.pod.name"
-	LabelPodNamespace  = "io.podrun.pod.namespace"
-	LabelContainerName = "io.podrun.container.name"
-	LabelContainerType = "io.podrun.container.type"
-	LabelContainerHash = "io.podrun.container.hash"
-	LabelResourcesHash = "io.podrun.container.resources-hash"
-	// LabelImage is the image as the container's config named it (Docker
-	// reports the image ID instead once the tag has moved).
-	LabelImage       = "io.podrun.container.image"
-	LabelSandboxHash = "io.podrun.sandbox.hash"
-	// LabelPodSource and LabelGracePeriod keep, on the sandbox, where the
-	// pod was defined and its termination grace period (a Go duration).
-	LabelPodSource   = "io.podrun.pod.source"
-	LabelGracePeriod = "io.podrun.pod.grace-period"
-	// LabelQOSClass keeps the pod's QoS class on the sandbox.
-	LabelQOSClass  = "io.podrun.pod.qos-class"
-	LabelSandboxID = "io.podrun.sandbox.id"
-	LabelAttempt   = "io.podrun.attempt"
-	// LabelPodLabelPrefix prefixes the pod's own labels, copied onto the
-	// sandbox for people reading `docker ps`; podrun never reads them.
-	LabelPodLabelPrefix = "io.podrun.pod.label."
-
-	// TypeSandbox is the LabelContainerType of infra containers; containers
-	// carry engine.ContainerTypeInit or engine.ContainerTypeApp.
-	TypeSandbox = "sandbox"
+	LabelNode           = labels.Node
+	LabelPodUID         = labels.PodUID
+	LabelPodName        = labels.PodName
+	LabelPodNamespace   = labels.PodNamespace
+	LabelContainerName  = labels.ContainerName
+	LabelContainerType  = labels.ContainerType
+	LabelContainerHash  = labels.ContainerHash
+	LabelResourcesHash  = labels.ResourcesHash
+	LabelImage          = labels.Image
+	LabelSandboxHash    = labels.SandboxHash
+	LabelPodSource      = labels.PodSource
+	LabelGracePeriod    = labels.GracePeriod
+	LabelQOSClass       = labels.QOSClass
+	LabelSandboxID      = labels.SandboxID
+	LabelAttempt        = labels.Attempt
+	LabelPodLabelPrefix = labels.PodLabelPrefix
+	TypeSandbox         = labels.TypeSandbox
 	// SandboxContainerName is the container name part of a sandbox's name.
 	SandboxContainerName = "POD"
 )
@@ -230,29 +219,15 @@ func sanitize(s string) string { return invalidNameChars.ReplaceAllString(s, "-"
 
 // identityLabels are the labels every object of a pod carries.
 func (r *Runtime) identityLabels(pod engine.PodRef, name, typ string, attempt int) map[string]string {
-	return map[string]string{
-		LabelNode:          r.node,
-		LabelPodUID:        pod.UID,
-		LabelPodName:       pod.Name,
-		LabelPodNamespace:  pod.Namespace,
-		LabelContainerName: name,
-		LabelContainerType: typ,
-		LabelAttempt:       strconv.Itoa(attempt),
-	}
+	l := labels.Identity(r.node, pod, attempt)
+	l[LabelContainerName] = name
+	l[LabelContainerType] = typ
+	return l
 }
 
-func podRef(labels map[string]string) engine.PodRef {
-	return engine.PodRef{
-		UID:       labels[LabelPodUID],
-		Name:      labels[LabelPodName],
-		Namespace: labels[LabelPodNamespace],
-	}
-}
+func podRef(l map[string]string) engine.PodRef { return labels.Pod(l) }
 
-func attemptOf(labels map[string]string) int {
-	n, _ := strconv.Atoi(labels[LabelAttempt])
-	return n
-}
+func attemptOf(l map[string]string) int { return labels.AttemptOf(l) }
 
 // remember records that id is this node's, of type typ.
 func (r *Runtime) remember(id, typ string) {

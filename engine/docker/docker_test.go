@@ -167,17 +167,7 @@ func dockerEnv(t *testing.T) enginetest.Env {
 	return enginetest.Env{
 		Image:      testImage,
 		InfraImage: suiteInfraImage(t, probe),
-		Argv: func(p enginetest.Process) []string {
-			return map[enginetest.Process][]string{
-				enginetest.ProcessRun:        {"sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait"},
-				enginetest.ProcessIgnoreTerm: {"sh", "-c", "trap '' TERM; sleep 3600 & wait"},
-				enginetest.ProcessExitEnv:    {"sh", "-c", "exit $CODE"},
-				enginetest.ProcessEcho:       {"echo", "hello"},
-				// dd allocates its 64 MiB block and fills it.
-				enginetest.ProcessOOM:        {"dd", "if=/dev/zero", "of=/dev/null", "bs=64M", "count=1"},
-				enginetest.ProcessStartFails: {"/no/such/executable"},
-			}[p]
-		},
+		Argv:       enginetest.ShellArgv,
 		CreateSandboxOnly: func(t *testing.T, rt engine.Runtime, cfg *engine.SandboxConfig) string {
 			t.Helper()
 			r := rt.(*Runtime)

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/podrun/podrun/engine"
+	"github.com/podrun/podrun/engine/labels"
 )
 
 // detail is what only inspect tells of a container.
@@ -105,10 +106,6 @@ func (r *Runtime) sandboxOf(ctx context.Context, c container.Summary) (*engine.S
 			}
 		}
 	}
-	var grace *time.Duration
-	if d, err := time.ParseDuration(c.Labels[LabelGracePeriod]); err == nil {
-		grace = &d
-	}
 	return &engine.Sandbox{
 		ID:          c.ID,
 		Pod:         podRef(c.Labels),
@@ -118,7 +115,7 @@ func (r *Runtime) sandboxOf(ctx context.Context, c container.Summary) (*engine.S
 		IP:          sandboxIP(c),
 		CreatedAt:   time.Unix(c.Created, 0),
 		Source:      c.Labels[LabelPodSource],
-		GracePeriod: grace,
+		GracePeriod: labels.GracePeriodOf(c.Labels),
 		QOSClass:    c.Labels[LabelQOSClass],
 	}, nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/docker/go-connections/nat"
 
 	"github.com/podrun/podrun/engine"
+	"github.com/podrun/podrun/engine/labels"
 )
 
 // RunSandbox creates and starts the pod's infra container, or adopts the one
@@ -40,22 +41,11 @@ func (r *Runtime) RunSandbox(ctx context.Context, cfg *engine.SandboxConfig) (st
 
 // sandboxConfig is the infra container for cfg.
 func (r *Runtime) sandboxConfig(cfg *engine.SandboxConfig) (*container.Config, *container.HostConfig) {
-	labels := r.identityLabels(cfg.Pod, SandboxContainerName, TypeSandbox, cfg.Attempt)
-	labels[LabelSandboxHash] = cfg.Hash
-	if cfg.Source != "" {
-		labels[LabelPodSource] = cfg.Source
-	}
-	// Zero is recorded too: it is a grace period, not its absence.
-	labels[LabelGracePeriod] = max(cfg.GracePeriod, 0).String()
-	if cfg.QOSClass != "" {
-		labels[LabelQOSClass] = cfg.QOSClass
-	}
-	for k, v := range cfg.Labels {
-		labels[LabelPodLabelPrefix+k] = v
-	}
+	l := r.identityLabels(cfg.Pod, SandboxContainerName, TypeSandbox, cfg.Attempt)
+	labels.AddSandbox(l, cfg)
 	config := &container.Config{
 		Image:  cfg.Image,
-		Labels: labels,
+		Labels: l,
 	}
 	hc := &container.HostConfig{
 		RestartPolicy: container.RestartPolicy{Name: container.RestartPolicyDisabled},

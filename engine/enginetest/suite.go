@@ -62,8 +62,33 @@ type Env struct {
 	// (at least one), removed at the end of the test, and returns its ID:
 	// an image the ImageService tests may remove. nil skips those parts.
 	MakeImage func(t *testing.T, refs ...string) string
+	// NoSandboxRestart says the engine cannot start a stopped sandbox again
+	// (CRI): RunSandbox of a stopped sandbox's identity is then an error,
+	// makes nothing, and the caller makes a new attempt.
+	NoSandboxRestart bool
+	// SandboxRemovalRemovesContainers says that removing a sandbox removes
+	// its containers too (CRI's RemovePodSandbox).
+	SandboxRemovalRemovesContainers bool
+	// NoHostPortCheck says the engine does not refuse a host port another
+	// sandbox maps (CRI with CNI's portmap): the test of a sandbox whose
+	// start fails on a taken port is skipped.
+	NoHostPortCheck bool
 	// Timeout bounds each wait for a state; 0 means 30 s.
 	Timeout time.Duration
+}
+
+// ShellArgv is Env.Argv for an image with busybox's sh, sleep, echo and dd
+// (the tests' podrun/busybox:test).
+func ShellArgv(p Process) []string {
+	return map[Process][]string{
+		ProcessRun:        {"sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait"},
+		ProcessIgnoreTerm: {"sh", "-c", "trap '' TERM; sleep 3600 & wait"},
+		ProcessExitEnv:    {"sh", "-c", "exit $CODE"},
+		ProcessEcho:       {"echo", "hello"},
+		// dd allocates its 64 MiB block and fills it.
+		ProcessOOM:        {"dd", "if=/dev/zero", "of=/dev/null", "bs=64M", "count=1"},
+		ProcessStartFails: {"/no/such/executable"},
+	}[p]
 }
 
 // FakeEnv is the Env of Fake: the images it needs are added by NewFakeForSuite.
@@ -383,13 +408,23 @@ func testSandboxLifecycle(t *testing.T, s *suite) {
 		t.Errorf("stopping a stopped sandbox: %v, want nil", err)
 	}
 
-	// Running it again adopts and restarts the stopped one.
-	again := s.runSandbox(t, rt, cfg)
-	if again != id {
-		t.Errorf("RunSandbox after stop = %s, want the same sandbox %s", again, id)
-	}
-	if sb := findSandbox(t, rt, id); sb == nil || sb.State != engine.StateRunning {
-		t.Errorf("after RunSandbox of a stopped sandbox: %+v, want running", sb)
+	if s.env.NoSandboxRestart {
+		// Running it again is an error that makes nothing.
+		if again, err := rt.RunSandbox(ctx, cfg); err == nil {
+			t.Errorf("RunSandbox of a stopped sandbox on an engine that cannot restart one = %s, nil; want an error", again)
+		}
+		if sbs, err := rt.ListSandboxes(ctx); err != nil || len(sbs) != 1 || sbs[0].ID != id || sbs[0].State != engine.StateExited {
+			t.Errorf("after RunSandbox of a stopped sandbox: %+v, %v; want only the stopped one", sbs, err)
+		}
+	} else {
+		// Running it again adopts and restarts the stopped one.
+		again := s.runSandbox(t, rt, cfg)
+		if again != id {
+			t.Errorf("RunSandbox after stop = %s, want the same sandbox %s", again, id)
+		}
+		if sb := findSandbox(t, rt, id); sb == nil || sb.State != engine.StateRunning {
+			t.Errorf("after RunSandbox of a stopped sandbox: %+v, want running", sb)
+		}
 	}
 
 	if err := rt.RemoveSandbox(ctx, id); err != nil {
@@ -758,6 +793,19 @@ func testStartInStoppedSandbox(t *testing.T, s *suite) {
 	if c := findContainer(t, rt, id); c == nil || c.State == engine.StateRunning {
 		t.Errorf("after starting in a stopped sandbox: %+v, want not running", c)
 	}
+	if s.env.SandboxRemovalRemovesContainers {
+		// Removing the sandbox removes the container with it.
+		if err := rt.RemoveSandbox(ctxFor(t), sbID); err != nil {
+			t.Fatal(err)
+		}
+		if c := findContainer(t, rt, id); c != nil {
+			t.Errorf("after removing its sandbox: %+v, want the container removed with it", c)
+		}
+		if err := rt.StartContainer(ctxFor(t), id); !errors.Is(err, engine.ErrNotFound) {
+			t.Errorf("starting a container removed with its sandbox = %v, want ErrNotFound", err)
+		}
+		return
+	}
 	// In a removed sandbox: an error, but not ErrNotFound, which would say
 	// the container itself is gone.
 	id2 := s.create(t, rt, sbID, sb, s.containerConfig("app2", ProcessRun))
@@ -947,6 +995,9 @@ func testAdoption(t *testing.T, s *suite) {
 // exited: dead, not waiting to be started. Running it again (adoption)
 // fails again and makes no second object.
 func testSandboxStartFails(t *testing.T, s *suite) {
+	if s.env.NoHostPortCheck {
+		t.Skip("the engine does not refuse a host port another sandbox maps")
+	}
 	rt, _ := s.runtime(t)
 	ctx := ctxFor(t)
 	port := freePort(t)

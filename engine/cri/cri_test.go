@@ -1,0 +1,217 @@
+package cri
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/klog/v2"
+
+	"github.com/podrun/podrun/engine"
+	"github.com/podrun/podrun/engine/enginetest"
+)
+
+// The tests run against podrun's private containerd, which
+// hack/containerd.sh sets up (installing it when missing): they need root
+// on Linux, and nothing else.
+var (
+	testImage = envOr("PODRUN_TEST_IMAGE", "podrun/busybox:test")
+	endpoint  = envOr("PODRUN_CRI_ENDPOINT", DefaultEndpoint)
+	setupOnce sync.Once
+	setupErr  error
+)
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+func randHex(n int) string {
+	b := make([]byte, (n+1)/2)
+	if _, err := rand.Read(b); err != nil {
+		panic(err)
+	}
+	return hex.EncodeToString(b)[:n]
+}
+
+// needContainerd sets the private containerd up, once per test binary.
+func needContainerd(t *testing.T) {
+	t.Helper()
+	if runtime.GOOS != "linux" || os.Geteuid() != 0 {
+		t.Skip("the CRI engine's tests need root on Linux (they run a private containerd)")
+	}
+	setupOnce.Do(func() {
+		if os.Getenv("PODRUN_CRI_ENDPOINT") != "" {
+			return // someone else's runtime, set up by them
+		}
+		out, err := exec.Command("bash", "../../hack/containerd.sh").CombinedOutput()
+		if err != nil {
+			setupErr = fmt.Errorf("hack/containerd.sh: %v\n%s", err, out)
+		}
+	})
+	if setupErr != nil {
+		t.Fatal(setupErr)
+	}
+}
+
+func newRuntime(t *testing.T, node string) *Runtime {
+	t.Helper()
+	needContainerd(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	r, err := New(ctx, Options{Endpoint: endpoint, NodeName: node, LogDir: filepath.Join(logRoot(t), node)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return r
+}
+
+var (
+	logRootOnce sync.Once
+	logRootDir  string
+)
+
+// logRoot is one log directory for the whole test binary (a restarted
+// runtime of a node must find its pods' logs where they were).
+func logRoot(t *testing.T) string {
+	logRootOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "podrun-cri-test-")
+		if err != nil {
+			panic(err)
+		}
+		logRootDir = dir
+	})
+	return logRootDir
+}
+
+func TestMain(m *testing.M) {
+	// cri-client logs every failed call through klog, the NotFound answers
+	// the suite asks for included.
+	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(fs)
+	fs.Set("logtostderr", "false")
+	fs.Set("stderrthreshold", "FATAL")
+	klog.SetOutput(io.Discard)
+	code := m.Run()
+	if logRootDir != "" {
+		os.RemoveAll(logRootDir)
+	}
+	os.Exit(code)
+}
+
+func criEnv(t *testing.T) enginetest.Env {
+	probe := newRuntime(t, "rt-probe-"+randHex(6))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	infra, err := probe.EnsureInfraImage(ctx, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return enginetest.Env{
+		Image:                           testImage,
+		InfraImage:                      infra,
+		Argv:                            enginetest.ShellArgv,
+		NoSandboxRestart:                true,
+		SandboxRemovalRemovesContainers: true,
+		NoHostPortCheck:                 true,
+		MakeImage:                       makeImage,
+	}
+}
+
+// makeImage makes an image of its own ID (one random file) in containerd's
+// k8s.io namespace under refs, through the local dockerd (CRI cannot build
+// or import images), removed at the end of the test.
+func makeImage(t *testing.T, refs ...string) string {
+	t.Helper()
+	var layer bytes.Buffer
+	tw := tar.NewWriter(&layer)
+	content := []byte(randHex(32))
+	if err := tw.WriteHeader(&tar.Header{Name: "id", Mode: 0o644, Size: int64(len(content))}); err != nil {
+		t.Fatal(err)
+	}
+	tw.Write(content)
+	tw.Close()
+	run := func(stdin []byte, name string, args ...string) {
+		t.Helper()
+		cmd := exec.Command(name, args...)
+		cmd.Stdin = bytes.NewReader(stdin)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+		}
+	}
+	sock := strings.TrimPrefix(endpoint, "unix://")
+	t.Cleanup(func() {
+		exec.Command("docker", append([]string{"rmi"}, refs...)...).Run()
+		exec.Command("ctr", append([]string{"-a", sock, "-n", "k8s.io", "images", "rm"}, refs...)...).Run()
+	})
+	run(layer.Bytes(), "docker", "import", "-", refs[0])
+	for _, ref := range refs[1:] {
+		run(nil, "docker", "tag", refs[0], ref)
+	}
+	run(nil, "bash", append([]string{"-c", `set -o pipefail; docker save "$@" | ctr -a "$0" -n k8s.io images import -`, sock}, refs...)...)
+	r := newRuntime(t, "rt-img-"+randHex(6))
+	img, err := r.ImageStatus(context.Background(), refs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return img.ID
+}
+
+func TestConformance(t *testing.T) {
+	env := criEnv(t)
+	enginetest.Run(t, func(t *testing.T, node string) engine.Runtime { return newRuntime(t, node) }, env)
+}
+
+// A removed container's log file goes with it; its sandbox's log directory
+// goes with the sandbox.
+func TestLogFilesRemoved(t *testing.T) {
+	r := newRuntime(t, "rt-logs-"+randHex(6))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	sb := &engine.SandboxConfig{Pod: engine.PodRef{UID: randHex(16), Name: "logs", Namespace: "default"}, Hash: "h"}
+	sbID, err := r.RunSandbox(ctx, sb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.RemoveSandbox(context.Background(), sbID) })
+	id, err := r.CreateContainer(ctx, sbID, sb, &engine.ContainerConfig{Name: "echo", Image: testImage, Command: enginetest.ShellArgv(enginetest.ProcessEcho)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.StartContainer(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	dir := r.sandboxLogDir(sb.Pod.UID, 0)
+	logFile := filepath.Join(dir, "echo_0.log")
+	if _, err := os.Stat(logFile); err != nil {
+		t.Fatalf("the container's log file: %v", err)
+	}
+	if err := r.RemoveContainer(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(logFile); !os.IsNotExist(err) {
+		t.Errorf("after RemoveContainer, the log file: %v, want gone", err)
+	}
+	if err := r.RemoveSandbox(ctx, sbID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("after RemoveSandbox, the log directory: %v, want gone", err)
+	}
+}
