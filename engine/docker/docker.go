@@ -124,8 +124,12 @@ type Runtime struct {
 	starts map[string]int
 	// exits are what Docker's die (and oom) events told of containers
 	// whose exit its list does not show yet (exits.go).
-	exits    map[string]detail
-	runtimes []string // RuntimeHandlers, asked once
+	exits map[string]detail
+	// engineInfo is info's answer, once engineInfoKnown; infoMu lets one
+	// caller at a time ask dockerd for it.
+	engineInfo      engineInfo
+	engineInfoKnown bool
+	infoMu          sync.Mutex
 	// imageMounts is MountsImages' answer, once imageMountsKnown.
 	imageMounts, imageMountsKnown bool
 	// exports are the export containers ExportImageFilesystem holds.
