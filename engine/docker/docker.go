@@ -186,9 +186,13 @@ func (r *Runtime) Close() error { return r.cli.Close() }
 // Ping checks that the engine answers. Its error wraps engine.ErrUnavailable
 // when the engine cannot be reached.
 func (r *Runtime) Ping(ctx context.Context) error {
-	if _, err := r.cli.Ping(ctx); err != nil {
+	p, err := r.cli.Ping(ctx)
+	if err != nil {
 		return fmt.Errorf("docker at %s: %w: %v", r.cli.DaemonHost(), engine.ErrUnavailable, err)
 	}
+	// The API version is the one this answer names: the client's first
+	// request need not ping again to negotiate it.
+	r.cli.NegotiateAPIVersionPing(p)
 	return nil
 }
 

@@ -731,13 +731,16 @@ func countingRuntime(t *testing.T, node string) (*Runtime, *countingTransport) {
 	return r, ct
 }
 
-// A process asks docker info once, however many of its readers ask
-// together, and a container of a sandbox it made needs no inspect of that
+// A process pings once, asks docker info once, however many of its
+// readers ask together, and a container of a sandbox it made needs no inspect of that
 // sandbox: each was a round trip before a `once` started its first pod.
 func TestInfoAndPlacementAskedOnce(t *testing.T) {
 	t.Parallel()
 	r, ct := countingRuntime(t, "rt-"+randHex(8))
 	ctx := context.Background()
+	if err := r.Ping(ctx); err != nil {
+		t.Fatal(err)
+	}
 	var wg sync.WaitGroup
 	for range 3 {
 		wg.Go(func() {
@@ -753,8 +756,8 @@ func TestInfoAndPlacementAskedOnce(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if n := ct.take(); n["GET /info"] != 1 {
-		t.Errorf("requests: %v, want one GET /info", n)
+	if n := ct.take(); n["GET /info"] != 1 || n["HEAD /_ping"]+n["GET /_ping"] != 1 {
+		t.Errorf("requests: %v, want one ping (which negotiated the API version) and one GET /info", n)
 	}
 	driver, err := r.CgroupDriver(ctx)
 	if err != nil || driver == "" {
