@@ -812,6 +812,13 @@ func TestListIsCheap(t *testing.T) {
 		}
 		return m
 	}
+	// What a teardown lists with: one call, whatever the containers.
+	if _, cs, err := r.ListPodSummaries(ctx); err != nil || len(cs) != 2 {
+		t.Fatalf("ListPodSummaries: %v, %v; want the 2 containers", cs, err)
+	}
+	if n := ct.take(); n["list"] != 1 || n["inspect"] != 0 {
+		t.Errorf("summaries: %v, want one list call and no inspect", n)
+	}
 	first := list()
 	if n := ct.take(); n["inspect"] != 2 {
 		t.Errorf("first list: %v, want one inspect per container", n)
