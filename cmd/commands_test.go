@@ -277,7 +277,7 @@ func TestDownRun(t *testing.T) {
 	if err := e.once(web, "--timeout", "10s"); err != nil {
 		t.Fatal(err)
 	}
-	e.fake.FailNext("ListSandboxes", enginetest.ErrInjected)
+	e.fake.FailNext("ListPodSummaries", enginetest.ErrInjected)
 	wantExit(t, "down with a failing engine", down(e, web), exitPodFailed, "remove default/web-node1: injected failure")
 	e.down = true
 	wantExit(t, "down with the engine unreachable", down(e, web), exitUnreachable)

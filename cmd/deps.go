@@ -19,6 +19,7 @@ import (
 	"github.com/podrun/podrun/pause"
 	"github.com/podrun/podrun/runner"
 	"github.com/spf13/pflag"
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 )
 
@@ -206,19 +207,33 @@ func newRunner(ctx context.Context, g *globalOptions, rt podEngine, allowPrivile
 	if err != nil {
 		return nil, fmt.Errorf("find podrun's executable: %w", err)
 	}
-	infra, err := rt.EnsureInfraImage(ctx, g.InfraImage, exe)
-	if err != nil {
+	// The infra image's check is a round trip to the engine (more, when
+	// it must be pulled or built); the rest asks docker info once and
+	// reads the host. Neither waits for the other: each is time before
+	// the first pod starts.
+	var infra string
+	infraDone := make(chan error, 1)
+	go func() {
+		var err error
+		infra, err = rt.EnsureInfraImage(ctx, g.InfraImage, exe)
+		infraDone <- err
+	}()
+	cgroups, cgroupsErr := podCgroups(ctx, rt, g.PodMaxPIDs)
+	var admit func(*v1.Pod) error
+	if cgroupsErr == nil {
+		admit = g.Images.admitter(ctx, g.RootDir, rt, g.Log)
+	}
+	host := g.Host()
+	oomFloor := g.oomFloor()
+	if err := <-infraDone; err != nil {
 		if errors.Is(err, engine.ErrUnavailable) {
 			return nil, unreachable(err)
 		}
 		return nil, fmt.Errorf("infra image: %w", err)
 	}
-	cgroups, err := podCgroups(ctx, rt, g.PodMaxPIDs)
-	if err != nil {
-		return nil, err
+	if cgroupsErr != nil {
+		return nil, cgroupsErr
 	}
-	host := g.Host()
-	oomFloor := g.oomFloor()
 	cfg := runner.Config{
 		Runtime:          rt,
 		RuntimeName:      g.runtimeNameOr("docker"),
@@ -234,7 +249,7 @@ func newRunner(ctx context.Context, g *globalOptions, rt podEngine, allowPrivile
 		OOMScoreAdjFloor: oomFloor,
 		HostDNS:          hostDNS(host.DNS),
 		Images:           g.Images.runnerImages(g.Log, g.imageUsage),
-		Admit:            g.Images.admitter(ctx, g.RootDir, rt, g.Log),
+		Admit:            admit,
 		PodCgroups:       cgroups,
 	}
 	for _, t := range tune {

@@ -101,16 +101,17 @@ func TestDownTearsDownPodsTogether(t *testing.T) {
 				t.Errorf("%d pods reported removed, %d sandboxes left, want %d and 0:\n%s", got, e.sandboxes(), n, e.out)
 			}
 			// One list for all the pods (that finds them, with --all), not
-			// one per pod.
-			if got := e.fake.Calls("ListContainers"); got != 1 {
-				t.Errorf("%d container lists for %d pods, want 1", got, n)
+			// one per pod, and without a look at each container.
+			if got, full := e.fake.Calls("ListPodSummaries"), e.fake.Calls("ListContainers"); got != 1 || full != 0 {
+				t.Errorf("%d lists and %d full container lists for %d pods, want 1 and 0", got, full, n)
 			}
 		})
 	}
 }
 
 // down --all knows no spec: each pod is stopped within the grace period
-// its sandbox recorded, zero included (not the 30 s default).
+// its sandbox recorded, zero included (not the 30 s default). A zero grace
+// period needs no stop: the forced removal kills the container.
 func TestDownAllUsesRecordedGrace(t *testing.T) {
 	e := newCmdEnv(t)
 	pod := func(name string, grace int) string {
@@ -120,13 +121,18 @@ func TestDownAllUsesRecordedGrace(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]time.Duration{}
-	for name, grace := range map[string]time.Duration{"zero-node1": 0, "seven-node1": 7 * time.Second} {
-		for _, c := range e.containers(name) {
-			want[c.ID] = grace
-		}
+	for _, c := range e.containers("seven-node1") {
+		want[c.ID] = 7 * time.Second
+	}
+	zero := e.containers("zero-node1")
+	if len(zero) == 0 {
+		t.Fatal("the zero-grace pod has no containers")
 	}
 	rec := newStopRecorder(e, 0)
 	wantExit(t, "down --all", downWith(e, rec, "--all"), exitOK)
+	if e.sandboxes() != 0 || len(e.containers("zero-node1")) != 0 || len(e.containers("seven-node1")) != 0 {
+		t.Errorf("after down --all: %d sandboxes, containers %v, %v left", e.sandboxes(), e.containers("zero-node1"), e.containers("seven-node1"))
+	}
 	if len(rec.graces) != len(want) {
 		t.Fatalf("stopped %v, want %v", rec.graces, want)
 	}

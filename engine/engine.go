@@ -24,7 +24,7 @@ import (
 // Runtime is everything the sync core needs from a container engine: its
 // sandboxes, its containers and the images they run. Optional abilities
 // (ResourceUpdater, LogReader, Execer, EventSource, PodObjectLister,
-// ImageService, ImageFilesystemExporter, RuntimeHandlerLister,
+// PodSummaryLister, ImageService, ImageFilesystemExporter, RuntimeHandlerLister,
 // StatsProvider) are separate interfaces, found by type assertion.
 type Runtime interface {
 	SandboxManager
@@ -154,6 +154,20 @@ type PodObjectLister interface {
 	// every pod of this node when uid is "". A pod with no object is not
 	// an error: both lists are empty.
 	ListPodObjects(ctx context.Context, uid string) ([]*Sandbox, []*Container, error)
+}
+
+// PodSummaryLister is implemented by runtimes that can list every pod's
+// sandboxes and containers of the node in one call, with less than
+// ListPodObjects gives where the rest costs more calls: what removing them
+// needs (a teardown of every pod, by a process that has not listed
+// before).
+type PodSummaryLister interface {
+	// ListPodSummaries returns the sandboxes and containers of every pod
+	// of this node, as ListPodObjects(ctx, "") does, except that a
+	// container's StartedAt, FinishedAt, ExitCode, OOMKilled and Message
+	// may be zero, and a sandbox or container whose start failed may be
+	// reported created rather than exited.
+	ListPodSummaries(ctx context.Context) ([]*Sandbox, []*Container, error)
 }
 
 // RuntimeHandlerLister is implemented by runtimes that can say which

@@ -130,6 +130,7 @@ func (r *Runner) applyActions(ctx context.Context, pod *v1.Pod, st *podState, a 
 		sbCfg.CgroupParent = parent
 	}
 
+	var looked map[string]*imageLookup
 	if a.CreateSandbox && r.cfg.Admit != nil {
 		if err := r.cfg.Admit(pod); err != nil {
 			for _, c := range allContainers(pod) {
@@ -145,6 +146,7 @@ func (r *Runner) applyActions(ctx context.Context, pod *v1.Pod, st *podState, a 
 			sbCfg.Attempt = sb.Attempt
 		}
 		r.keepRecord(pod, podSandboxKey(pod), sandboxRecord(pod))
+		looked = r.lookUpImages(ctx, a)
 		id, err := r.rt.RunSandbox(ctx, sbCfg)
 		if err != nil {
 			return fmt.Errorf("run sandbox: %w", err)
@@ -196,7 +198,7 @@ func (r *Runner) applyActions(ctx context.Context, pod *v1.Pod, st *podState, a 
 		if w.holdStart(c.Name) {
 			return
 		}
-		if err := r.startContainer(ctx, pod, c, typ, a.Reasons[c.Name], sandboxID, sbCfg, st, vols, pe); err != nil {
+		if err := r.startContainer(ctx, pod, c, typ, a.Reasons[c.Name], sandboxID, sbCfg, st, vols, pe, looked[c.Image]); err != nil {
 			w.recordStartError(pod, c, err)
 			errMu.Lock()
 			errs = append(errs, fmt.Errorf("start %s: %w", c.Name, err))
@@ -341,27 +343,41 @@ func (r *Runner) stopPodContainers(ctx context.Context, pod *v1.Pod, st *podStat
 			podIP = r.cfg.HostIP
 		}
 	}
-	var apps, inits []killTarget
-	for _, c := range st.Containers {
-		if c.State != engine.StateRunning && c.State != engine.StateCreated {
-			continue
-		}
-		k := killTarget{Container: c, Reason: why}
-		if c.Type == engine.ContainerTypeInit {
-			inits = append(inits, k)
-		} else {
-			apps = append(apps, k)
-		}
-	}
-	r.stopContainers(ctx, pod, podIP, apps, grace, &errs)
-	// Sidecars stop after the app containers, the last started first.
-	sort.SliceStable(inits, func(i, j int) bool {
-		return sidecarIndex(pod, inits[i].Container) > sidecarIndex(pod, inits[j].Container)
+	apps, sidecars := killOrder(pod, st, func(c *engine.Container) bool {
+		return c.State == engine.StateRunning || c.State == engine.StateCreated
 	})
-	for _, k := range inits {
+	targets := func(cs []*engine.Container) []killTarget {
+		out := make([]killTarget, len(cs))
+		for i, c := range cs {
+			out[i] = killTarget{Container: c, Reason: why}
+		}
+		return out
+	}
+	r.stopContainers(ctx, pod, podIP, targets(apps), grace, &errs)
+	for _, k := range targets(sidecars) {
 		r.stopContainers(ctx, pod, podIP, []killTarget{k}, grace, &errs)
 	}
 	return errs
+}
+
+// killOrder splits the pod's containers that pick chooses as the kubelet
+// stops them: the app containers (with the init containers that have
+// finished), which go together, then the init containers still running or
+// created (sidecars), one after another, the last started first.
+func killOrder(pod *v1.Pod, st *podState, pick func(*engine.Container) bool) (together, inTurn []*engine.Container) {
+	for _, c := range st.Containers {
+		switch {
+		case !pick(c):
+		case c.Type == engine.ContainerTypeInit && c.State != engine.StateExited:
+			inTurn = append(inTurn, c)
+		default:
+			together = append(together, c)
+		}
+	}
+	sort.SliceStable(inTurn, func(i, j int) bool {
+		return sidecarIndex(pod, inTurn[i]) > sidecarIndex(pod, inTurn[j])
+	})
+	return together, inTurn
 }
 
 func sidecarIndex(pod *v1.Pod, c *engine.Container) int {
@@ -391,17 +407,35 @@ func (r *Runner) teardown(ctx context.Context, pod *v1.Pod, st *podState, grace 
 		uid = st.Containers[0].Pod.UID
 	}
 	r.probes.RemovePod(uid)
-	// The sandbox is not stopped first: its removal kills it, and the
-	// infra container has nothing to do in a grace period. That is one
-	// Engine call per pod less, as Docker's own rm -f makes.
-	if errs := r.stopPodContainers(ctx, pod, st, grace, ""); len(errs) > 0 {
-		return errors.Join(errs...)
-	}
-	var errs []error
-	for _, c := range st.Containers {
-		if err := r.rt.RemoveContainer(ctx, c.ID); err != nil {
-			errs = append(errs, fmt.Errorf("remove %s: %w", c.Name, err))
+	// Containers are stopped before their removal only where a stop is
+	// more than a kill: with a grace period or a preStop hook. Otherwise
+	// their forced removal (below, in the same order) kills them as a stop
+	// with no grace would: one Engine call per container, as Docker's own
+	// rm -f makes, not two. The sandbox is not stopped first either: its
+	// removal kills it, and the infra container has nothing to do in a
+	// grace period.
+	if grace > 0 || hasPreStop(pod) {
+		if errs := r.stopPodContainers(ctx, pod, st, grace, ""); len(errs) > 0 {
+			return errors.Join(errs...)
 		}
+	}
+	var mu sync.Mutex
+	var errs []error
+	remove := func(c *engine.Container) {
+		if err := r.rt.RemoveContainer(ctx, c.ID); err != nil {
+			mu.Lock()
+			errs = append(errs, fmt.Errorf("remove %s: %w", c.Name, err))
+			mu.Unlock()
+		}
+	}
+	together, inTurn := killOrder(pod, st, func(*engine.Container) bool { return true })
+	var wg sync.WaitGroup
+	for _, c := range together {
+		wg.Go(func() { remove(c) })
+	}
+	wg.Wait()
+	for _, c := range inTurn {
+		remove(c)
 	}
 	for _, sb := range st.Sandboxes {
 		if err := r.rt.RemoveSandbox(ctx, sb.ID); err != nil {
@@ -417,6 +451,19 @@ func (r *Runner) teardown(ctx context.Context, pod *v1.Pod, st *podState, grace 
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// hasPreStop reports whether a container of the pod has a preStop hook.
+func hasPreStop(pod *v1.Pod) bool {
+	if pod == nil {
+		return false
+	}
+	for _, c := range allContainers(pod) {
+		if c.Lifecycle != nil && c.Lifecycle.PreStop != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // TeardownTarget is a pod to tear down: its UID, its namespace/name (for
@@ -441,7 +488,7 @@ type TeardownTarget struct {
 // called once per target as it is done (with the list's error, when that
 // failed), by one goroutine at a time.
 func (r *Runner) TeardownPods(ctx context.Context, targets []TeardownTarget, grace time.Duration, done func(TeardownTarget, error)) {
-	pods, err := listPods(ctx, r.rt)
+	pods, err := r.listForTeardown(ctx)
 	if err != nil {
 		for _, t := range targets {
 			done(t, err)
@@ -454,7 +501,7 @@ func (r *Runner) TeardownPods(ctx context.Context, targets []TeardownTarget, gra
 // TeardownAll is TeardownPods of every pod of this node, found by one list
 // of the runtime, without specs. The error is the list's.
 func (r *Runner) TeardownAll(ctx context.Context, grace time.Duration, done func(TeardownTarget, error)) error {
-	pods, err := listPods(ctx, r.rt)
+	pods, err := r.listForTeardown(ctx)
 	if err != nil {
 		return err
 	}
@@ -492,6 +539,21 @@ func (r *Runner) teardownEach(ctx context.Context, pods map[string]*podState, ta
 		})
 	}
 	wg.Wait()
+}
+
+// listForTeardown is the runtime's state of every pod, as a teardown needs
+// it: from one call where the runtime can (engine.PodSummaryLister), as
+// the states of its objects are all it uses.
+func (r *Runner) listForTeardown(ctx context.Context) (map[string]*podState, error) {
+	if l, ok := r.raw.(engine.PodSummaryLister); ok {
+		r.cfg.Metrics.runtimeCall("ListPodSummaries")
+		sbs, cs, err := l.ListPodSummaries(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return groupPods(sbs, cs), nil
+	}
+	return listPods(ctx, r.rt)
 }
 
 // recordedGrace is the grace period of a pod: from its spec when known,
@@ -711,9 +773,16 @@ func podDomain(pod *v1.Pod, clusterDomain string) string {
 // every pod that needs it at once; opts may make pulls one at a time. It
 // tells opts.Used of the image about to be used. opts may be nil.
 func (r *Runner) ensureImage(ctx context.Context, pod *v1.Pod, container, ref string, policy v1.PullPolicy,
-	opts *ImageOptions) (*engine.Image, error) {
+	opts *ImageOptions, looked *imageLookup) (*engine.Image, error) {
 	if policy != v1.PullAlways {
-		img, err := r.rt.ImageStatus(ctx, ref)
+		var img *engine.Image
+		var err error
+		if looked != nil {
+			<-looked.done
+			img, err = looked.img, looked.err
+		} else {
+			img, err = r.rt.ImageStatus(ctx, ref)
+		}
 		if err == nil {
 			opts.used(img.ID, r.clock.Now())
 			r.event(pod, container, v1.EventTypeNormal, eventPulled, "Container image %q already present on machine", ref)
@@ -743,14 +812,50 @@ func (r *Runner) ensureImage(ctx context.Context, pod *v1.Pod, container, ref st
 	return img, nil
 }
 
+// imageLookup is an ImageStatus begun before it is needed; done is closed
+// when img and err are set.
+type imageLookup struct {
+	done chan struct{}
+	img  *engine.Image
+	err  error
+}
+
+// lookUpImages begins the ImageStatus of each image that a sync making a
+// new sandbox starts a container of right after it (its init container,
+// its app containers) and that it may use as present (pull policy not
+// Always), by image. They run while the engine starts the sandbox (a
+// quarter of a second of Docker's here), not after it, each bounded by
+// ctx; what is pulled, and every event, stays where it was
+// (ensureImage).
+func (r *Runner) lookUpImages(ctx context.Context, a *podActions) map[string]*imageLookup {
+	cs := a.StartApps
+	if a.StartInit != nil {
+		cs = []*v1.Container{a.StartInit}
+	}
+	out := map[string]*imageLookup{}
+	for _, c := range cs {
+		if c.ImagePullPolicy == v1.PullAlways || out[c.Image] != nil {
+			continue
+		}
+		l := &imageLookup{done: make(chan struct{})}
+		out[c.Image] = l
+		go func() {
+			defer close(l.done)
+			l.img, l.err = r.rt.ImageStatus(ctx, c.Image)
+		}()
+	}
+	return out
+}
+
 // startContainer makes and starts one container in the sandbox; why is
-// the reason compute-actions gave, for the log.
+// the reason compute-actions gave, for the log. looked is the lookup of
+// its image begun earlier, if any.
 func (r *Runner) startContainer(ctx context.Context, pod *v1.Pod, c *v1.Container, typ engine.ContainerType, why string,
-	sandboxID string, sbCfg *engine.SandboxConfig, st *podState, vols map[string]volumeSource, pe podEnv) error {
+	sandboxID string, sbCfg *engine.SandboxConfig, st *podState, vols map[string]volumeSource, pe podEnv, looked *imageLookup) error {
 	if sandboxID == "" {
 		return errors.New("no sandbox")
 	}
-	if _, err := r.ensureImage(ctx, pod, c.Name, c.Image, c.ImagePullPolicy, r.cfg.Images); err != nil {
+	if _, err := r.ensureImage(ctx, pod, c.Name, c.Image, c.ImagePullPolicy, r.cfg.Images, looked); err != nil {
 		return err
 	}
 	if err := r.checkRunAsNonRoot(ctx, pod, c); err != nil {

@@ -144,7 +144,7 @@ func (r *Runner) prepareImageVolume(ctx context.Context, pod *v1.Pod, vol *v1.Vo
 	if ref == "" {
 		return volumeSource{}, configErrorf("image volume without a reference")
 	}
-	img, err := r.ensureImage(ctx, pod, "", ref, vol.Image.PullPolicy, r.cfg.Images)
+	img, err := r.ensureImage(ctx, pod, "", ref, vol.Image.PullPolicy, r.cfg.Images, nil)
 	if err != nil {
 		return volumeSource{}, err
 	}

@@ -188,6 +188,6 @@ func (r refusal) AdmitReason() string { return string(r) }
 
 // ensure is ensureImage for a container's image.
 func ensure(ctx context.Context, r *Runner, pod *v1.Pod, c *v1.Container, opts *ImageOptions) error {
-	_, err := r.ensureImage(ctx, pod, c.Name, c.Image, c.ImagePullPolicy, opts)
+	_, err := r.ensureImage(ctx, pod, c.Name, c.Image, c.ImagePullPolicy, opts, nil)
 	return err
 }

@@ -40,7 +40,7 @@ func (r *Runtime) CreateContainer(ctx context.Context, sandboxID string, sandbox
 	if err != nil {
 		return "", fmt.Errorf("create %s: %w", name, err)
 	}
-	id, _, err := r.createOrAdopt(ctx, name, sandbox.Pod, cfg.Name, config, hc)
+	id, _, _, err := r.createOrAdopt(ctx, name, sandbox.Pod, cfg.Name, config, hc)
 	if err != nil {
 		return "", fmt.Errorf("create %s: %w", name, err)
 	}

@@ -113,8 +113,12 @@ type Runtime struct {
 	starts map[string]int
 	// exits are what Docker's die (and oom) events told of containers
 	// whose exit its list does not show yet (exits.go).
-	exits    map[string]detail
-	runtimes []string // RuntimeHandlers, asked once
+	exits map[string]detail
+	// engineInfo is info's answer, once engineInfoKnown; infoMu lets one
+	// caller at a time ask dockerd for it.
+	engineInfo      engineInfo
+	engineInfoKnown bool
+	infoMu          sync.Mutex
 	// imageMounts is MountsImages' answer, once imageMountsKnown.
 	imageMounts, imageMountsKnown bool
 	// exports are the export containers ExportImageFilesystem holds.
@@ -171,9 +175,13 @@ func (r *Runtime) Close() error { return r.cli.Close() }
 // Ping checks that the engine answers. Its error wraps engine.ErrUnavailable
 // when the engine cannot be reached.
 func (r *Runtime) Ping(ctx context.Context) error {
-	if _, err := r.cli.Ping(ctx); err != nil {
+	p, err := r.cli.Ping(ctx)
+	if err != nil {
 		return fmt.Errorf("docker at %s: %w: %v", r.cli.DaemonHost(), engine.ErrUnavailable, err)
 	}
+	// The API version is the one this answer names: the client's first
+	// request need not ping again to negotiate it.
+	r.cli.NegotiateAPIVersionPing(p)
 	return nil
 }
 

@@ -172,7 +172,7 @@ func dockerEnv(t *testing.T) enginetest.Env {
 			t.Helper()
 			r := rt.(*Runtime)
 			config, hc := r.sandboxConfig(cfg)
-			id, _, err := r.createOrAdopt(context.Background(), objectName(cfg.Pod, SandboxContainerName, cfg.Attempt), cfg.Pod, SandboxContainerName, config, hc)
+			id, _, _, err := r.createOrAdopt(context.Background(), objectName(cfg.Pod, SandboxContainerName, cfg.Attempt), cfg.Pod, SandboxContainerName, config, hc)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -695,17 +695,13 @@ func (c *countingTransport) take() map[string]int {
 	return n
 }
 
-func TestListIsCheap(t *testing.T) {
-	t.Parallel()
+// countingRuntime is a Runtime of node whose engine requests ct counts.
+func countingRuntime(t *testing.T, node string) (*Runtime, *countingTransport) {
+	t.Helper()
 	if h := os.Getenv("DOCKER_HOST"); h != "" && !strings.HasPrefix(h, "unix://") {
 		t.Skip("counts requests on the unix socket only")
 	}
 	sock := strings.TrimPrefix(envOr("DOCKER_HOST", "unix:///var/run/docker.sock"), "unix://")
-	p := newPod(t, nil)
-	running := p.run(&engine.ContainerConfig{Name: "run", Command: []string{"sleep", "3600"}})
-	done := p.run(&engine.ContainerConfig{Name: "done", Command: []string{"sh", "-c", "exit 4"}})
-	p.wait(done)
-
 	ct := &countingTransport{n: map[string]int{}, base: &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			var d net.Dialer
@@ -716,12 +712,83 @@ func TestListIsCheap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cli.Close()
-	r, err := New(Options{NodeName: p.r.node, Logger: testLogger(t)})
+	t.Cleanup(func() { cli.Close() })
+	r, err := New(Options{NodeName: node, Logger: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	r.cli = cli
+	return r, ct
+}
+
+// A process pings once, asks docker info once, however many of its
+// readers ask together, and a container of a sandbox it made needs no inspect of that
+// sandbox: each was a round trip before a `once` started its first pod.
+func TestInfoAndPlacementAskedOnce(t *testing.T) {
+	t.Parallel()
+	r, ct := countingRuntime(t, "rt-"+randHex(8))
+	ctx := context.Background()
+	if err := r.Ping(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for range 3 {
+		wg.Go(func() {
+			if _, err := r.CgroupDriver(ctx); err != nil {
+				t.Error(err)
+			}
+			if _, err := r.DataRoot(ctx); err != nil {
+				t.Error(err)
+			}
+			if _, err := r.RuntimeHandlers(ctx); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if n := ct.take(); n["GET /info"] != 1 || n["HEAD /_ping"]+n["GET /_ping"] != 1 {
+		t.Errorf("requests: %v, want one ping (which negotiated the API version) and one GET /info", n)
+	}
+	driver, err := r.CgroupDriver(ctx)
+	if err != nil || driver == "" {
+		t.Errorf("CgroupDriver = %q, %v", driver, err)
+	}
+	r.forgetInfo() // as after Events reconnected
+	if _, err := r.RuntimeHandlers(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := ct.take(); n["GET /info"] != 1 {
+		t.Errorf("after the engine may have restarted: %v, want info asked again", n)
+	}
+
+	name := "p" + randHex(6)
+	sb := &engine.SandboxConfig{Pod: engine.PodRef{UID: randHex(32), Name: name, Namespace: "default"}, Hash: "h",
+		Image: suiteInfraImage(t, r), Hostname: name}
+	sbID, err := r.RunSandbox(ctx, sb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.RemoveSandbox(context.Background(), sbID) })
+	ct.take()
+	id, err := r.CreateContainer(ctx, sbID, sb, &engine.ContainerConfig{Name: "c", Image: testImage, Type: engine.ContainerTypeApp,
+		Command: []string{"sleep", "3600"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.RemoveContainer(context.Background(), id) })
+	if n := ct.take(); n["inspect"] != 0 {
+		t.Errorf("create in a sandbox this runtime made: %v, want no inspect", n)
+	}
+}
+
+func TestListIsCheap(t *testing.T) {
+	t.Parallel()
+	p := newPod(t, nil)
+	running := p.run(&engine.ContainerConfig{Name: "run", Command: []string{"sleep", "3600"}})
+	done := p.run(&engine.ContainerConfig{Name: "done", Command: []string{"sh", "-c", "exit 4"}})
+	p.wait(done)
+
+	r, ct := countingRuntime(t, p.r.node)
 	ctx := context.Background()
 
 	list := func() map[string]*engine.Container {
@@ -734,6 +801,13 @@ func TestListIsCheap(t *testing.T) {
 			m[c.ID] = c
 		}
 		return m
+	}
+	// What a teardown lists with: one call, whatever the containers.
+	if _, cs, err := r.ListPodSummaries(ctx); err != nil || len(cs) != 2 {
+		t.Fatalf("ListPodSummaries: %v, %v; want the 2 containers", cs, err)
+	}
+	if n := ct.take(); n["list"] != 1 || n["inspect"] != 0 {
+		t.Errorf("summaries: %v, want one list call and no inspect", n)
 	}
 	first := list()
 	if n := ct.take(); n["inspect"] != 2 {

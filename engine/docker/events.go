@@ -75,10 +75,8 @@ func (r *Runtime) watchEvents(ctx context.Context, out chan<- engine.Event, sinc
 		if !first {
 			r.log.Info("docker events: reconnected")
 			// The engine may have restarted with another configuration
-			// (a runtime added): RuntimeHandlers asks again.
-			r.mu.Lock()
-			r.runtimes = nil
-			r.mu.Unlock()
+			// (a runtime added): info asks again.
+			r.forgetInfo()
 			if !send(engine.Event{Resync: true}) {
 				cancel()
 				return

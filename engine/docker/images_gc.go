@@ -112,24 +112,24 @@ func (r *Runtime) ImageFsInfo(ctx context.Context) (*engine.FsInfo, error) {
 // DataRoot is Docker's data root directory (DockerRootDir of `docker
 // info`), which holds its images and containers.
 func (r *Runtime) DataRoot(ctx context.Context) (string, error) {
-	info, err := r.cli.Info(ctx)
+	info, err := r.info(ctx)
 	if err != nil {
-		return "", fmt.Errorf("docker info: %w", wrap(err))
+		return "", err
 	}
-	if info.DockerRootDir == "" {
+	if info.dataRoot == "" {
 		return "", fmt.Errorf("docker info: no DockerRootDir")
 	}
-	return info.DockerRootDir, nil
+	return info.dataRoot, nil
 }
 
 // CgroupDriver is the engine's cgroup driver (docker info's
 // CgroupDriver: "cgroupfs" or "systemd").
 func (r *Runtime) CgroupDriver(ctx context.Context) (string, error) {
-	info, err := r.cli.Info(ctx)
+	info, err := r.info(ctx)
 	if err != nil {
-		return "", fmt.Errorf("docker info: %w", wrap(err))
+		return "", err
 	}
-	return info.CgroupDriver, nil
+	return info.cgroupDriver, nil
 }
 
 // Statfs measures the filesystem holding path.

@@ -26,7 +26,10 @@ type detail struct {
 	message    string
 }
 
-var _ engine.PodObjectLister = (*Runtime)(nil)
+var (
+	_ engine.PodObjectLister  = (*Runtime)(nil)
+	_ engine.PodSummaryLister = (*Runtime)(nil)
+)
 
 // list is one ContainerList of this node's objects (sandboxes only, or
 // all; of the pod podUID only, when it is not ""), filtered by the engine.
@@ -75,7 +78,7 @@ func (r *Runtime) ListSandboxes(ctx context.Context) ([]*engine.Sandbox, error) 
 // than one start after another failing on it.
 func (r *Runtime) sandboxOf(ctx context.Context, c container.Summary) (*engine.Sandbox, error) {
 	r.remember(c.ID, TypeSandbox)
-	state := sandboxState(c.State)
+	state := listedState(c.State)
 	if state == engine.StateRunning && r.diedPerEvent(c.ID) {
 		state = engine.StateExited // see exits.go
 	}
@@ -106,6 +109,11 @@ func (r *Runtime) sandboxOf(ctx context.Context, c container.Summary) (*engine.S
 			}
 		}
 	}
+	return sandboxSummary(c, state), nil
+}
+
+// sandboxSummary is the listed infra container c as a sandbox in state.
+func sandboxSummary(c container.Summary, state engine.State) *engine.Sandbox {
 	return &engine.Sandbox{
 		ID:          c.ID,
 		Pod:         podRef(c.Labels),
@@ -117,7 +125,32 @@ func (r *Runtime) sandboxOf(ctx context.Context, c container.Summary) (*engine.S
 		Source:      c.Labels[LabelPodSource],
 		GracePeriod: labels.GracePeriodOf(c.Labels),
 		QOSClass:    c.Labels[LabelQOSClass],
-	}, nil
+	}
+}
+
+// ListPodSummaries returns the sandboxes and containers of every pod of
+// this node from one ContainerList call and nothing else: their states are
+// the list's, and what only inspect tells (StartedAt, FinishedAt,
+// ExitCode, OOMKilled, Message; a created sandbox whose start failed) is
+// left out. That is all a teardown needs, and a fresh process (down)
+// would otherwise inspect every container before it removes any.
+func (r *Runtime) ListPodSummaries(ctx context.Context) ([]*engine.Sandbox, []*engine.Container, error) {
+	cs, err := r.list(ctx, false, "")
+	if err != nil {
+		return nil, nil, fmt.Errorf("list pod objects: %w", err)
+	}
+	var sbs []*engine.Sandbox
+	var ctrs []*engine.Container
+	for _, c := range cs {
+		typ := c.Labels[LabelContainerType]
+		r.remember(c.ID, typ)
+		if typ == TypeSandbox {
+			sbs = append(sbs, sandboxSummary(c, listedState(c.State)))
+			continue
+		}
+		ctrs = append(ctrs, containerSummary(c, detail{state: listedState(c.State)}))
+	}
+	return sbs, ctrs, nil
 }
 
 // ListPodObjects returns the sandboxes and containers of the pod uid, or of
@@ -160,8 +193,8 @@ func (r *Runtime) ListPodObjects(ctx context.Context, uid string) ([]*engine.San
 	return sbs, ctrs, nil
 }
 
-// sandboxState maps Docker's state of an infra container.
-func sandboxState(s string) engine.State {
+// listedState maps the Docker state of a listed container (an infra one or not).
+func listedState(s string) engine.State {
 	switch s {
 	case container.StateCreated:
 		return engine.StateCreated
@@ -248,6 +281,11 @@ func (r *Runtime) containerOf(ctx context.Context, c container.Summary) (*engine
 	if err != nil {
 		return nil, fmt.Errorf("inspect %s: %w", shortID(c.ID), wrap(err))
 	}
+	return containerSummary(c, d), nil
+}
+
+// containerSummary is the listed container c with what inspect told of it.
+func containerSummary(c container.Summary, d detail) *engine.Container {
 	image := c.Labels[LabelImage]
 	if image == "" {
 		image = c.Image
@@ -257,7 +295,7 @@ func (r *Runtime) containerOf(ctx context.Context, c container.Summary) (*engine
 		SandboxID:     c.Labels[LabelSandboxID],
 		Pod:           podRef(c.Labels),
 		Name:          c.Labels[LabelContainerName],
-		Type:          engine.ContainerType(typ),
+		Type:          engine.ContainerType(c.Labels[LabelContainerType]),
 		Attempt:       attemptOf(c.Labels),
 		Hash:          c.Labels[LabelContainerHash],
 		ResourcesHash: c.Labels[LabelResourcesHash],
@@ -270,7 +308,7 @@ func (r *Runtime) containerOf(ctx context.Context, c container.Summary) (*engine
 		ExitCode:      d.exitCode,
 		OOMKilled:     d.oomKilled,
 		Message:       d.message,
-	}, nil
+	}
 }
 
 // detail returns what inspect tells of container id, which the list saw in

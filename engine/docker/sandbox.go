@@ -23,11 +23,18 @@ import (
 func (r *Runtime) RunSandbox(ctx context.Context, cfg *engine.SandboxConfig) (string, error) {
 	name := objectName(cfg.Pod, SandboxContainerName, cfg.Attempt)
 	config, hc := r.sandboxConfig(cfg)
-	id, state, err := r.createOrAdopt(ctx, name, cfg.Pod, SandboxContainerName, config, hc)
+	id, state, made, err := r.createOrAdopt(ctx, name, cfg.Pod, SandboxContainerName, config, hc)
 	if err != nil {
 		return "", fmt.Errorf("run sandbox %s: %w", name, err)
 	}
 	r.remember(id, TypeSandbox)
+	if made {
+		// Its containers' placement is the one just given: they need not
+		// inspect it (an adopted one is inspected, as it was made then).
+		r.mu.Lock()
+		r.placements[id] = placement{runtime: hc.Runtime, cgroupParent: hc.CgroupParent}
+		r.mu.Unlock()
+	}
 	if state != container.StateRunning {
 		err := r.cli.ContainerStart(ctx, id, container.StartOptions{})
 		// What a die event said of its last run is over (exits.go).
@@ -132,8 +139,8 @@ func (r *Runtime) RemoveSandbox(ctx context.Context, id string) error {
 // createOrAdopt creates the container name, or, when the name is taken,
 // adopts the container holding it if it is the one wanted (see adopt). It
 // returns the ID and the Docker state of what it returns ("created" for a
-// new one).
-func (r *Runtime) createOrAdopt(ctx context.Context, name string, pod engine.PodRef, cname string, config *container.Config, hc *container.HostConfig) (string, string, error) {
+// new one), and whether this call made it.
+func (r *Runtime) createOrAdopt(ctx context.Context, name string, pod engine.PodRef, cname string, config *container.Config, hc *container.HostConfig) (id, state string, made bool, err error) {
 	// After a name conflict, the holder may not be inspectable yet (Docker
 	// reserves the name before it registers the container) or any more (it
 	// was removed): try again, for a while at most. Docker's names are
@@ -146,25 +153,25 @@ func (r *Runtime) createOrAdopt(ctx context.Context, name string, pod engine.Pod
 				r.log.Warn("docker create", "name", name, "warning", w)
 			}
 			r.log.Debug("created container", "name", name, "id", shortID(resp.ID))
-			return resp.ID, container.StateCreated, nil
+			return resp.ID, container.StateCreated, true, nil
 		}
 		if !cerrdefs.IsConflict(err) || try == tries {
 			if cerrdefs.IsNotFound(err) {
 				// The only thing create does not find is the image.
-				return "", "", fmt.Errorf("image %s: %w: %v", config.Image, engine.ErrNotFound, err)
+				return "", "", false, fmt.Errorf("image %s: %w: %v", config.Image, engine.ErrNotFound, err)
 			}
-			return "", "", wrap(err)
+			return "", "", false, wrap(err)
 		}
 		ins, ok, err := r.adopt(ctx, name, pod, cname)
 		if err != nil {
-			return "", "", err
+			return "", "", false, err
 		}
 		if ok {
-			return ins.ID, stateOf(ins), nil
+			return ins.ID, stateOf(ins), false, nil
 		}
 		select {
 		case <-ctx.Done():
-			return "", "", ctx.Err()
+			return "", "", false, ctx.Err()
 		case <-time.After(50 * time.Millisecond):
 		}
 	}

@@ -72,6 +72,7 @@ var (
 	_ engine.EventSource          = (*Fake)(nil)
 	_ engine.ImageService         = (*Fake)(nil)
 	_ engine.PodObjectLister      = (*Fake)(nil)
+	_ engine.PodSummaryLister     = (*Fake)(nil)
 	_ engine.RuntimeHandlerLister = (*Fake)(nil)
 
 	_ engine.ImageFilesystemExporter = (*Fake)(nil)
@@ -1003,6 +1004,30 @@ func (f *Fake) ListPodObjects(ctx context.Context, uid string) ([]*engine.Sandbo
 	if err := f.call("ListPodObjects"); err != nil {
 		return nil, nil, err
 	}
+	sbs, cs := f.podObjects(uid)
+	return sbs, cs, nil
+}
+
+// ListPodSummaries is ListPodObjects of every pod without what only
+// Docker's inspect tells (engine/docker's ListPodSummaries): the
+// containers' StartedAt, FinishedAt, ExitCode, OOMKilled and Message are
+// zero.
+func (f *Fake) ListPodSummaries(ctx context.Context) ([]*engine.Sandbox, []*engine.Container, error) {
+	f.s.mu.Lock()
+	defer f.s.mu.Unlock()
+	if err := f.call("ListPodSummaries"); err != nil {
+		return nil, nil, err
+	}
+	sbs, cs := f.podObjects("")
+	for _, c := range cs {
+		c.StartedAt, c.FinishedAt, c.ExitCode, c.OOMKilled, c.Message = time.Time{}, time.Time{}, 0, false, ""
+	}
+	return sbs, cs, nil
+}
+
+// podObjects are the sandboxes and containers of pod uid ("": of every
+// pod) of this node, as copies. f.s.mu is held.
+func (f *Fake) podObjects(uid string) ([]*engine.Sandbox, []*engine.Container) {
 	var sbs []*engine.Sandbox
 	for _, sb := range f.s.sandboxes {
 		if sb.node != f.node || (uid != "" && sb.sb.Pod.UID != uid) {
@@ -1020,7 +1045,7 @@ func (f *Fake) ListPodObjects(ctx context.Context, uid string) ([]*engine.Sandbo
 		cc := c.c
 		cs = append(cs, &cc)
 	}
-	return sbs, cs, nil
+	return sbs, cs
 }
 
 // ImageStatus returns a local image, or ErrNotFound.

@@ -1116,6 +1116,38 @@ func testListPodObjects(t *testing.T, s *suite) {
 	if got := ids(sbs, cs); got["sb:"+oID] {
 		t.Errorf("ListPodObjects(all) lists another node's sandbox")
 	}
+	if sl, ok := rt.(engine.PodSummaryLister); ok {
+		ssbs, scs, err := sl.ListPodSummaries(ctx)
+		if err != nil {
+			t.Fatalf("ListPodSummaries: %v", err)
+		}
+		if got := ids(ssbs, scs); !reflect.DeepEqual(got, want) {
+			t.Errorf("ListPodSummaries = %v, want %v", got, want)
+		}
+		summarize := func(c *engine.Container) engine.Container {
+			out := *c
+			out.StartedAt, out.FinishedAt, out.ExitCode, out.OOMKilled, out.Message = time.Time{}, time.Time{}, 0, false, ""
+			return out
+		}
+		full := map[string]*engine.Container{}
+		for _, c := range cs {
+			full[c.ID] = c
+		}
+		for _, c := range scs {
+			if f := full[c.ID]; f == nil || summarize(c) != summarize(f) {
+				t.Errorf("ListPodSummaries reports %+v, ListPodObjects %+v", c, f)
+			}
+		}
+		fullSB := map[string]*engine.Sandbox{}
+		for _, sb := range sbs {
+			fullSB[sb.ID] = sb
+		}
+		for _, sb := range ssbs {
+			if !reflect.DeepEqual(sb, fullSB[sb.ID]) {
+				t.Errorf("ListPodSummaries reports %+v, ListPodObjects %+v", sb, fullSB[sb.ID])
+			}
+		}
+	}
 	sbs, cs, err = pl.ListPodObjects(ctx, "no-such-pod-"+randHex(6))
 	if err != nil || len(sbs) != 0 || len(cs) != 0 {
 		t.Errorf("ListPodObjects(unknown) = %v, %v, %v; want nothing and no error", sbs, cs, err)
