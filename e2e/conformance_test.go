@@ -41,12 +41,12 @@ import (
 // running in seconds each.
 var conformanceCISpecs = []string{
 	`EmptyDir volumes should support \(root,0644,default\)`,
-	`ConfigMap should be consumable from pods in volume \[NodeConformance\]`,
-	`Secrets should be consumable from pods in volume \[NodeConformance\]`,
+	`ConfigMap should be consumable from pods in volume \[Conformance\]`,
+	`Secrets should be consumable from pods in volume \[Conformance\]`,
 	`Downward API volume should provide podname only`,
 	`Variable Expansion should allow composing env vars into new env vars`,
 	`Container Runtime blackbox test on terminated container should report termination message from file when pod succeeds and TerminationMessagePolicy FallbackToLogsOnError is set`,
-	`InitContainer \[NodeConformance\] should invoke init containers on a RestartNever pod`,
+	`InitContainer should invoke init containers on a RestartNever pod`,
 	`Security Context When creating a container with runAsUser should run the container with uid 65534`,
 	`Kubelet when scheduling a busybox command in a pod should print the output to logs`,
 }
