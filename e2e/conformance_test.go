@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -51,6 +52,9 @@ var conformanceCISpecs = []string{
 	`Kubelet when scheduling a busybox command in a pod should print the output to logs`,
 }
 
+// conformanceProcs is how many specs run at once.
+const conformanceProcs = 4
+
 // conformanceSkip leaves out what the suite itself marks as not for a
 // node conformance run of one node.
 const conformanceSkip = `\[Slow\]|\[Serial\]|\[Disruptive\]|\[Flaky\]|\[Feature:|\[Alpha\]`
@@ -80,7 +84,18 @@ func TestNodeConformance(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout+5*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, e2eTest,
+	// The ginkgo CLI runs the specs in parallel processes: most of a spec
+	// is waiting for a pod, and one at a time the whole set takes hours.
+	ginkgo := filepath.Join(filepath.Dir(e2eTest), "ginkgo")
+	cmd := exec.CommandContext(ctx, ginkgo,
+		"--procs", strconv.Itoa(conformanceProcs),
+		"--focus", focus,
+		"--skip", conformanceSkip,
+		"--timeout", timeout.String(),
+		"--json-report", "report.json",
+		"--output-dir", dir,
+		"--no-color",
+		e2eTest, "--",
 		"--kubeconfig", c.admin,
 		"--provider", "local",
 		"--kubectl-path", c.kubectl,
@@ -90,11 +105,6 @@ func TestNodeConformance(t *testing.T) {
 		"--disable-log-dump",
 		"--dump-logs-on-failure=false",
 		"--report-dir", dir,
-		"-ginkgo.focus", focus,
-		"-ginkgo.skip", conformanceSkip,
-		"-ginkgo.timeout", timeout.String(),
-		"-ginkgo.json-report", jsonReport,
-		"-ginkgo.no-color",
 	)
 	logPath := filepath.Join(dir, "e2e.log")
 	logFile, err := os.Create(logPath)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds what Kubernetes' node conformance specs need and no registry here
 # can give: the e2e.test binary of k8s.io/kubernetes (the [NodeConformance]
-# specs live in test/e2e/common), and the local Docker images those specs
+# specs live in test/e2e/common) and the ginkgo CLI that runs it in
+# parallel, and the local Docker images those specs
 # name, under their real names (test/utils/image/manifest.go of the same
 # version):
 #   registry.k8s.io/e2e-test-images/agnhost:<v>   agnhost (ENTRYPOINT /agnhost, CMD pause)
@@ -25,7 +26,7 @@ RECIPE=1
 CACHE_ROOT=${PODRUN_CACHE:-/var/cache/podrun}/k8s
 DEST=$CACHE_ROOT/$K8S_VERSION/conformance
 LABEL=io.podrun.conformance.sha256
-BINS=(e2e.test agnhost nnp)
+BINS=(e2e.test ginkgo agnhost nnp)
 
 export PATH=/usr/local/go/bin:$PATH
 export CGO_ENABLED=0 GOTOOLCHAIN=local GOWORK=off
@@ -62,7 +63,7 @@ build() {
 	chmod 755 "$out"
 	work=$(mktemp -d /tmp/podrun-conformance-build.XXXXXX)
 	trap 'rm -rf "$work" "$out"' EXIT
-	log "building e2e.test and agnhost $K8S_VERSION from the Go module proxy (cold: 5-10 min on 2 cores)"
+	log "building e2e.test, ginkgo and agnhost $K8S_VERSION from the Go module proxy (cold: 5-10 min on 2 cores)"
 	kdir=$(go mod download -json "k8s.io/kubernetes@$K8S_VERSION" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
 	[ -n "$kdir" ] && [ -f "$kdir/go.mod" ] || die "could not download k8s.io/kubernetes@$K8S_VERSION"
 	stage=v0.${K8S_VERSION#v1.}
@@ -90,6 +91,9 @@ build() {
 		go mod download k8s.io/kubernetes
 		go test -c -p 2 -mod=mod -trimpath -ldflags "${ld[*]}" -o "$out/e2e.test" k8s.io/kubernetes/test/e2e
 		go build -p 2 -mod=mod -trimpath -ldflags "${ld[*]}" -o "$out/agnhost" k8s.io/kubernetes/test/images/agnhost
+		# The ginkgo CLI of the version e2e.test is built with: it runs the
+		# specs in parallel processes.
+		go build -p 2 -mod=mod -trimpath -o "$out/ginkgo" github.com/onsi/ginkgo/v2/ginkgo
 		go build -p 2 -mod=mod -trimpath -o "$out/nnp" "$kdir/test/images/nonewprivs/nnp.go"
 		# The image names and tags the specs ask for, from the same source.
 		sed -n 's#^[[:space:]]*configs\[\([A-Za-z0-9]*\)\] = Config{list\.[A-Za-z0-9]*, "\([^"]*\)", "\([^"]*\)"}#\1 \2 \3#p' \
