@@ -7,7 +7,7 @@ export PATH := /usr/local/go/bin:$(PATH)
 # whole binary: 30 MB more binary and about 9 MiB more RSS (docs/memory.md).
 GO_TAGS ?= grpcnotrace
 
-.PHONY: build test setup k8s example bench bench-nodes chaos
+.PHONY: build test setup k8s example bench bench-nodes chaos conformance
 build:
 	go build -tags $(GO_TAGS) -o bin/podrun .
 setup:
@@ -24,3 +24,5 @@ bench-nodes:
 	go test -run '^$$' -bench NodeAgents -benchtime 1x -timeout 30m ./bench/nodes/
 chaos:
 	bash test/chaos/run.sh
+conformance:
+	bash hack/conformance.sh

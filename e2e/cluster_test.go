@@ -41,15 +41,14 @@ const (
 	kubeadmManifest = "/etc/kubernetes/manifests"
 )
 
-// TestKubeadmInitWithPodrun is issue 12's target: `podrun watch` started
-// first, in the kubelet's place, then the real `kubeadm init` (hack/k8s.sh
-// builds it and the control-plane images) exits 0; the node is Ready in the
-// API, and the four control-plane static pods are mirror pods, Running.
-//
-// It takes the machine's kubeadm paths (/etc/kubernetes, /var/lib/kubelet)
-// and the control plane's fixed ports, refuses to run when they are in use,
-// and removes everything it made afterwards.
-func TestKubeadmInitWithPodrun(t *testing.T) {
+// startKubeadmCluster is the real `kubeadm init` with podrun in the
+// kubelet's place: `podrun watch` started first (with watchArgs added),
+// then kubeadm. It returns the cluster as the later steps use it, and
+// kubeadm's error (the test has failed then). It takes the machine's
+// kubeadm paths (/etc/kubernetes, /var/lib/kubelet) and the control
+// plane's fixed ports, refuses to run when they are in use, and removes
+// everything it made when the test ends.
+func startKubeadmCluster(t *testing.T, watchArgs ...string) (*cluster, error) {
 	kubeadm := clustertest.Binary(t, "kubeadm")
 	clustertest.Binary(t, "kubectl")
 	e := newEnv(t)
@@ -70,6 +69,7 @@ func TestKubeadmInitWithPodrun(t *testing.T) {
 		"--kubeconfig", filepath.Join(kubeadmEtc, "kubelet.conf"), "--node-ip", clusterNodeIP,
 		"--allow-privileged", "--address", clusterNodeIP,
 		"--client-ca-file", filepath.Join(dir, "pki", "ca.crt")}
+	args = append(args, watchArgs...)
 	podrunLog := filepath.Join(t.TempDir(), "podrun.log")
 	watch := startLogged(t, podrunLog, podrunBin, e.args("watch", args...)...)
 	t.Cleanup(func() {
@@ -152,6 +152,17 @@ etcd:
 			t.Logf("kubectl get nodes,pods -A:\n%s", o)
 		}
 	})
+	c := &cluster{e: e, cs: cs, rc: rc, admin: admin, kubectl: clustertest.Binary(t, "kubectl"), podrunLog: podrunLog}
+	return c, err
+}
+
+// TestKubeadmInitWithPodrun is issue 12's target: `podrun watch` started
+// first, in the kubelet's place, then the real `kubeadm init` (hack/k8s.sh
+// builds it and the control-plane images) exits 0; the node is Ready in the
+// API, and the four control-plane static pods are mirror pods, Running.
+func TestKubeadmInitWithPodrun(t *testing.T) {
+	c, err := startKubeadmCluster(t)
+	e, cs := c.e, c.cs
 	// The cheap checks of issue 12's first "Done when", polled together
 	// until all pass (each reports its own last state), for at most two
 	// minutes; less when kubeadm failed, as the node has had its minute.
@@ -159,8 +170,7 @@ etcd:
 	if err != nil {
 		wait = 30 * time.Second
 	}
-	ctx = context.Background()
-	c := &cluster{e: e, cs: cs, rc: rc, admin: admin, kubectl: clustertest.Binary(t, "kubectl"), podrunLog: podrunLog}
+	ctx := context.Background()
 	var why string
 	if c.privileged, why = privilegedContainersWork(t); !c.privileged {
 		t.Logf("this machine's Docker cannot start a privileged container (%s): kube-proxy's (privileged in "+

@@ -3,7 +3,9 @@
 # local test image; with --containerd podrun's private containerd for the CRI
 # engine; hack/k8s.sh: the Kubernetes binaries and images the
 # cluster-mode tests run, cached outside the checkout: 5-9 min (13 on a busy machine) the first
-# time, seconds after), checks formatting and vet, then `go test -race` over all
+# time, seconds after; hack/conformance-build.sh: Kubernetes' e2e.test and
+# the images its node conformance specs name, 5-10 min the first time),
+# checks formatting and vet, then `go test -race` over all
 # packages, end-to-end tests against the real dockerd included, a 30 s run
 # of the pod-directory fuzz target (hack/fuzz.sh), and last the
 # short form of the reliability suite (test/chaos/run.sh, about six minutes;
@@ -14,6 +16,7 @@ export PATH=/usr/local/go/bin:$PATH
 
 bash hack/setup.sh --containerd
 bash hack/k8s.sh
+bash hack/conformance-build.sh
 
 echo "== gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))

@@ -49,7 +49,14 @@ func computePodStatus(in statusInput) v1.PodStatus {
 	}
 
 	for i := range pod.Spec.InitContainers {
-		s.InitContainerStatuses = append(s.InitContainerStatuses, containerStatus(in, &pod.Spec.InitContainers[i], sandboxID))
+		c := &pod.Spec.InitContainers[i]
+		cs := containerStatus(in, c, sandboxID)
+		if !isSidecar(c) {
+			// As the kubelet's prober manager: an init container that
+			// has done its work is ready (conformance checks it).
+			cs.Ready = cs.State.Terminated != nil && cs.State.Terminated.ExitCode == 0
+		}
+		s.InitContainerStatuses = append(s.InitContainerStatuses, cs)
 	}
 	for i := range pod.Spec.Containers {
 		s.ContainerStatuses = append(s.ContainerStatuses, containerStatus(in, &pod.Spec.Containers[i], sandboxID))

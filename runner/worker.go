@@ -319,9 +319,13 @@ func (w *podWorker) sync(ctx context.Context, pod *v1.Pod, st *podState) (*podAc
 	if why != nil {
 		return w.syncRefused(ctx, pod, st, why)
 	}
-	// AppArmor is asked of a pod not running yet, as the kubelet's
-	// admission is of pending pods: one that runs keeps running.
+	// The OS and AppArmor are asked of a pod not running yet, as the
+	// kubelet's admission is of pending pods: one that runs keeps running.
 	if sb := st.latestSandbox(); sb == nil || sb.State != engine.StateRunning || sb.Hash != SandboxHash(pod) {
+		if why := osRejection(pod); why != nil {
+			return w.stopAsFailed(ctx, pod, st, gracePeriod(pod), "pod refused: "+why.reason, v1.PodStatus{Phase: v1.PodFailed,
+				Reason: why.reason, Message: why.message})
+		}
 		if err := r.validateAppArmor(pod); err != nil {
 			return w.stopAsFailed(ctx, pod, st, gracePeriod(pod), "pod refused: AppArmor", v1.PodStatus{Phase: v1.PodFailed,
 				Reason: ReasonAppArmor, Message: "Cannot enforce AppArmor: " + err.Error()})

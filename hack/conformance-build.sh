@@ -1,0 +1,196 @@
+#!/usr/bin/env bash
+# Builds what Kubernetes' node conformance specs need and no registry here
+# can give: the e2e.test binary of k8s.io/kubernetes (the [NodeConformance]
+# specs live in test/e2e/common) and the ginkgo CLI that runs it in
+# parallel, and the local Docker images those specs
+# name, under their real names (test/utils/image/manifest.go of the same
+# version):
+#   registry.k8s.io/e2e-test-images/agnhost:<v>   agnhost (ENTRYPOINT /agnhost, CMD pause)
+#   registry.k8s.io/e2e-test-images/busybox:<v>   Debian's busybox-static
+#   registry.k8s.io/e2e-test-images/nonewprivs:<v> the nnp setuid program
+#   registry.k8s.io/e2e-test-images/nginx:<v>     a stand-in: agnhost serving :80
+#   registry.k8s.io/pause:<v>                     agnhost pause
+# each a busybox-static rootfs with the users and groups upstream's images
+# have (uid 1000 user-defined-in-image, gid 50000 group-defined-in-image).
+#
+# Everything is built from the Go module proxy in the same throwaway module
+# hack/k8s.sh uses, and cached outside the checkout, keyed by version:
+#   ${PODRUN_CACHE:-/var/cache/podrun}/k8s/<version>/conformance/
+# A warm run checks the cache and the images' labels (seconds); a cold one
+# compiles e2e.test (5-10 min on 2 cores, about 120 MB).
+set -euo pipefail
+
+K8S_VERSION=v1.37.2
+# Bump when the recipe below changes what a cached build holds.
+RECIPE=1
+CACHE_ROOT=${PODRUN_CACHE:-/var/cache/podrun}/k8s
+DEST=$CACHE_ROOT/$K8S_VERSION/conformance
+LABEL=io.podrun.conformance.sha256
+BINS=(e2e.test ginkgo agnhost nnp)
+
+export PATH=/usr/local/go/bin:$PATH
+export CGO_ENABLED=0 GOTOOLCHAIN=local GOWORK=off
+
+log() { printf 'conformance-build: %s\n' "$*" >&2; }
+die() {
+	log "$*"
+	exit 1
+}
+
+start=$(date +%s)
+mkdir -p "$CACHE_ROOT"
+exec 9>"$CACHE_ROOT/.conformance.lock"
+if ! flock -n 9; then
+	log "waiting for another hack/conformance-build.sh"
+	flock 9
+fi
+
+cache_ok() {
+	[ -f "$DEST/BUILD-INFO" ] && [ -f "$DEST/SHA256SUMS" ] || return 1
+	grep -qx "recipe=$RECIPE" "$DEST/BUILD-INFO" || return 1
+	grep -qx "kubernetes=$K8S_VERSION" "$DEST/BUILD-INFO" || return 1
+	local b
+	for b in "${BINS[@]}"; do
+		[ -x "$DEST/$b" ] || return 1
+	done
+}
+
+build() {
+	command -v go >/dev/null || die "Go is needed at /usr/local/go"
+	rm -rf "$CACHE_ROOT"/.tmp-conformance-*
+	local out work kdir stage
+	out=$(mktemp -d "$CACHE_ROOT/.tmp-conformance-$K8S_VERSION.XXXXXX")
+	chmod 755 "$out"
+	work=$(mktemp -d /tmp/podrun-conformance-build.XXXXXX)
+	trap 'rm -rf "$work" "$out"' EXIT
+	log "building e2e.test, ginkgo and agnhost $K8S_VERSION from the Go module proxy (cold: 5-10 min on 2 cores)"
+	kdir=$(go mod download -json "k8s.io/kubernetes@$K8S_VERSION" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+	[ -n "$kdir" ] && [ -f "$kdir/go.mod" ] || die "could not download k8s.io/kubernetes@$K8S_VERSION"
+	stage=v0.${K8S_VERSION#v1.}
+	{
+		echo "module podrun.local/conformancebuild"
+		echo
+		echo "go $(go env GOVERSION | sed 's/^go//')"
+		echo
+		echo "require k8s.io/kubernetes $K8S_VERSION"
+		echo
+		echo "replace ("
+		sed -n 's#^[[:space:]]*\(k8s\.io/[^ ]*\) => \./staging/src/k8s\.io/.*#\t\1 v0.0.0 => \1 '"$stage"'#p' "$kdir/go.mod"
+		echo ")"
+	} >"$work/go.mod"
+	local minor ld=(-s -w) pkg t0
+	minor=${K8S_VERSION#v1.}
+	minor=${minor%%.*}
+	for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+		ld+=(-X "$pkg.gitVersion=$K8S_VERSION" -X "$pkg.gitMajor=1" -X "$pkg.gitMinor=$minor"
+			-X "$pkg.gitCommit=" -X "$pkg.gitTreeState=clean" -X "$pkg.buildDate=1970-01-01T00:00:00Z")
+	done
+	t0=$(date +%s)
+	(
+		cd "$work"
+		go mod download k8s.io/kubernetes
+		go test -c -p 2 -mod=mod -trimpath -ldflags "${ld[*]}" -o "$out/e2e.test" k8s.io/kubernetes/test/e2e
+		go build -p 2 -mod=mod -trimpath -ldflags "${ld[*]}" -o "$out/agnhost" k8s.io/kubernetes/test/images/agnhost
+		# The ginkgo CLI of the version e2e.test is built with: it runs the
+		# specs in parallel processes.
+		go build -p 2 -mod=mod -trimpath -o "$out/ginkgo" github.com/onsi/ginkgo/v2/ginkgo
+		go build -p 2 -mod=mod -trimpath -o "$out/nnp" "$kdir/test/images/nonewprivs/nnp.go"
+		# The image names and tags the specs ask for, from the same source.
+		sed -n 's#^[[:space:]]*configs\[\([A-Za-z0-9]*\)\] = Config{list\.[A-Za-z0-9]*, "\([^"]*\)", "\([^"]*\)"}#\1 \2 \3#p' \
+			"$kdir/test/utils/image/manifest.go" >"$out/IMAGES"
+	)
+	log "built in $(($(date +%s) - t0)) s"
+	grep -q '^Agnhost agnhost ' "$out/IMAGES" || die "no agnhost in test/utils/image/manifest.go"
+	(cd "$out" && sha256sum "${BINS[@]}" >SHA256SUMS)
+	printf 'recipe=%s\nkubernetes=%s\ngo=%s\n' "$RECIPE" "$K8S_VERSION" "$(go env GOVERSION)" >"$out/BUILD-INFO"
+	rm -rf "$DEST"
+	mv "$out" "$DEST"
+	rm -rf "$work"
+	trap - EXIT
+	log "cached in $DEST ($(du -sh "$DEST" | cut -f1))"
+}
+
+if cache_ok; then
+	log "binaries cached in $DEST"
+else
+	build
+fi
+
+command -v docker >/dev/null && docker info >/dev/null 2>&1 ||
+	die "Docker is not running; run hack/setup.sh first"
+bb=$(dpkg -L busybox-static 2>/dev/null | grep -E '/bin/busybox$' | head -1 || true)
+[ -n "$bb" ] || die "busybox-static is not installed; run hack/setup.sh first"
+
+tag_of() { awk -v k="$1" '$1 == k { print $3 }' "$DEST/IMAGES"; }
+recipe_sum=$(cat "$DEST/SHA256SUMS" "$0" | sha256sum | cut -d' ' -f1)
+
+# image REF SETUP_FUNCTION IMPORT_CHANGES...: a busybox rootfs, changed by
+# SETUP_FUNCTION (given the rootfs dir), imported as REF, unless REF is
+# there with this build's label.
+image() {
+	local ref=$1 setup=$2 have root
+	shift 2
+	if have=$(docker image inspect -f "{{index .Config.Labels \"$LABEL\"}}" "$ref" 2>/dev/null); then
+		[ "$have" = "$recipe_sum" ] && return
+		if [ -z "$have" ] || [ "$have" = "<no value>" ]; then
+			log "$ref exists and was not made by this script; left as it is"
+			return
+		fi
+	fi
+	root=$(mktemp -d /tmp/podrun-conformance-rootfs.XXXXXX)
+	mkdir -p "$root/bin" "$root/sbin" "$root/usr/bin" "$root/usr/sbin" "$root/usr/local/bin" \
+		"$root/etc" "$root/tmp" "$root/root" "$root/var/run" "$root/home/user-defined-in-image"
+	chmod 1777 "$root/tmp"
+	cp "$bb" "$root/bin/busybox"
+	local applet
+	for applet in $("$root/bin/busybox" --list); do
+		[ "$applet" = busybox ] && continue # would replace the binary
+		ln -sf busybox "$root/bin/$applet"
+	done
+	cat >"$root/etc/passwd" <<-'EOF'
+		root:x:0:0:root:/root:/bin/sh
+		user-defined-in-image:x:1000:1000::/home/user-defined-in-image:/bin/sh
+		nobody:x:65534:65534:nobody:/:/bin/false
+	EOF
+	cat >"$root/etc/group" <<-'EOF'
+		root:x:0:
+		user-defined-in-image:x:1000:
+		group-defined-in-image:x:50000:user-defined-in-image
+		nobody:x:65534:
+	EOF
+	chown 1000:1000 "$root/home/user-defined-in-image"
+	"$setup" "$root"
+	log "making image $ref"
+	local changes=(-c 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' -c "LABEL $LABEL=$recipe_sum")
+	local c
+	for c in "$@"; do
+		changes+=(-c "$c")
+	done
+	tar -C "$root" --numeric-owner -c . | docker import "${changes[@]}" - "$ref" >/dev/null
+	rm -rf "$root"
+}
+
+with_agnhost() {
+	cp "$DEST/agnhost" "$1/agnhost"
+	ln -s agnhost "$1/agnhost-2"
+	mkdir -p "$1/uploads"
+}
+with_nothing() { :; }
+with_nnp() {
+	cp "$DEST/nnp" "$1/usr/local/bin/nnp"
+	chmod 4755 "$1/usr/local/bin/nnp"
+}
+with_pause() {
+	cp "$DEST/agnhost" "$1/agnhost"
+	printf '#!/bin/sh\nexec /agnhost pause\n' >"$1/pause"
+	chmod 755 "$1/pause"
+}
+
+e2e=registry.k8s.io/e2e-test-images
+image "$e2e/agnhost:$(tag_of Agnhost)" with_agnhost 'ENTRYPOINT ["/agnhost"]' 'CMD ["pause"]'
+image "$e2e/busybox:$(tag_of BusyBox)" with_nothing 'CMD ["sh"]'
+image "$e2e/nonewprivs:$(tag_of Nonewprivs)" with_nnp 'CMD ["nnp"]'
+image "$e2e/nginx:$(tag_of Nginx)" with_agnhost 'ENTRYPOINT ["/agnhost"]' 'CMD ["netexec", "--http-port=80"]'
+image "registry.k8s.io/pause:$(tag_of Pause)" with_pause 'ENTRYPOINT ["/pause"]'
+
+log "ready in $(($(date +%s) - start)) s: $DEST"

@@ -1,0 +1,38 @@
+package runner
+
+import (
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/podrun/podrun/engine"
+)
+
+// TestInitContainerReadyWhenDone: as the kubelet's prober manager sets it,
+// a (non-sidecar) init container is ready once it exited 0, and not while
+// it runs or after it failed; a sidecar is ready while it runs (no
+// readiness probe). Kubernetes' node conformance checks it.
+func TestInitContainerReadyWhenDone(t *testing.T) {
+	always := v1.ContainerRestartPolicyAlways
+	pod := testPod(v1.RestartPolicyNever, []string{"done", "failed", "running", "sidecar"}, "app")
+	pod.Spec.InitContainers[3].RestartPolicy = &always
+	st := &podState{
+		Sandboxes: []*engine.Sandbox{{ID: "sb", State: engine.StateRunning, CreatedAt: t0}},
+		Containers: []*engine.Container{
+			{ID: "c1", SandboxID: "sb", Name: "done", Type: engine.ContainerTypeInit, State: engine.StateExited, ExitCode: 0},
+			{ID: "c2", SandboxID: "sb", Name: "failed", Type: engine.ContainerTypeInit, State: engine.StateExited, ExitCode: 1},
+			{ID: "c3", SandboxID: "sb", Name: "running", Type: engine.ContainerTypeInit, State: engine.StateRunning},
+			{ID: "c4", SandboxID: "sb", Name: "sidecar", Type: engine.ContainerTypeInit, State: engine.StateRunning},
+		},
+	}
+	s := computePodStatus(statusInput{Pod: pod, State: st, Now: t0})
+	want := map[string]bool{"done": true, "failed": false, "running": false, "sidecar": true}
+	for _, cs := range s.InitContainerStatuses {
+		if cs.Ready != want[cs.Name] {
+			t.Errorf("init container %s: ready %v, want %v", cs.Name, cs.Ready, want[cs.Name])
+		}
+	}
+	if len(s.InitContainerStatuses) != len(want) {
+		t.Errorf("%d init container statuses, want %d", len(s.InitContainerStatuses), len(want))
+	}
+}
