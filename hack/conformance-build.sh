@@ -9,6 +9,8 @@
 #   registry.k8s.io/e2e-test-images/busybox:<v>   Debian's busybox-static
 #   registry.k8s.io/e2e-test-images/nonewprivs:<v> the nnp setuid program
 #   registry.k8s.io/e2e-test-images/nginx:<v>     a stand-in: agnhost serving :80
+#   registry.k8s.io/e2e-test-images/glibc-dns-testing:<v>  a stand-in: busybox (its
+#                                                 specs run hostname and hostname -f)
 #   registry.k8s.io/pause:<v>                     agnhost pause
 # each a busybox-static rootfs with the users and groups upstream's images
 # have (uid 1000 user-defined-in-image, gid 50000 group-defined-in-image).
@@ -191,6 +193,7 @@ image "$e2e/agnhost:$(tag_of Agnhost)" with_agnhost 'ENTRYPOINT ["/agnhost"]' 'C
 image "$e2e/busybox:$(tag_of BusyBox)" with_nothing 'CMD ["sh"]'
 image "$e2e/nonewprivs:$(tag_of Nonewprivs)" with_nnp 'CMD ["nnp"]'
 image "$e2e/nginx:$(tag_of Nginx)" with_agnhost 'ENTRYPOINT ["/agnhost"]' 'CMD ["netexec", "--http-port=80"]'
+image "$e2e/glibc-dns-testing:$(tag_of GlibcDnsTesting)" with_nothing 'CMD ["sh"]'
 image "registry.k8s.io/pause:$(tag_of Pause)" with_pause 'ENTRYPOINT ["/pause"]'
 
 log "ready in $(($(date +%s) - start)) s: $DEST"
