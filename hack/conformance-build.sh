@@ -130,8 +130,9 @@ recipe_sum=$(cat "$DEST/SHA256SUMS" "$0" | sha256sum | cut -d' ' -f1)
 # SETUP_FUNCTION (given the rootfs dir), imported as REF, unless REF is
 # there with this build's label.
 image() {
-	local ref=$1 setup=$2 have root
+	local ref=$1 setup=$2 have root old
 	shift 2
+	old=$(docker image inspect -f '{{.ID}}' "$ref" 2>/dev/null || true)
 	if have=$(docker image inspect -f "{{index .Config.Labels \"$LABEL\"}}" "$ref" 2>/dev/null); then
 		[ "$have" = "$recipe_sum" ] && return
 		if [ -z "$have" ] || [ "$have" = "<no value>" ]; then
@@ -170,6 +171,10 @@ image() {
 	done
 	tar -C "$root" --numeric-owner -c . | docker import "${changes[@]}" - "$ref" >/dev/null
 	rm -rf "$root"
+	# The image this one replaces, if nothing uses it any more.
+	if [ -n "$old" ]; then
+		docker image rm "$old" >/dev/null 2>&1 || true
+	fi
 }
 
 with_agnhost() {
