@@ -64,7 +64,10 @@ spec:
     envFrom:
     - configMapRef: {name: settings}
 `)
-	r := e.podrun(2*time.Minute, "once", p, "--timeout", "15s")
+	// The timeout is what once waits before it reports: long enough for
+	// a busy dockerd to start the sandbox, after which the container's
+	// config is found wanting.
+	r := e.podrun(2*time.Minute, "once", p, "--timeout", "40s")
 	if r.code != 1 {
 		t.Fatalf("once: exit %d, want 1\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}

@@ -9,6 +9,8 @@
 #   registry.k8s.io/e2e-test-images/busybox:<v>   Debian's busybox-static
 #   registry.k8s.io/e2e-test-images/nonewprivs:<v> the nnp setuid program
 #   registry.k8s.io/e2e-test-images/nginx:<v>     a stand-in: agnhost serving :80
+#   registry.k8s.io/e2e-test-images/glibc-dns-testing:<v>  a stand-in: busybox (its
+#                                                 specs run hostname and hostname -f)
 #   registry.k8s.io/pause:<v>                     agnhost pause
 # each a busybox-static rootfs with the users and groups upstream's images
 # have (uid 1000 user-defined-in-image, gid 50000 group-defined-in-image).
@@ -128,8 +130,9 @@ recipe_sum=$(cat "$DEST/SHA256SUMS" "$0" | sha256sum | cut -d' ' -f1)
 # SETUP_FUNCTION (given the rootfs dir), imported as REF, unless REF is
 # there with this build's label.
 image() {
-	local ref=$1 setup=$2 have root
+	local ref=$1 setup=$2 have root old
 	shift 2
+	old=$(docker image inspect -f '{{.ID}}' "$ref" 2>/dev/null || true)
 	if have=$(docker image inspect -f "{{index .Config.Labels \"$LABEL\"}}" "$ref" 2>/dev/null); then
 		[ "$have" = "$recipe_sum" ] && return
 		if [ -z "$have" ] || [ "$have" = "<no value>" ]; then
@@ -168,6 +171,10 @@ image() {
 	done
 	tar -C "$root" --numeric-owner -c . | docker import "${changes[@]}" - "$ref" >/dev/null
 	rm -rf "$root"
+	# The image this one replaces, if nothing uses it any more.
+	if [ -n "$old" ]; then
+		docker image rm "$old" >/dev/null 2>&1 || true
+	fi
 }
 
 with_agnhost() {
@@ -191,6 +198,7 @@ image "$e2e/agnhost:$(tag_of Agnhost)" with_agnhost 'ENTRYPOINT ["/agnhost"]' 'C
 image "$e2e/busybox:$(tag_of BusyBox)" with_nothing 'CMD ["sh"]'
 image "$e2e/nonewprivs:$(tag_of Nonewprivs)" with_nnp 'CMD ["nnp"]'
 image "$e2e/nginx:$(tag_of Nginx)" with_agnhost 'ENTRYPOINT ["/agnhost"]' 'CMD ["netexec", "--http-port=80"]'
+image "$e2e/glibc-dns-testing:$(tag_of GlibcDnsTesting)" with_nothing 'CMD ["sh"]'
 image "registry.k8s.io/pause:$(tag_of Pause)" with_pause 'ENTRYPOINT ["/pause"]'
 
 log "ready in $(($(date +%s) - start)) s: $DEST"

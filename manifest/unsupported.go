@@ -44,7 +44,7 @@ func supportedPodFields() []string {
 
 	add("spec", "restartPolicy", "terminationGracePeriodSeconds", "activeDeadlineSeconds", "dnsPolicy",
 		"dnsConfig.nameservers", "dnsConfig.searches", "dnsConfig.options[].name", "dnsConfig.options[].value",
-		"nodeName", "hostNetwork", "hostPID", "hostIPC", "hostname", "subdomain",
+		"nodeName", "hostNetwork", "hostPID", "hostIPC", "hostname", "hostnameOverride", "subdomain",
 		// A RuntimeClass of the sources or of --runtime-class (runner).
 		"runtimeClassName",
 		// The pod's own cgroup (runner).

@@ -738,12 +738,16 @@ func appendNew(list []string, values ...string) []string {
 	return list
 }
 
-// podHostname is the pod's hostname: spec.hostname or the pod name, cut to
-// 63 characters without a trailing '-' or '.', as the kubelet makes it.
+// podHostname is the pod's hostname: spec.hostnameOverride, else
+// spec.hostname, else the pod name, cut to 63 characters without a
+// trailing '-' or '.', as the kubelet makes it.
 func podHostname(pod *v1.Pod) string {
 	h := pod.Spec.Hostname
 	if h == "" {
 		h = pod.Name
+	}
+	if o := pod.Spec.HostnameOverride; o != nil {
+		h = *o
 	}
 	if len(h) > 63 {
 		h = strings.TrimRight(h[:63], "-.")
@@ -755,7 +759,8 @@ func podHostname(pod *v1.Pod) string {
 // spec.subdomain: <subdomain>.<namespace>.svc.<cluster domain>; without a
 // cluster domain it ends at svc (the kubelet's would end in a '.').
 func podDomain(pod *v1.Pod, clusterDomain string) string {
-	if pod.Spec.Subdomain == "" {
+	// An overridden hostname is the whole name: no domain, as the kubelet.
+	if pod.Spec.Subdomain == "" || pod.Spec.HostnameOverride != nil {
 		return ""
 	}
 	d := pod.Spec.Subdomain + "." + pod.Namespace + ".svc"

@@ -81,6 +81,26 @@ func TestPodDomainAsTheKubeletMakesIt(t *testing.T) {
 	}
 }
 
+// TestHostnameOverrideIsTheWholeName: spec.hostnameOverride is the pod's
+// hostname whatever spec.hostname says, and it has no domain, as the
+// kubelet's GeneratePodHostNameAndDomain makes them; without it the
+// hostname is spec.hostname, else the pod's name.
+func TestHostnameOverrideIsTheWholeName(t *testing.T) {
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-node", Namespace: "web"}, Spec: v1.PodSpec{Subdomain: "db"}}
+	if got := podHostname(pod); got != "web-node" {
+		t.Errorf("no hostname: %q, want the pod's name", got)
+	}
+	pod.Spec.Hostname = "custom-host"
+	if got := podHostname(pod); got != "custom-host" {
+		t.Errorf("hostname: %q, want custom-host", got)
+	}
+	override := "override.example.host"
+	pod.Spec.HostnameOverride = &override
+	if got, domain := podHostname(pod), podDomain(pod, "cluster.local"); got != override || domain != "" {
+		t.Errorf("override: hostname %q, domain %q; want %q and none", got, domain, override)
+	}
+}
+
 // TestDNSConfigFitsTheKubeletsLimits: 3 nameservers, 32 search domains of
 // 253 characters at most, 2048 characters in all; the host's search
 // domains that the cluster's already name are not repeated.

@@ -33,19 +33,22 @@ func ResourcesHash(c *v1.Container) string {
 // sandboxSpec is the part of a pod that lives in the sandbox: a change to it
 // means a new sandbox and so new containers.
 type sandboxSpec struct {
-	HostNetwork bool                   `json:"hostNetwork,omitempty"`
-	HostPID     bool                   `json:"hostPID,omitempty"`
-	HostIPC     bool                   `json:"hostIPC,omitempty"`
-	Share       *bool                  `json:"shareProcessNamespace,omitempty"`
-	Hostname    string                 `json:"hostname,omitempty"`
-	Subdomain   string                 `json:"subdomain,omitempty"`
-	DNSPolicy   v1.DNSPolicy           `json:"dnsPolicy,omitempty"`
-	DNSConfig   *v1.PodDNSConfig       `json:"dnsConfig,omitempty"`
-	HostAliases []v1.HostAlias         `json:"hostAliases,omitempty"`
-	Ports       []v1.ContainerPort     `json:"ports,omitempty"`
-	Volumes     []v1.Volume            `json:"volumes,omitempty"`
-	Sysctls     []v1.Sysctl            `json:"sysctls,omitempty"`
-	Security    *v1.PodSecurityContext `json:"securityContext,omitempty"`
+	HostNetwork bool   `json:"hostNetwork,omitempty"`
+	HostPID     bool   `json:"hostPID,omitempty"`
+	HostIPC     bool   `json:"hostIPC,omitempty"`
+	Share       *bool  `json:"shareProcessNamespace,omitempty"`
+	Hostname    string `json:"hostname,omitempty"`
+	// HostnameOverride is omitted when unset: the hash of a pod without
+	// one is as before.
+	HostnameOverride *string                `json:"hostnameOverride,omitempty"`
+	Subdomain        string                 `json:"subdomain,omitempty"`
+	DNSPolicy        v1.DNSPolicy           `json:"dnsPolicy,omitempty"`
+	DNSConfig        *v1.PodDNSConfig       `json:"dnsConfig,omitempty"`
+	HostAliases      []v1.HostAlias         `json:"hostAliases,omitempty"`
+	Ports            []v1.ContainerPort     `json:"ports,omitempty"`
+	Volumes          []v1.Volume            `json:"volumes,omitempty"`
+	Sysctls          []v1.Sysctl            `json:"sysctls,omitempty"`
+	Security         *v1.PodSecurityContext `json:"securityContext,omitempty"`
 	// RuntimeClass: the sandbox and its containers run with its runtime
 	// (omitted when unset: the hash of a pod without one is as before).
 	RuntimeClass *string `json:"runtimeClassName,omitempty"`
@@ -76,17 +79,18 @@ func containerRecord(c *v1.Container) []byte {
 // sandboxSpecOf is the sandbox-level part of the pod's spec.
 func sandboxSpecOf(pod *v1.Pod) sandboxSpec {
 	s := sandboxSpec{
-		HostNetwork: pod.Spec.HostNetwork,
-		HostPID:     pod.Spec.HostPID,
-		HostIPC:     pod.Spec.HostIPC,
-		Share:       pod.Spec.ShareProcessNamespace,
-		Hostname:    pod.Spec.Hostname,
-		Subdomain:   pod.Spec.Subdomain,
-		DNSPolicy:   pod.Spec.DNSPolicy,
-		DNSConfig:   pod.Spec.DNSConfig,
-		HostAliases: pod.Spec.HostAliases,
-		Volumes:     pod.Spec.Volumes,
-		Security:    pod.Spec.SecurityContext,
+		HostNetwork:      pod.Spec.HostNetwork,
+		HostPID:          pod.Spec.HostPID,
+		HostIPC:          pod.Spec.HostIPC,
+		Share:            pod.Spec.ShareProcessNamespace,
+		Hostname:         pod.Spec.Hostname,
+		HostnameOverride: pod.Spec.HostnameOverride,
+		Subdomain:        pod.Spec.Subdomain,
+		DNSPolicy:        pod.Spec.DNSPolicy,
+		DNSConfig:        pod.Spec.DNSConfig,
+		HostAliases:      pod.Spec.HostAliases,
+		Volumes:          pod.Spec.Volumes,
+		Security:         pod.Spec.SecurityContext,
 	}
 	if n := pod.Spec.RuntimeClassName; n != nil && *n != "" {
 		s.RuntimeClass = n

@@ -115,7 +115,13 @@ func containerStatus(in statusInput, c *v1.Container, sandboxID string) v1.Conta
 	}
 	switch {
 	case cur == nil:
-		cs.State.Waiting = &v1.ContainerStateWaiting{Reason: "ContainerCreating"}
+		// As the kubelet's default: a pod with init containers is
+		// initializing until each of its containers has run.
+		reason := "ContainerCreating"
+		if len(in.Pod.Spec.InitContainers) > 0 {
+			reason = "PodInitializing"
+		}
+		cs.State.Waiting = &v1.ContainerStateWaiting{Reason: reason}
 	case cur.State == engine.StateRunning:
 		cs.State.Running = &v1.ContainerStateRunning{StartedAt: metav1.NewTime(cur.StartedAt)}
 		started, ready := true, c.ReadinessProbe == nil

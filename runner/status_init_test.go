@@ -36,3 +36,21 @@ func TestInitContainerReadyWhenDone(t *testing.T) {
 		t.Errorf("%d init container statuses, want %d", len(s.InitContainerStatuses), len(want))
 	}
 }
+
+// TestWaitingReasonBeforeFirstRun: as the kubelet's default, a container
+// that has not run yet waits with PodInitializing in a pod with init
+// containers (init and app containers alike), else ContainerCreating.
+func TestWaitingReasonBeforeFirstRun(t *testing.T) {
+	for _, c := range []struct {
+		inits []string
+		want  string
+	}{{[]string{"init"}, "PodInitializing"}, {nil, "ContainerCreating"}} {
+		pod := testPod(v1.RestartPolicyAlways, c.inits, "app")
+		s := computePodStatus(statusInput{Pod: pod, State: &podState{}, Now: t0})
+		for _, cs := range append(s.InitContainerStatuses, s.ContainerStatuses...) {
+			if w := cs.State.Waiting; w == nil || w.Reason != c.want {
+				t.Errorf("inits %v: %s waits with %+v, want %s", c.inits, cs.Name, w, c.want)
+			}
+		}
+	}
+}
