@@ -117,14 +117,31 @@ func New(ctx context.Context, opts Options) (*Runtime, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	rs, err := remote.NewRemoteRuntimeServiceBuilder().WithEndpoint(opts.Endpoint).WithConnectionTimeout(opts.CallTimeout).Build(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("cri runtime service %s: %w: %v", opts.Endpoint, engine.ErrUnavailable, err)
-	}
-	is, err := remote.NewRemoteImageServiceBuilder().WithEndpoint(opts.Endpoint).WithConnectionTimeout(opts.CallTimeout).Build(ctx)
-	if err != nil {
-		rs.Close(ctx)
-		return nil, fmt.Errorf("cri image service %s: %w: %v", opts.Endpoint, engine.ErrUnavailable, err)
+	// Each client dials and checks the runtime's CRI version on its own
+	// connection: both at once, so that a short-lived `podrun once` waits
+	// for one round trip, not two.
+	var rs internalapi.RuntimeService
+	var is internalapi.ImageManagerService
+	var rsErr, isErr error
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		rs, rsErr = remote.NewRemoteRuntimeServiceBuilder().WithEndpoint(opts.Endpoint).WithConnectionTimeout(opts.CallTimeout).Build(ctx)
+	})
+	wg.Go(func() {
+		is, isErr = remote.NewRemoteImageServiceBuilder().WithEndpoint(opts.Endpoint).WithConnectionTimeout(opts.CallTimeout).Build(ctx)
+	})
+	wg.Wait()
+	if rsErr != nil || isErr != nil {
+		if rs != nil {
+			rs.Close(ctx)
+		}
+		if is != nil {
+			is.Close(ctx)
+		}
+		if rsErr != nil {
+			return nil, fmt.Errorf("cri runtime service %s: %w: %v", opts.Endpoint, engine.ErrUnavailable, rsErr)
+		}
+		return nil, fmt.Errorf("cri image service %s: %w: %v", opts.Endpoint, engine.ErrUnavailable, isErr)
 	}
 	return &Runtime{
 		rs: rs, is: is, node: opts.NodeName, logDir: opts.LogDir, log: log,
