@@ -40,7 +40,8 @@ const (
 
 // bringUp measures every subject and the bound at n pods, runs times,
 // alternating the order so that neither always goes first; with a CRI
-// runtime (e.rs), also podrun on it and the CRI bound, in the same rotation.
+// runtime (e.rs), also every subject on it and the CRI bound, in the same
+// rotation.
 func (e *env) bringUp(ctx context.Context, n int) ([]BringUp, error) {
 	var ms []measure
 	var subjects, engines []string
@@ -53,7 +54,9 @@ func (e *env) bringUp(ctx context.Context, n int) ([]BringUp, error) {
 	}
 	add(boundDocker, engineDocker, func() (float64, error) { return e.boundUp(ctx, n) })
 	if e.rs != nil {
-		add(e.subs[0].Label, engineContainerd, func() (float64, error) { return e.onceUp(ctx, e.subs[0], n, e.cfg.criEndpoint) })
+		for _, s := range e.subs {
+			add(s.Label, engineContainerd, func() (float64, error) { return e.onceUp(ctx, s, n, e.cfg.criEndpoint) })
+		}
 		add(boundCRI, engineContainerd, func() (float64, error) { return e.criBoundUp(ctx, n) })
 	}
 	secs, err := e.alternate(fmt.Sprintf("bring-up of %d pods", n), ms)
