@@ -428,7 +428,7 @@ func criVerdict(b *strings.Builder, bs []BringUp, bound map[int]float64) {
 		}
 		ratio := median(u.Seconds) / bound[u.Pods]
 		worst = max(worst, ratio)
-		parts = append(parts, fmt.Sprintf("%d pods %.2fx", u.Pods, ratio))
+		parts = append(parts, fmt.Sprintf("%.2fx at %d pods", ratio, u.Pods))
 	}
 	if len(parts) == 0 {
 		return
@@ -437,7 +437,7 @@ func criVerdict(b *strings.Builder, bs []BringUp, bound map[int]float64) {
 	if worst > 1.2 {
 		verdict = "**not** within"
 	}
-	fmt.Fprintf(b, "**Verdict on containerd:** podrun's bring-up took %s the CRI bound's time in this run: %s 1.2x of the CRI bound.\n\n",
+	fmt.Fprintf(b, "**Verdict on containerd:** podrun's bring-up took the CRI bound's time times %s in this run: %s 1.2x of the CRI bound.\n\n",
 		strings.Join(parts, ", "), verdict)
 }
 
