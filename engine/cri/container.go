@@ -41,13 +41,10 @@ func (r *Runtime) CreateContainer(ctx context.Context, sbID string, sb *engine.S
 	}
 	// The log directory is the sandbox's, where it was made.
 	sbConfig.LogDirectory = r.sandboxLogDir(sbStatus.Labels[labels.PodUID], labels.AttemptOf(sbStatus.Labels))
+	// The runtime reserves the identity's name first: the create is tried,
+	// and the container that holds the name looked for only when it is
+	// taken (a new container, the common case, makes no list first).
 	for try := 0; ; try++ {
-		if id, err := r.findContainer(ctx, sbID, sb.Pod.UID, cfg.Name, cfg.Attempt); err != nil || id != "" {
-			if err != nil {
-				return "", fmt.Errorf("create container %s: %w", cfg.Name, err)
-			}
-			return id, nil
-		}
 		id, err := r.rs.CreateContainer(ctx, sbID, config, sbConfig)
 		if err == nil {
 			r.remember(id, false)
@@ -56,6 +53,12 @@ func (r *Runtime) CreateContainer(ctx context.Context, sbID string, sb *engine.S
 		}
 		if !isReserved(err) || try == reservedTries {
 			return "", fmt.Errorf("create container %s: %w", cfg.Name, wrap(err))
+		}
+		if id, ferr := r.findContainer(ctx, sbID, sb.Pod.UID, cfg.Name, cfg.Attempt); ferr != nil || id != "" {
+			if ferr != nil {
+				return "", fmt.Errorf("create container %s: %w", cfg.Name, ferr)
+			}
+			return id, nil
 		}
 		if err := waitRetry(ctx); err != nil {
 			return "", fmt.Errorf("create container %s: %w", cfg.Name, err)

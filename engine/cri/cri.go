@@ -83,8 +83,10 @@ type Runtime struct {
 	imageCreated map[string]time.Time
 	// infraPresent holds the infra images found present.
 	infraPresent map[string]bool
-	// info is what the runtime's verbose status said of its config.
-	info *runtimeInfo
+	// info is what the runtime's verbose status said of its config;
+	// infoMu is held while it is asked.
+	info   *runtimeInfo
+	infoMu sync.Mutex
 }
 
 var (
@@ -272,8 +274,11 @@ type runtimeInfo struct {
 
 // runtimeInfo asks the runtime's verbose status once and keeps the answer
 // (a runtime changes its configuration only by a restart). An error is not
-// kept.
+// kept. Concurrent first callers (a starting podrun's infra image and
+// oom_score_adj checks) wait for one call.
 func (r *Runtime) runtimeInfo(ctx context.Context) (*runtimeInfo, error) {
+	r.infoMu.Lock()
+	defer r.infoMu.Unlock()
 	r.mu.Lock()
 	info := r.info
 	r.mu.Unlock()
