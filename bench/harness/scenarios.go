@@ -106,7 +106,7 @@ func (e *env) onceUp(ctx context.Context, s subject, n int, endpoint string) (fl
 	p := &benchkit.Podrun{Bin: s.Bin, Node: node, Root: root, Infra: e.infra}
 	check := func() error { return e.checkRunning(ctx, node, 2*n) }
 	if endpoint != "" {
-		defer e.cleanupCRI(node)
+		defer e.cleanupCRI(node, e.trackCRI(node))
 		// The sandbox image is containerd's own (its sandbox_image).
 		p.Infra, p.Endpoint = "", endpoint
 		check = func() error { return e.checkRunningCRI(ctx, node, n) }
@@ -132,8 +132,8 @@ func (e *env) onceUp(ctx context.Context, s subject, n int, endpoint string) (fl
 // criBoundUp times bench/bound -cri-endpoint making n pods, checks them
 // (bound -check) and removes them (bound -remove).
 func (e *env) criBoundUp(ctx context.Context, n int) (float64, error) {
-	node := track(benchkit.NodeName("bench-cri-bound"))
-	defer e.cleanupCRI(node)
+	node := benchkit.NodeName("bench-cri-bound")
+	defer e.cleanupCRI(node, e.trackCRI(node))
 	bound := func(args ...string) (time.Duration, error) {
 		args = append([]string{"-cri-endpoint", e.cfg.criEndpoint, "-node", node, "-n", strconv.Itoa(n)}, args...)
 		cmd := exec.CommandContext(ctx, e.cfg.bound, args...)
@@ -172,9 +172,22 @@ func (e *env) checkRunningCRI(ctx context.Context, node string, want int) error 
 	return nil
 }
 
+// trackCRI has an interrupt remove node's sandboxes from the CRI runtime
+// (benchkit's own interrupt cleanup knows Docker only); the returned
+// function forgets it.
+func (e *env) trackCRI(node string) func() {
+	return benchkit.OnInterrupt(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_ = benchkit.RemoveCRINode(ctx, e.rs, node)
+	})
+}
+
 // cleanupCRI removes the node's sandboxes (and their containers) from the
-// CRI runtime and lets it settle, as cleanup does on Docker.
-func (e *env) cleanupCRI(node string) {
+// CRI runtime and lets it settle, as cleanup does on Docker; then forget
+// (trackCRI's) stops tracking it.
+func (e *env) cleanupCRI(node string, forget func()) {
+	defer forget()
 	defer benchkit.TrackNode(node)()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
