@@ -5,7 +5,10 @@
 # (the Engine-API lower bound) and bench/harness, runs the micro-benchmarks
 # (go test -bench, -benchmem) of the manifest decoder and compute-actions,
 # then the harness: bring-up, update reaction, steady state and teardown against the
-# real dockerd, each measured next to its reference in the same run.
+# real dockerd, each measured next to its reference in the same run; and
+# bring-up on containerd (podrun's CRI engine) next to the CRI bound, in the
+# same rotation, when podrun's private containerd answers (hack/containerd.sh
+# sets it up; without it the doc says that part was skipped).
 #
 # Environment:
 #   BENCH_RUNS=5            repetitions of each measurement
@@ -26,6 +29,9 @@
 #                           change), giving the code before it
 #   BENCH_OUT=docs/benchmarks.md   where the doc goes ('' prints it)
 #   BENCH_ONLY=bringup,update,steady,stuck,teardown
+#   BENCH_CRI_ENDPOINT=unix:///run/podrun-containerd/containerd.sock
+#                           the CRI runtime bring-up is also measured on
+#                           ('' for none)
 #   BENCH_SHORT=1           a quick look: 3 runs, sizes 1,10, 15 s windows
 #                           of 10 and 50 pods, 3 edits of 20 pods, 10 s
 #                           stuck pods, a teardown of 20 pods
@@ -46,6 +52,7 @@ ONLY=${BENCH_ONLY:-bringup,update,steady,stuck,teardown}
 TEARDOWN_PODS=${BENCH_TEARDOWN_PODS:-100}
 EVENT_TRIALS=${BENCH_EVENT_TRIALS:-3}
 STUCK=${BENCH_STUCK:-30s}
+CRI_ENDPOINT=${BENCH_CRI_ENDPOINT-unix:///run/podrun-containerd/containerd.sock}
 
 bash hack/setup.sh
 
@@ -81,5 +88,5 @@ cmdline="make bench"
 [ "${BENCH_SHORT:-}" = 1 ] && cmdline="BENCH_SHORT=1 $cmdline"
 "$tmp/harness" --podrun "$tmp/podrun" --bound "$tmp/bound" "${before_args[@]}" \
 	--runs "$RUNS" --sizes "$SIZES" --steady "$STEADY" --steady-sizes "$STEADY_SIZES" \
-	--update-pods "$UPDATE_PODS" --event-trials "$EVENT_TRIALS" --stuck "$STUCK" --teardown-pods "$TEARDOWN_PODS" --only "$ONLY" --micro "$tmp/micro.txt" \
+	--update-pods "$UPDATE_PODS" --event-trials "$EVENT_TRIALS" --stuck "$STUCK" --teardown-pods "$TEARDOWN_PODS" --only "$ONLY" --cri-endpoint "$CRI_ENDPOINT" --micro "$tmp/micro.txt" \
 	--out "$OUT" --json "${BENCH_JSON:-}" --command "$cmdline"

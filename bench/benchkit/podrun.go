@@ -19,6 +19,9 @@ type Podrun struct {
 	Node  string
 	Root  string // --root-dir
 	Infra string // --pod-infra-image; "" for podrun's default
+	// Endpoint is --container-runtime-endpoint (a CRI runtime's socket);
+	// "" for Docker.
+	Endpoint string
 	// Env is added to the process's environment (DOCKER_HOST=...).
 	Env []string
 	// Log receives podrun's stderr when set.
@@ -30,6 +33,9 @@ func (p *Podrun) Args(sub string, rest ...string) []string {
 	a := []string{sub, "--node-name", p.Node, "--root-dir", p.Root, "--config", ""}
 	if p.Infra != "" {
 		a = append(a, "--pod-infra-image", p.Infra)
+	}
+	if p.Endpoint != "" {
+		a = append(a, "--container-runtime-endpoint", p.Endpoint)
 	}
 	return append(a, rest...)
 }

@@ -4,7 +4,8 @@
 // side by side in the same run, repeated, and reports medians:
 //
 //   - bring-up: N pods with `podrun once --wait running` vs bench/bound
-//     (the same Engine API calls, in goroutines, nothing else);
+//     (the same Engine API calls, in goroutines, nothing else); with
+//     --cri-endpoint also on containerd, vs bench/bound -cri-endpoint;
 //   - update reaction: under `podrun watch` with 50 pods, one container's
 //     command is edited; from the file write to the new container running,
 //     vs Docker's own create + start of that container;
@@ -31,6 +32,7 @@ import (
 	"time"
 
 	"github.com/docker/docker/client"
+	internalapi "k8s.io/cri-api/pkg/apis"
 
 	"github.com/podrun/podrun/bench/benchkit"
 )
@@ -52,6 +54,7 @@ type config struct {
 	out, jsonOut          string
 	only                  map[string]bool
 	command               string
+	criEndpoint           string
 }
 
 func main() {
@@ -76,6 +79,7 @@ func main() {
 	flag.StringVar(&c.out, "out", "docs/benchmarks.md", "the doc to write ('' for none)")
 	flag.StringVar(&c.jsonOut, "json", "", "also write the results as JSON here")
 	flag.StringVar(&only, "only", "bringup,update,steady,stuck,teardown", "scenarios to run")
+	flag.StringVar(&c.criEndpoint, "cri-endpoint", "", "a CRI runtime (unix:///...): bring-up is measured on it as well, when it answers")
 	flag.StringVar(&c.command, "command", "make bench", "the command line to show in the doc")
 	flag.Parse()
 	c.sizes = ints(sizes)
@@ -126,9 +130,12 @@ type Results struct {
 	Steady   []Steady
 	Stuck    []Stuck
 	Teardown []Teardown
-	Micro    []Micro
-	Load     []string
-	Retried  []string
+	// CRISkipped says why bring-up was not measured on containerd ("" when
+	// it was).
+	CRISkipped string
+	Micro      []Micro
+	Load       []string
+	Retried    []string
 }
 
 type env struct {
@@ -137,6 +144,8 @@ type env struct {
 	infra string
 	tmp   string
 	subs  []subject
+	// rs is the CRI runtime bring-up is also measured on; nil for none.
+	rs internalapi.RuntimeService
 	// retried lists the measurements that failed and were made again
 	// (dockerd restarted by another test, say).
 	retried []string
@@ -166,6 +175,27 @@ func again[T any](e *env, what string, fn func() (T, error)) (T, error) {
 		}
 	}
 	return v, err
+}
+
+// connectCRI connects to the CRI runtime at endpoint and checks that it
+// answers; else it returns nil and why bring-up on it is skipped.
+func connectCRI(ctx context.Context, endpoint string) (internalapi.RuntimeService, string) {
+	const setUp = "bash hack/containerd.sh sets up podrun's private containerd"
+	if endpoint == "" {
+		return nil, "no CRI endpoint given (" + setUp + "; bench/run.sh then measures on it)"
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	rs, err := benchkit.CRI(ctx, endpoint)
+	if err == nil {
+		if _, err = rs.Version(ctx, ""); err != nil {
+			rs.Close(ctx)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Sprintf("no CRI runtime answers at %s (%s): %s", endpoint, setUp, firstLine(err.Error()))
+	}
+	return rs, ""
 }
 
 func firstLine(s string) string {
@@ -219,6 +249,13 @@ func run(c config) error {
 	log.Printf("benchmarks: %s; infra image %s", res.Machine.String(), infra)
 
 	if c.only["bringup"] {
+		rs, skipped := connectCRI(ctx, c.criEndpoint)
+		if rs != nil {
+			defer rs.Close(ctx)
+		} else {
+			log.Printf("bring-up on containerd skipped: %s", skipped)
+		}
+		e.rs, res.CRISkipped = rs, skipped
 		for _, n := range c.sizes {
 			b, err := e.bringUp(ctx, n)
 			if err != nil {

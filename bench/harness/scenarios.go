@@ -20,28 +20,52 @@ import (
 	"github.com/podrun/podrun/bench/benchkit"
 )
 
-// BringUp is one subject's bring-up of N pods, every repetition.
+// BringUp is one subject's bring-up of N pods on one engine, every
+// repetition.
 type BringUp struct {
 	Subject string
+	// Engine is what the pods ran on: engineDocker or engineContainerd.
+	Engine  string
 	Pods    int
 	Seconds []float64
 }
 
+// The engines bring-up is measured on, and each one's bound's label.
+const (
+	engineDocker     = "Docker"
+	engineContainerd = "containerd"
+	boundDocker      = "bound"
+	boundCRI         = "CRI bound"
+)
+
 // bringUp measures every subject and the bound at n pods, runs times,
-// alternating the order so that neither always goes first.
+// alternating the order so that neither always goes first; with a CRI
+// runtime (e.rs), also every subject on it and the CRI bound, in the same
+// rotation.
 func (e *env) bringUp(ctx context.Context, n int) ([]BringUp, error) {
 	var ms []measure
-	for _, s := range e.subs {
-		ms = append(ms, measure{s.Label, func() (float64, error) { return e.onceUp(ctx, s, n) }})
+	var subjects, engines []string
+	add := func(subject, engine string, fn func() (float64, error)) {
+		ms = append(ms, measure{subject + " on " + engine, fn})
+		subjects, engines = append(subjects, subject), append(engines, engine)
 	}
-	ms = append(ms, measure{"bound", func() (float64, error) { return e.boundUp(ctx, n) }})
+	for _, s := range e.subs {
+		add(s.Label, engineDocker, func() (float64, error) { return e.onceUp(ctx, s, n, "") })
+	}
+	add(boundDocker, engineDocker, func() (float64, error) { return e.boundUp(ctx, n) })
+	if e.rs != nil {
+		for _, s := range e.subs {
+			add(s.Label, engineContainerd, func() (float64, error) { return e.onceUp(ctx, s, n, e.cfg.criEndpoint) })
+		}
+		add(boundCRI, engineContainerd, func() (float64, error) { return e.criBoundUp(ctx, n) })
+	}
 	secs, err := e.alternate(fmt.Sprintf("bring-up of %d pods", n), ms)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]BringUp, len(ms))
-	for i, m := range ms {
-		out[i] = BringUp{Subject: m.label, Pods: n, Seconds: secs[i]}
+	for i := range ms {
+		out[i] = BringUp{Subject: subjects[i], Engine: engines[i], Pods: n, Seconds: secs[i]}
 	}
 	return out, nil
 }
@@ -73,16 +97,25 @@ func (e *env) alternate(what string, ms []measure) ([][]float64, error) {
 }
 
 // onceUp times `podrun once --wait running` of n new pods, checks that
-// they all run, and removes them.
-func (e *env) onceUp(ctx context.Context, s subject, n int) (float64, error) {
+// they all run, and removes them. endpoint is the CRI runtime to run them
+// on ("" for Docker).
+func (e *env) onceUp(ctx context.Context, s subject, n int, endpoint string) (float64, error) {
 	node := track(benchkit.NodeName("bench"))
 	dir, root := e.dirs(node)
 	defer os.RemoveAll(filepath.Dir(dir))
-	defer e.cleanup(node)
+	p := &benchkit.Podrun{Bin: s.Bin, Node: node, Root: root, Infra: e.infra}
+	check := func() error { return e.checkRunning(ctx, node, 2*n) }
+	if endpoint != "" {
+		defer e.cleanupCRI(node, e.trackCRI(node))
+		// The sandbox image is containerd's own (its sandbox_image).
+		p.Infra, p.Endpoint = "", endpoint
+		check = func() error { return e.checkRunningCRI(ctx, node, n) }
+	} else {
+		defer e.cleanup(node)
+	}
 	if err := benchkit.WritePods(dir, "p", n); err != nil {
 		return 0, err
 	}
-	p := &benchkit.Podrun{Bin: s.Bin, Node: node, Root: root, Infra: e.infra}
 	res, err := p.Run(ctx, 10*time.Minute, "once", "--wait", "running", "--timeout", "5m", dir)
 	if err != nil {
 		return 0, err
@@ -90,10 +123,78 @@ func (e *env) onceUp(ctx context.Context, s subject, n int) (float64, error) {
 	if res.Code != 0 {
 		return 0, fmt.Errorf("podrun once exited %d:\n%s", res.Code, lastLines(res.Stderr, 20))
 	}
-	if err := e.checkRunning(ctx, node, 2*n); err != nil {
+	if err := check(); err != nil {
 		return 0, err
 	}
 	return res.Took.Seconds(), nil
+}
+
+// criBoundUp times bench/bound -cri-endpoint making n pods, checks them
+// (bound -check) and removes them (bound -remove).
+func (e *env) criBoundUp(ctx context.Context, n int) (float64, error) {
+	node := benchkit.NodeName("bench-cri-bound")
+	defer e.cleanupCRI(node, e.trackCRI(node))
+	bound := func(args ...string) (time.Duration, error) {
+		args = append([]string{"-cri-endpoint", e.cfg.criEndpoint, "-node", node, "-n", strconv.Itoa(n)}, args...)
+		cmd := exec.CommandContext(ctx, e.cfg.bound, args...)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		start := time.Now()
+		if _, err := cmd.Output(); err != nil {
+			return 0, fmt.Errorf("bound %v: %v: %s", args, err, stderr.String())
+		}
+		return time.Since(start), nil
+	}
+	took, err := bound()
+	if err != nil {
+		return 0, err
+	}
+	if _, err := bound("-check"); err != nil {
+		return 0, err
+	}
+	// The bound's own -remove also removes the log directory it made.
+	if _, err := bound("-remove"); err != nil {
+		return 0, err
+	}
+	return took.Seconds(), nil
+}
+
+// checkRunningCRI checks that node has want running containers and want
+// ready sandboxes, each with an IP.
+func (e *env) checkRunningCRI(ctx context.Context, node string, want int) error {
+	cs, sbs, noIP, err := benchkit.RunningCRI(ctx, e.rs, node)
+	if err != nil {
+		return err
+	}
+	if cs != want || sbs != want || noIP != 0 {
+		return fmt.Errorf("%d containers run and %d sandboxes are ready (%d without an IP), want %d of each", cs, sbs, noIP, want)
+	}
+	return nil
+}
+
+// trackCRI has an interrupt remove node's sandboxes from the CRI runtime
+// (benchkit's own interrupt cleanup knows Docker only); the returned
+// function forgets it.
+func (e *env) trackCRI(node string) func() {
+	return benchkit.OnInterrupt(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_ = benchkit.RemoveCRINode(ctx, e.rs, node)
+	})
+}
+
+// cleanupCRI removes the node's sandboxes (and their containers) from the
+// CRI runtime and lets it settle, as cleanup does on Docker; then forget
+// (trackCRI's) stops tracking it.
+func (e *env) cleanupCRI(node string, forget func()) {
+	defer forget()
+	defer benchkit.TrackNode(node)()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if err := benchkit.RemoveCRINode(ctx, e.rs, node); err != nil {
+		log.Printf("cleanup %s on containerd: %v", node, err)
+	}
+	time.Sleep(time.Second)
 }
 
 // boundUp times bench/bound making n pods.

@@ -41,13 +41,10 @@ func (r *Runtime) CreateContainer(ctx context.Context, sbID string, sb *engine.S
 	}
 	// The log directory is the sandbox's, where it was made.
 	sbConfig.LogDirectory = r.sandboxLogDir(sbStatus.Labels[labels.PodUID], labels.AttemptOf(sbStatus.Labels))
+	// The runtime reserves the identity's name first: the create is tried,
+	// and the container that holds the name looked for only when it is
+	// taken (a new container, the common case, makes no list first).
 	for try := 0; ; try++ {
-		if id, err := r.findContainer(ctx, sbID, sb.Pod.UID, cfg.Name, cfg.Attempt); err != nil || id != "" {
-			if err != nil {
-				return "", fmt.Errorf("create container %s: %w", cfg.Name, err)
-			}
-			return id, nil
-		}
 		id, err := r.rs.CreateContainer(ctx, sbID, config, sbConfig)
 		if err == nil {
 			r.remember(id, false)
@@ -56,6 +53,12 @@ func (r *Runtime) CreateContainer(ctx context.Context, sbID string, sb *engine.S
 		}
 		if !isReserved(err) || try == reservedTries {
 			return "", fmt.Errorf("create container %s: %w", cfg.Name, wrap(err))
+		}
+		if id, ferr := r.findContainer(ctx, sbID, sb.Pod.UID, cfg.Name, cfg.Attempt); ferr != nil || id != "" {
+			if ferr != nil {
+				return "", fmt.Errorf("create container %s: %w", cfg.Name, ferr)
+			}
+			return id, nil
 		}
 		if err := waitRetry(ctx); err != nil {
 			return "", fmt.Errorf("create container %s: %w", cfg.Name, err)
@@ -258,6 +261,24 @@ func owned[S interface{ GetLabels() map[string]string }](r *Runtime, kind, id st
 
 // StartContainer starts a created container; a running one is left alone.
 func (r *Runtime) StartContainer(ctx context.Context, id string) error {
+	if r.known(id, false) {
+		// Known to be this node's (this process made or saw it): start it
+		// at once, and ask its status only when the start fails, to tell
+		// "already running" from a failure. Bring-up's create-then-start
+		// saves a round trip per container.
+		err := r.rs.StartContainer(ctx, id)
+		if err == nil {
+			return nil
+		}
+		st, serr := r.ownContainer(ctx, id)
+		if serr != nil {
+			return fmt.Errorf("start container %s: %w", shortID(id), serr)
+		}
+		if st.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
+			return nil
+		}
+		return startError(id, err)
+	}
 	st, err := r.ownContainer(ctx, id)
 	if err != nil {
 		return fmt.Errorf("start container %s: %w", shortID(id), err)
@@ -266,15 +287,20 @@ func (r *Runtime) StartContainer(ctx context.Context, id string) error {
 		return nil
 	}
 	if err := r.rs.StartContainer(ctx, id); err != nil {
-		err = wrap(err)
-		if errorsIsNotFound(err) {
-			// The container is there (its status said so): what is not
-			// found is its sandbox, or its start's task.
-			err = fmt.Errorf("%v", err)
-		}
-		return fmt.Errorf("start container %s: %w", shortID(id), err)
+		return startError(id, err)
 	}
 	return nil
+}
+
+// startError is the failed start of container id, whose status said it is
+// there: a NotFound from the runtime then names its sandbox or its start's
+// task, not the container, so it is not engine.ErrNotFound.
+func startError(id string, err error) error {
+	err = wrap(err)
+	if errorsIsNotFound(err) {
+		err = fmt.Errorf("%v", err)
+	}
+	return fmt.Errorf("start container %s: %w", shortID(id), err)
 }
 
 // StopContainer stops a running container: its stop signal, then SIGKILL

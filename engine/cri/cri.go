@@ -83,8 +83,10 @@ type Runtime struct {
 	imageCreated map[string]time.Time
 	// infraPresent holds the infra images found present.
 	infraPresent map[string]bool
-	// info is what the runtime's verbose status said of its config.
-	info *runtimeInfo
+	// info is what the runtime's verbose status said of its config;
+	// infoMu is held while it is asked.
+	info   *runtimeInfo
+	infoMu sync.Mutex
 }
 
 var (
@@ -117,14 +119,31 @@ func New(ctx context.Context, opts Options) (*Runtime, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	rs, err := remote.NewRemoteRuntimeServiceBuilder().WithEndpoint(opts.Endpoint).WithConnectionTimeout(opts.CallTimeout).Build(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("cri runtime service %s: %w: %v", opts.Endpoint, engine.ErrUnavailable, err)
-	}
-	is, err := remote.NewRemoteImageServiceBuilder().WithEndpoint(opts.Endpoint).WithConnectionTimeout(opts.CallTimeout).Build(ctx)
-	if err != nil {
-		rs.Close(ctx)
-		return nil, fmt.Errorf("cri image service %s: %w: %v", opts.Endpoint, engine.ErrUnavailable, err)
+	// Each client dials and checks the runtime's CRI version on its own
+	// connection: both at once, so that a short-lived `podrun once` waits
+	// for one round trip, not two.
+	var rs internalapi.RuntimeService
+	var is internalapi.ImageManagerService
+	var rsErr, isErr error
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		rs, rsErr = remote.NewRemoteRuntimeServiceBuilder().WithEndpoint(opts.Endpoint).WithConnectionTimeout(opts.CallTimeout).Build(ctx)
+	})
+	wg.Go(func() {
+		is, isErr = remote.NewRemoteImageServiceBuilder().WithEndpoint(opts.Endpoint).WithConnectionTimeout(opts.CallTimeout).Build(ctx)
+	})
+	wg.Wait()
+	if rsErr != nil || isErr != nil {
+		if rs != nil {
+			rs.Close(ctx)
+		}
+		if is != nil {
+			is.Close(ctx)
+		}
+		if rsErr != nil {
+			return nil, fmt.Errorf("cri runtime service %s: %w: %v", opts.Endpoint, engine.ErrUnavailable, rsErr)
+		}
+		return nil, fmt.Errorf("cri image service %s: %w: %v", opts.Endpoint, engine.ErrUnavailable, isErr)
 	}
 	return &Runtime{
 		rs: rs, is: is, node: opts.NodeName, logDir: opts.LogDir, log: log,
@@ -255,8 +274,11 @@ type runtimeInfo struct {
 
 // runtimeInfo asks the runtime's verbose status once and keeps the answer
 // (a runtime changes its configuration only by a restart). An error is not
-// kept.
+// kept. Concurrent first callers (a starting podrun's infra image and
+// oom_score_adj checks) wait for one call.
 func (r *Runtime) runtimeInfo(ctx context.Context) (*runtimeInfo, error) {
+	r.infoMu.Lock()
+	defer r.infoMu.Unlock()
 	r.mu.Lock()
 	info := r.info
 	r.mu.Unlock()

@@ -34,26 +34,18 @@ func (r *Runtime) RunSandbox(ctx context.Context, cfg *engine.SandboxConfig) (st
 	if err != nil {
 		return "", fmt.Errorf("run sandbox: %w", err)
 	}
-	// An existing sandbox of the identity is the answer; the runtime's name
-	// reservation covers another process making it meanwhile.
+	if len(cfg.ExtraHosts) > 0 || (cfg.Domainname != "" && !cfg.HostNetwork) {
+		r.log.Warn("CRI has no /etc/hosts entries of a pod's own: hostAliases and the subdomain's name are not applied",
+			"pod", cfg.Pod.Namespace+"/"+cfg.Pod.Name)
+	}
+	if err := os.MkdirAll(config.LogDirectory, 0o755); err != nil {
+		return "", fmt.Errorf("run sandbox: log directory: %w", err)
+	}
+	// An existing sandbox of the identity is the answer. The runtime
+	// reserves the identity's name before it does anything else, so the
+	// run is tried first and the sandbox looked for only when the name is
+	// taken: a new pod, the common case, makes no list first.
 	for try := 0; ; try++ {
-		sb, err := r.findSandbox(ctx, cfg.Pod.UID, cfg.Attempt)
-		if err != nil {
-			return "", fmt.Errorf("run sandbox: %w", err)
-		}
-		if sb != nil {
-			if sb.State == runtimeapi.PodSandboxState_SANDBOX_READY {
-				return sb.Id, nil
-			}
-			return "", fmt.Errorf("run sandbox of pod %s attempt %d: sandbox %s is stopped, and a CRI sandbox cannot be started again: a new attempt is needed", cfg.Pod.UID, cfg.Attempt, shortID(sb.Id))
-		}
-		if len(cfg.ExtraHosts) > 0 || (cfg.Domainname != "" && !cfg.HostNetwork) {
-			r.log.Warn("CRI has no /etc/hosts entries of a pod's own: hostAliases and the subdomain's name are not applied",
-				"pod", cfg.Pod.Namespace+"/"+cfg.Pod.Name)
-		}
-		if err := os.MkdirAll(config.LogDirectory, 0o755); err != nil {
-			return "", fmt.Errorf("run sandbox: log directory: %w", err)
-		}
 		id, err := r.rs.RunPodSandbox(ctx, config, cfg.Runtime)
 		if err == nil {
 			r.remember(id, true)
@@ -62,6 +54,16 @@ func (r *Runtime) RunSandbox(ctx context.Context, cfg *engine.SandboxConfig) (st
 		}
 		if !isReserved(err) || try == reservedTries {
 			return "", fmt.Errorf("run sandbox of pod %s attempt %d: %w", cfg.Pod.UID, cfg.Attempt, wrap(err))
+		}
+		sb, ferr := r.findSandbox(ctx, cfg.Pod.UID, cfg.Attempt)
+		if ferr != nil {
+			return "", fmt.Errorf("run sandbox: %w", ferr)
+		}
+		if sb != nil {
+			if sb.State == runtimeapi.PodSandboxState_SANDBOX_READY {
+				return sb.Id, nil
+			}
+			return "", fmt.Errorf("run sandbox of pod %s attempt %d: sandbox %s is stopped, and a CRI sandbox cannot be started again: a new attempt is needed", cfg.Pod.UID, cfg.Attempt, shortID(sb.Id))
 		}
 		// Another node's sandbox holds the identity, or one still being
 		// made: this node's list says which.
