@@ -38,14 +38,12 @@ die() {
 	log "$*"
 	exit 1
 }
+# shellcheck source=hack/k8s-module.sh
+. "$(dirname "$0")/k8s-module.sh"
 
 start=$(date +%s)
 mkdir -p "$CACHE_ROOT"
-exec 9>"$CACHE_ROOT/.conformance.lock"
-if ! flock -n 9; then
-	log "waiting for another hack/conformance-build.sh"
-	flock 9
-fi
+lock_cache "$CACHE_ROOT/.conformance.lock"
 
 cache_ok() {
 	[ -f "$DEST/BUILD-INFO" ] && [ -f "$DEST/SHA256SUMS" ] || return 1
@@ -60,39 +58,22 @@ cache_ok() {
 build() {
 	command -v go >/dev/null || die "Go is needed at /usr/local/go"
 	rm -rf "$CACHE_ROOT"/.tmp-conformance-*
-	local out work kdir stage
+	local out work kdir
 	out=$(mktemp -d "$CACHE_ROOT/.tmp-conformance-$K8S_VERSION.XXXXXX")
 	chmod 755 "$out"
 	work=$(mktemp -d /tmp/podrun-conformance-build.XXXXXX)
 	trap 'rm -rf "$work" "$out"' EXIT
 	log "building e2e.test, ginkgo and agnhost $K8S_VERSION from the Go module proxy (cold: 5-10 min on 2 cores)"
-	kdir=$(go mod download -json "k8s.io/kubernetes@$K8S_VERSION" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
-	[ -n "$kdir" ] && [ -f "$kdir/go.mod" ] || die "could not download k8s.io/kubernetes@$K8S_VERSION"
-	stage=v0.${K8S_VERSION#v1.}
-	{
-		echo "module podrun.local/conformancebuild"
-		echo
-		echo "go $(go env GOVERSION | sed 's/^go//')"
-		echo
-		echo "require k8s.io/kubernetes $K8S_VERSION"
-		echo
-		echo "replace ("
-		sed -n 's#^[[:space:]]*\(k8s\.io/[^ ]*\) => \./staging/src/k8s\.io/.*#\t\1 v0.0.0 => \1 '"$stage"'#p' "$kdir/go.mod"
-		echo ")"
-	} >"$work/go.mod"
-	local minor ld=(-s -w) pkg t0
-	minor=${K8S_VERSION#v1.}
-	minor=${minor%%.*}
-	for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-		ld+=(-X "$pkg.gitVersion=$K8S_VERSION" -X "$pkg.gitMajor=1" -X "$pkg.gitMinor=$minor"
-			-X "$pkg.gitCommit=" -X "$pkg.gitTreeState=clean" -X "$pkg.buildDate=1970-01-01T00:00:00Z")
-	done
+	k8s_module "$work" podrun.local/conformancebuild
+	kdir=$K8S_SOURCE
+	local ld t0
+	ld=$(k8s_ldflags)
 	t0=$(date +%s)
 	(
 		cd "$work"
 		go mod download k8s.io/kubernetes
-		go test -c -p 2 -mod=mod -trimpath -ldflags "${ld[*]}" -o "$out/e2e.test" k8s.io/kubernetes/test/e2e
-		go build -p 2 -mod=mod -trimpath -ldflags "${ld[*]}" -o "$out/agnhost" k8s.io/kubernetes/test/images/agnhost
+		go test -c -p 2 -mod=mod -trimpath -ldflags "$ld" -o "$out/e2e.test" k8s.io/kubernetes/test/e2e
+		go build -p 2 -mod=mod -trimpath -ldflags "$ld" -o "$out/agnhost" k8s.io/kubernetes/test/images/agnhost
 		# The ginkgo CLI of the version e2e.test is built with: it runs the
 		# specs in parallel processes.
 		go build -p 2 -mod=mod -trimpath -o "$out/ginkgo" github.com/onsi/ginkgo/v2/ginkgo

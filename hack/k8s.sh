@@ -36,14 +36,12 @@ die() {
 	log "$*"
 	exit 1
 }
+# shellcheck source=hack/k8s-module.sh
+. "$(dirname "$0")/k8s-module.sh"
 
 start=$(date +%s)
 mkdir -p "$CACHE_ROOT"
-exec 9>"$CACHE_ROOT/.lock"
-if ! flock -n 9; then
-	log "waiting for another hack/k8s.sh ($CACHE_ROOT/.lock)"
-	flock 9
-fi
+lock_cache "$CACHE_ROOT/.lock"
 
 # A build is complete when BUILD-INFO names this recipe and every binary
 # listed in SHA256SUMS is there.
@@ -69,45 +67,17 @@ build() {
 	trap 'rm -rf "$work" "$out"' EXIT
 	log "building Kubernetes $K8S_VERSION and etcd from the Go module proxy (cold: 5-9 min (13 on a busy machine) on 2 cores)"
 
-	# The Kubernetes binaries: a throwaway module requiring k8s.io/kubernetes,
-	# whose go.mod replaces its staging modules k8s.io/X v0.0.0 with
-	# ./staging/src/k8s.io/X; replaces of a dependency do not apply, so map
-	# each to its published v0.<minor>.<patch>.
-	local kdir stage
-	kdir=$(go mod download -json "k8s.io/kubernetes@$K8S_VERSION" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
-	[ -n "$kdir" ] && [ -f "$kdir/go.mod" ] || die "could not download k8s.io/kubernetes@$K8S_VERSION"
-	stage=v0.${K8S_VERSION#v1.}
+	# The Kubernetes binaries, built in a throwaway module.
 	mkdir -p "$work/k8s"
-	{
-		echo "module podrun.local/k8sbuild"
-		echo
-		echo "go $(go env GOVERSION | sed 's/^go//')"
-		echo
-		echo "require k8s.io/kubernetes $K8S_VERSION"
-		echo
-		echo "replace ("
-		sed -n 's#^[[:space:]]*\(k8s\.io/[^ ]*\) => \./staging/src/k8s\.io/.*#\t\1 v0.0.0 => \1 '"$stage"'#p' "$kdir/go.mod"
-		echo ")"
-	} >"$work/k8s/go.mod"
-	grep -q "k8s.io/client-go v0.0.0 => k8s.io/client-go $stage" "$work/k8s/go.mod" ||
-		die "no staging replaces found in $kdir/go.mod"
-
-	local minor
-	minor=${K8S_VERSION#v1.}
-	minor=${minor%%.*}
-
-	local ld=(-s -w)
-	local pkg
-	for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-		ld+=(-X "$pkg.gitVersion=$K8S_VERSION" -X "$pkg.gitMajor=1" -X "$pkg.gitMinor=$minor"
-			-X "$pkg.gitCommit=" -X "$pkg.gitTreeState=clean" -X "$pkg.buildDate=1970-01-01T00:00:00Z")
-	done
+	k8s_module "$work/k8s" podrun.local/k8sbuild
+	local ld
+	ld=$(k8s_ldflags)
 	local t0
 	t0=$(date +%s)
 	(
 		cd "$work/k8s"
 		go mod download k8s.io/kubernetes
-		go build -p 2 -mod=mod -trimpath -ldflags "${ld[*]}" -o "$out/" \
+		go build -p 2 -mod=mod -trimpath -ldflags "$ld" -o "$out/" \
 			$(printf 'k8s.io/kubernetes/cmd/%s ' "${K8S_BINS[@]}")
 	)
 	log "kubernetes binaries built in $(($(date +%s) - t0)) s"
