@@ -22,7 +22,9 @@
 # compiles e2e.test (5-10 min on 2 cores, about 120 MB).
 set -euo pipefail
 
-K8S_VERSION=v1.37.2
+# shellcheck source=hack/k8s-module.sh
+. "$(dirname "$0")/k8s-module.sh"
+
 # Bump when the recipe below changes what a cached build holds.
 RECIPE=1
 CACHE_ROOT=${PODRUN_CACHE:-/var/cache/podrun}/k8s
@@ -38,22 +40,12 @@ die() {
 	log "$*"
 	exit 1
 }
-# shellcheck source=hack/k8s-module.sh
-. "$(dirname "$0")/k8s-module.sh"
 
 start=$(date +%s)
 mkdir -p "$CACHE_ROOT"
 lock_cache "$CACHE_ROOT/.conformance.lock"
 
-cache_ok() {
-	[ -f "$DEST/BUILD-INFO" ] && [ -f "$DEST/SHA256SUMS" ] || return 1
-	grep -qx "recipe=$RECIPE" "$DEST/BUILD-INFO" || return 1
-	grep -qx "kubernetes=$K8S_VERSION" "$DEST/BUILD-INFO" || return 1
-	local b
-	for b in "${BINS[@]}"; do
-		[ -x "$DEST/$b" ] || return 1
-	done
-}
+cache_ok() { cache_complete "$DEST" "$RECIPE" "${BINS[@]}"; }
 
 build() {
 	command -v go >/dev/null || die "Go is needed at /usr/local/go"

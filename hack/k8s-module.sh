@@ -1,6 +1,10 @@
 # Sourced by hack/k8s.sh and hack/conformance-build.sh: what both need to
-# build from k8s.io/kubernetes through the Go module proxy. Expects
-# K8S_VERSION, and log and die functions.
+# build from k8s.io/kubernetes through the Go module proxy. Expects log and
+# die functions.
+
+# The Kubernetes version every cluster-mode and conformance test runs
+# (clustertest.Version says the same for the Go tests).
+K8S_VERSION=v1.37.2
 
 # k8s_module DIR NAME writes DIR/go.mod: a throwaway module NAME requiring
 # k8s.io/kubernetes, whose go.mod replaces its staging modules k8s.io/X
@@ -48,4 +52,19 @@ lock_cache() {
 		log "waiting for another run ($1)"
 		flock 9
 	fi
+}
+
+# cache_complete DEST RECIPE BIN... reports whether DEST holds a finished
+# build: BUILD-INFO names RECIPE and K8S_VERSION, SHA256SUMS exists, and
+# every BIN is there, executable and summed.
+cache_complete() {
+	local dest=$1 recipe=$2 b
+	shift 2
+	[ -f "$dest/BUILD-INFO" ] && [ -f "$dest/SHA256SUMS" ] || return 1
+	grep -qx "recipe=$recipe" "$dest/BUILD-INFO" || return 1
+	grep -qx "kubernetes=$K8S_VERSION" "$dest/BUILD-INFO" || return 1
+	for b in "$@"; do
+		[ -x "$dest/$b" ] || return 1
+		grep -q " $b\$" "$dest/SHA256SUMS" || return 1
+	done
 }

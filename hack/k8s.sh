@@ -19,7 +19,9 @@
 # made: the tests want CoreDNS's pull to fail.
 set -euo pipefail
 
-K8S_VERSION=v1.37.2
+# shellcheck source=hack/k8s-module.sh
+. "$(dirname "$0")/k8s-module.sh"
+
 # Bump when the recipe below changes what a cached build holds.
 RECIPE=1
 CACHE_ROOT=${PODRUN_CACHE:-/var/cache/podrun}/k8s
@@ -36,8 +38,6 @@ die() {
 	log "$*"
 	exit 1
 }
-# shellcheck source=hack/k8s-module.sh
-. "$(dirname "$0")/k8s-module.sh"
 
 start=$(date +%s)
 mkdir -p "$CACHE_ROOT"
@@ -45,16 +45,7 @@ lock_cache "$CACHE_ROOT/.lock"
 
 # A build is complete when BUILD-INFO names this recipe and every binary
 # listed in SHA256SUMS is there.
-cache_ok() {
-	[ -f "$DEST/BUILD-INFO" ] && [ -f "$DEST/SHA256SUMS" ] || return 1
-	grep -qx "recipe=$RECIPE" "$DEST/BUILD-INFO" || return 1
-	grep -qx "kubernetes=$K8S_VERSION" "$DEST/BUILD-INFO" || return 1
-	local b
-	for b in "${K8S_BINS[@]}" etcd; do
-		[ -x "$DEST/$b" ] || return 1
-		grep -q " $b\$" "$DEST/SHA256SUMS" || return 1
-	done
-}
+cache_ok() { cache_complete "$DEST" "$RECIPE" "${K8S_BINS[@]}" etcd; }
 
 build() {
 	command -v go >/dev/null || die "Go is needed at /usr/local/go"
