@@ -310,6 +310,45 @@ func TestSubPathConfined(t *testing.T) {
 	}
 }
 
+// TestSubPathMode: a missing subPath is made with the volume directory's
+// mode, setgid and sticky included, not podrun's umask (the kubelet's
+// SafeMakeDir; the conformance spec "nonexistent volume subPath should
+// have the correct mode and owner using FSGroup" expects dgtrwxrwxrwx);
+// a directory that was there keeps its own (setgid by Linux inheritance).
+func TestSubPathMode(t *testing.T) {
+	e := newConfineEnv(t)
+	pod := confinedPod("uid-1", nil, "")
+	vols, err := prepareVolumes(pod, podDir(e.root, "uid-1"), confinedObjects(nil), podEnv{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	scratch := vols["scratch"].HostPath
+	want := fs.ModePerm | fs.ModeSetgid | fs.ModeSticky
+	if err := os.Chmod(scratch, want); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(scratch, "there"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	r := &Runner{cfg: Config{RootDir: e.root}}
+	c := v1.Container{Name: "c", Image: "img",
+		VolumeMounts: []v1.VolumeMount{{Name: "scratch", MountPath: "/m", SubPath: "there/a/b"}}}
+	if _, err := r.containerConfig(pod, &c, engine.ContainerTypeApp, 0, vols, podEnv{}); err != nil {
+		t.Fatal(err)
+	}
+	for dir, mode := range map[string]fs.FileMode{
+		"there": 0o700 | fs.ModeSetgid, "there/a": want, "there/a/b": want,
+	} {
+		fi, err := os.Stat(filepath.Join(scratch, dir))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fi.Mode() &^ fs.ModeDir; got != mode {
+			t.Errorf("%s: mode %v, want %v", dir, got, mode)
+		}
+	}
+}
+
 // TestSubPathExpr: a subPathExpr is expanded with the container's
 // environment, as the kubelet does, and the result is held to the same
 // confinement as a subPath.

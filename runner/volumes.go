@@ -628,6 +628,36 @@ func mountsUnder(dir string) ([]string, error) {
 	return out, sc.Err()
 }
 
+// makeSubPath makes the missing directories of the subPath clean in the
+// volume vr with the volume directory's own mode, setgid and sticky bits
+// included, as the kubelet does (its SafeMakeDir): a subPath made in an
+// fsGroup volume stays group-writable for the pod, whatever podrun's umask.
+func makeSubPath(vr *os.Root, clean string) error {
+	if _, err := vr.Lstat(clean); !errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	vol, err := vr.Stat(".")
+	if err != nil {
+		return err
+	}
+	mode := vol.Mode() & (fs.ModePerm | fs.ModeSetgid | fs.ModeSetuid | fs.ModeSticky)
+	parts := strings.Split(clean, string(filepath.Separator))
+	for i := range parts {
+		dir := filepath.Join(parts[:i+1]...)
+		err := vr.Mkdir(dir, mode.Perm())
+		if errors.Is(err, fs.ErrExist) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if err := vr.Chmod(dir, mode); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // unescapeMountPath undoes mountinfo's octal escapes (\040 for space, ...).
 func unescapeMountPath(s string) string {
 	if !strings.Contains(s, `\`) {
@@ -680,10 +710,8 @@ func subPathSource(src volumeSource, sub string) (string, error) {
 		return "", fmt.Errorf("%s: volume directory %s moved to %s: refused", what, base, baseReal)
 	}
 	if !src.ReadOnly {
-		if _, err := vr.Lstat(clean); errors.Is(err, fs.ErrNotExist) {
-			if err := vr.MkdirAll(clean, 0o755); err != nil {
-				return "", refused(what, err)
-			}
+		if err := makeSubPath(vr, clean); err != nil {
+			return "", refused(what, err)
 		}
 	}
 	// Non-blocking: a FIFO a container put there must not hold podrun.
