@@ -10,7 +10,6 @@ import (
 	"github.com/docker/go-units"
 	"github.com/spf13/cobra"
 
-	"github.com/podrun/podrun/engine/docker"
 	"github.com/podrun/podrun/node"
 	"github.com/podrun/podrun/runner"
 )
@@ -19,7 +18,7 @@ type infoOptions struct {
 	*globalOptions
 	Output string
 	// Facts gathers the node's facts (node.Gather over the root dir and
-	// Docker's data root by default).
+	// the engine's image filesystem by default).
 	Facts func(ctx context.Context) (*node.Facts, error)
 	// OOM probes whether podrun may lower oom_score_adj, leaving its own
 	// as it was (node.ProbeOOMScoreAdj by default); nil: not shown.
@@ -33,11 +32,13 @@ func newInfoCmd(g *globalOptions, runF func(context.Context, *infoOptions) error
 		Short: "Show this machine's facts: cores, memory, identity, kernel, and the disks podrun uses",
 		Long: `Show what podrun knows of this machine, as a node's status would report it:
 cores, memory, machine and boot IDs, kernel and OS, and the filesystems of
-the root dir and of Docker's data root (which image GC and the low disk
-space threshold watch), with their size and free space, and whether podrun
-may give containers the kubelet's negative oom_score_adj (it needs
-CAP_SYS_RESOURCE; without it, the lowest score is podrun's own). Docker is
-asked for its data root when it can be reached; the rest needs no Docker.`,
+the root dir and of the engine's images (Docker's data root, or the CRI
+runtime's image filesystem with --container-runtime-endpoint; image GC and
+the low disk space threshold watch them), with their size and free space,
+and whether podrun may give containers the kubelet's negative
+oom_score_adj (it needs CAP_SYS_RESOURCE; without it, the lowest score is
+podrun's own). The engine is asked for its images' place when it can be
+reached; the rest needs no engine.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkOutput(opts.Output); err != nil {
@@ -61,20 +62,23 @@ asked for its data root when it can be reached; the rest needs no Docker.`,
 	return cmd
 }
 
-// gatherFacts gathers the node's facts, with Docker's data root when
-// Docker answers.
+// gatherFacts gathers the node's facts, with the filesystem of the
+// engine's images (Docker's data root, or the CRI runtime's image
+// filesystem with --container-runtime-endpoint) when the engine answers.
 func gatherFacts(ctx context.Context, g *globalOptions) (*node.Facts, error) {
 	paths := map[string]string{"root-dir": g.RootDir}
-	if rt, err := docker.New(docker.Options{Host: g.DockerHost, NodeName: "info", Logger: g.Log}); err == nil {
+	ectx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	rt, err := connect(ectx, g)
+	if err == nil {
 		defer rt.Close()
-		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		root, err := rt.DataRoot(dctx)
-		cancel()
-		if err == nil {
+		var root string
+		if root, err = rt.DataRoot(ectx); err == nil {
 			paths["images"] = root
-		} else {
-			fmt.Fprintf(g.ErrOut, "podrun: Docker's data root is unknown (%v); not shown\n", err)
 		}
+	}
+	if err != nil {
+		fmt.Fprintf(g.ErrOut, "podrun: the engine's image filesystem is unknown (%v); not shown\n", err)
 	}
 	return node.Gather(paths)
 }

@@ -6,6 +6,7 @@ import (
 	"crypto/rsa"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"io"
@@ -503,4 +504,34 @@ func (e *criEnv) runningPods() int {
 		}
 	}
 	return len(pods)
+}
+
+// TestCRIInfo: `info` with a CRI endpoint shows the filesystem of
+// containerd's images (its own root, as hack/containerd.sh configures it),
+// not Docker's data root.
+func TestCRIInfo(t *testing.T) {
+	e := newCRIEnv(t)
+	info := e.podrun(time.Minute, "info", "-o", "json")
+	if info.code != 0 {
+		t.Fatalf("info: exit %d\n%s", info.code, info.stderr)
+	}
+	var facts struct {
+		Filesystems []struct {
+			Use  string `json:"use"`
+			Path string `json:"path"`
+		} `json:"filesystems"`
+	}
+	if err := json.Unmarshal([]byte(info.stdout), &facts); err != nil {
+		t.Fatalf("info: %v\n%s", err, info.stdout)
+	}
+	var images string
+	for _, fs := range facts.Filesystems {
+		if fs.Use == "images" {
+			images = fs.Path
+		}
+	}
+	const containerdRoot = "/var/lib/podrun-containerd/"
+	if !strings.HasPrefix(images, containerdRoot) {
+		t.Errorf("info's images filesystem is %q, want one under %s (stderr: %s)\n%s", images, containerdRoot, info.stderr, info.stdout)
+	}
 }
