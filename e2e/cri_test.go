@@ -467,10 +467,11 @@ func TestCRIKillNineAdoption(t *testing.T) {
 				sb.Attempt, sb.Pod.Name, sb.State, ready[sb.Pod.Name])
 		}
 	}
-	// Likewise a container the killed podrun created but had not started
-	// may fail its start (containerd: exit 128) and run again as the next
-	// attempt: what must not be is two running, or a stopped one newer
-	// than the running one.
+	// Likewise a container whose start the killed podrun had asked for
+	// fails it (containerd 1.6 cancels a start whose caller goes away:
+	// StartError, exit code 128) and runs again as the next attempt, as
+	// after any failed start: what must not be is two running, or a
+	// stopped one newer than the running one.
 	runningAttempt := map[string]int{}
 	for _, c := range cs {
 		if c.State == engine.StateRunning {

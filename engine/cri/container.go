@@ -270,6 +270,9 @@ func (r *Runtime) StartContainer(ctx context.Context, id string) error {
 		if err == nil {
 			return nil
 		}
+		if startInFlight(err) {
+			return r.awaitStart(ctx, id, err)
+		}
 		st, serr := r.ownContainer(ctx, id)
 		if serr != nil {
 			return fmt.Errorf("start container %s: %w", shortID(id), serr)
@@ -287,9 +290,52 @@ func (r *Runtime) StartContainer(ctx context.Context, id string) error {
 		return nil
 	}
 	if err := r.rs.StartContainer(ctx, id); err != nil {
+		if startInFlight(err) {
+			return r.awaitStart(ctx, id, err)
+		}
 		return startError(id, err)
 	}
 	return nil
+}
+
+// startInFlightWait bounds the wait for another request's start of a
+// container: a start takes seconds at most, even on a busy machine.
+const startInFlightWait = time.Minute
+
+// startInFlight is containerd's answer to a start of a container that
+// another request is still starting: one a podrun killed mid-start asked
+// for, which containerd finishes (or fails) on its own.
+func startInFlight(err error) bool {
+	return strings.Contains(err.Error(), "already in starting state")
+}
+
+// awaitStart waits for the start another request runs to end, and ends as
+// it did: nil when the container runs, an error with the runtime's reason
+// when it exited instead. Starting it again would fail the same way until
+// then, and be recorded as the container's own start failure.
+func (r *Runtime) awaitStart(ctx context.Context, id string, startErr error) error {
+	ctx, cancel := context.WithTimeout(ctx, startInFlightWait)
+	defer cancel()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		st, err := r.ownContainer(ctx, id)
+		if err != nil {
+			return fmt.Errorf("start container %s: %w", shortID(id), err)
+		}
+		switch st.State {
+		case runtimeapi.ContainerState_CONTAINER_RUNNING:
+			return nil
+		case runtimeapi.ContainerState_CONTAINER_EXITED:
+			return fmt.Errorf("start container %s: started by an earlier request, which ended with exit code %d (%s: %s)",
+				shortID(id), st.ExitCode, st.Reason, st.Message)
+		}
+		select {
+		case <-ctx.Done():
+			return startError(id, startErr)
+		case <-tick.C:
+		}
+	}
 }
 
 // startError is the failed start of container id, whose status said it is

@@ -187,29 +187,45 @@ func summaries() []string {
 }
 
 // node is one scenario's podrun world: its own node name, manifest and
-// root directories, everything removed at the end.
+// root directories, everything removed at the end, on Docker (newNode) or
+// on a CRI runtime (newCRINode).
 type node struct {
 	t    *testing.T
 	name string
 	dir  string // manifests
 	root string
 	p    *benchkit.Podrun
+	view view
 }
 
 func newNode(t *testing.T, prefix string) *node {
 	t.Helper()
-	n := &node{t: t, name: benchkit.NodeName(prefix), dir: t.TempDir(), root: t.TempDir()}
+	n := &node{t: t, name: benchkit.NodeName(prefix), dir: t.TempDir(), root: t.TempDir(), view: dockerView{}}
 	n.p = &benchkit.Podrun{Bin: podrunBin, Node: n.name, Root: n.root, Infra: infra}
+	n.cleanupAtEnd()
+	return n
+}
+
+// newCRINode is a node whose podrun runs its pods on the CRI runtime at
+// criEndpoint (its sandbox image is the runtime's own).
+func newCRINode(t *testing.T, prefix string) *node {
+	t.Helper()
+	n := &node{t: t, name: benchkit.NodeName(prefix), dir: t.TempDir(), root: t.TempDir(), view: criView{criRuntime(t)}}
+	n.p = &benchkit.Podrun{Bin: podrunBin, Node: n.name, Root: n.root, Endpoint: criEndpoint()}
+	n.cleanupAtEnd()
+	return n
+}
+
+func (n *node) cleanupAtEnd() {
 	untrack := benchkit.TrackNode(n.name)
-	t.Cleanup(func() {
+	n.t.Cleanup(func() {
 		defer untrack()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
-		if err := benchkit.Cleanup(ctx, docker, n.name); err != nil {
-			t.Errorf("cleanup: %v", err)
+		if err := n.view.cleanup(ctx, n.name); err != nil {
+			n.t.Errorf("cleanup: %v", err)
 		}
 	})
-	return n
 }
 
 // writePods writes count pods named <prefix>-NNN.
@@ -220,30 +236,36 @@ func (n *node) writePods(prefix string, count int) {
 	}
 }
 
-// state describes the node's containers: running ones by key, duplicates,
-// and objects not running.
+// state describes the node's sandboxes and containers: running ones by
+// key, duplicates, and objects not running.
 type state struct {
 	running  map[string]string // key -> ID
 	dups     []string
 	leftover []string
+	// cutShort are exited containers whose start a kill cut short
+	// (object.startCutShort), each of a container that runs again.
+	cutShort []string
 }
 
 func (n *node) state(ctx context.Context) (state, error) {
-	cs, err := benchkit.List(ctx, docker, n.name)
+	objs, err := n.view.objects(ctx, n.name)
 	if err != nil {
 		return state{}, err
 	}
 	st := state{running: map[string]string{}}
-	for _, c := range cs {
-		k := benchkit.Key(c, n.name)
-		if c.State != "running" {
-			st.leftover = append(st.leftover, fmt.Sprintf("%s %.12s (%s)", k, c.ID, c.State))
+	for _, o := range objs {
+		if o.startCutShort {
+			st.cutShort = append(st.cutShort, o.key)
 			continue
 		}
-		if prev, ok := st.running[k]; ok {
-			st.dups = append(st.dups, fmt.Sprintf("%s runs twice: %.12s and %.12s", k, prev, c.ID))
+		if !o.running {
+			st.leftover = append(st.leftover, fmt.Sprintf("%s %.12s (%s)", o.key, o.id, o.state))
+			continue
 		}
-		st.running[k] = c.ID
+		if prev, ok := st.running[o.key]; ok {
+			st.dups = append(st.dups, fmt.Sprintf("%s runs twice: %.12s and %.12s", o.key, prev, o.id))
+		}
+		st.running[o.key] = o.id
 	}
 	sort.Strings(st.leftover)
 	return st, nil
@@ -259,6 +281,11 @@ func (st state) check(want int, strict bool) error {
 		return fmt.Errorf("%d containers run, want %d", len(st.running), want)
 	case strict && len(st.leftover) > 0:
 		return fmt.Errorf("leftover containers: %v", st.leftover)
+	}
+	for _, k := range st.cutShort {
+		if st.running[k] == "" {
+			return fmt.Errorf("%s: its start was cut short by the kill, and it does not run again", k)
+		}
 	}
 	return nil
 }

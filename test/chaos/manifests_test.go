@@ -65,8 +65,17 @@ func badCorpus() []badManifest {
 // (exit 2, naming the file), alone and in its directory; and when it
 // replaces the manifest of a pod running under watch, the pod is untouched.
 func TestBadManifests(t *testing.T) {
-	sum := newSummary(t, "bad-manifests")
-	n := newNode(t, "chaos-bad")
+	badManifests(t, "bad-manifests", newNode(t, "chaos-bad"))
+}
+
+// TestBadManifestsCRI is TestBadManifests with the victim pod on
+// containerd (the CRI engine).
+func TestBadManifestsCRI(t *testing.T) {
+	badManifests(t, "bad-manifests-cri", newCRINode(t, "chaos-bad-cri"))
+}
+
+func badManifests(t *testing.T, name string, n *node) {
+	sum := newSummary(t, name)
 	path := filepath.Join(n.dir, "victim.yaml")
 	if err := benchkit.WriteFile(path, victim.YAML()); err != nil {
 		t.Fatal(err)

@@ -27,7 +27,7 @@ export PATH=/usr/local/go/bin:$PATH
 started=$(date -u '+%Y-%m-%d %H:%M')
 start_s=$(date +%s)
 
-bash hack/setup.sh || exit 1
+bash hack/setup.sh --containerd || exit 1
 
 if [ "${CHAOS_FULL:-}" = 1 ]; then
 	fuzztime=${CHAOS_FUZZTIME:-30s}
