@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -35,6 +36,15 @@ import (
 // there says why podrun cannot pass it yet), or when a listed one passes;
 // with
 // PODRUN_CONFORMANCE_REPORT=FILE it writes the report (docs/conformance.md).
+//
+// PODRUN_CONFORMANCE_FOCUS=REGEX runs exactly the specs whose full names
+// match REGEX (ginkgo's --focus; the [Slow]... skip still applies),
+// instead of the CI subset or all, and judges them as with all: a focused
+// spec that fails and is not a known failure fails the test.
+// PODRUN_CONFORMANCE_ARTIFACTS=DIR keeps e2e.test's log (e2e.log), its
+// ginkgo report (report.json) and podrun's own log (podrun.log, whole:
+// copied after podrun has stopped and taken its pods down) in DIR, which
+// is made if missing, instead of in a temporary directory that is removed.
 
 // conformanceCISpecs are the specs CI runs: one or two of each kind the
 // first phase covers (volumes, env, exit codes and termination messages,
@@ -65,21 +75,52 @@ func TestNodeConformance(t *testing.T) {
 		t.Fatalf("%v: run hack/conformance-build.sh first (hack/test.sh does)", err)
 	}
 	all := os.Getenv("PODRUN_CONFORMANCE") == "all"
+	focused := os.Getenv("PODRUN_CONFORMANCE_FOCUS")
 	focus := `\[NodeConformance\]`
-	if !all {
+	switch {
+	case focused != "":
+		if _, err := regexp.Compile(focused); err != nil {
+			t.Fatalf("PODRUN_CONFORMANCE_FOCUS: %v", err)
+		}
+		focus = focused
+	case !all:
 		focus = strings.Join(conformanceCISpecs, "|")
 	}
+	// Known failures are judged, and the long timeout given, for every
+	// run that is not the fixed CI subset.
+	judgeKnown := all || focused != ""
 
-	c, err := startKubeadmCluster(t)
+	// The first TempDir of the test: its removal, registered now, runs
+	// after every cleanup registered below, the cluster's too.
+	dir := t.TempDir()
+	var c *cluster
+	if artifacts := os.Getenv("PODRUN_CONFORMANCE_ARTIFACTS"); artifacts != "" {
+		if err := os.MkdirAll(artifacts, 0o755); err != nil {
+			t.Fatalf("PODRUN_CONFORMANCE_ARTIFACTS: %v", err)
+		}
+		dir = artifacts
+		// Registered before the cluster's cleanup, so it runs after it:
+		// podrun has stopped and taken its pods down, its log is whole.
+		t.Cleanup(func() {
+			if c == nil {
+				return
+			}
+			if err := copyFileTo(c.podrunLog, filepath.Join(artifacts, "podrun.log")); err != nil {
+				t.Errorf("keeping podrun's log: %v", err)
+			}
+		})
+	}
+
+	var err error
+	c, err = startKubeadmCluster(t)
 	if err != nil {
 		t.Fatalf("kubeadm init: %v", err)
 	}
 	c.makeSchedulable(t)
 
-	dir := t.TempDir()
 	jsonReport := filepath.Join(dir, "report.json")
 	timeout := 20 * time.Minute
-	if all {
+	if judgeKnown {
 		timeout = 4 * time.Hour
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout+5*time.Minute)
@@ -130,11 +171,11 @@ func TestNodeConformance(t *testing.T) {
 	if ran == 0 {
 		t.Fatalf("e2e.test ran no spec; its log ends:\n%s", tailFile(logPath, 80))
 	}
-	if !all && ran < len(conformanceCISpecs) {
+	if !judgeKnown && ran < len(conformanceCISpecs) {
 		t.Errorf("e2e.test ran %d specs, want the %d of conformanceCISpecs: a name has changed", ran, len(conformanceCISpecs))
 	}
 	known := map[string]string{}
-	if all {
+	if judgeKnown {
 		known = readKnownFailures(t, filepath.Join("testdata", "conformance-known-failures.txt"))
 	}
 	for _, s := range specs {
@@ -154,6 +195,24 @@ func TestNodeConformance(t *testing.T) {
 	if t.Failed() {
 		t.Logf("e2e.test's log ends:\n%s", tailFile(logPath, 120))
 	}
+}
+
+// copyFileTo copies the file at src to dst (made or truncated).
+func copyFileTo(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.Create(dst)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return fmt.Errorf("copy %s to %s: %w", src, dst, err)
+	}
+	return out.Close()
 }
 
 // makeSchedulable readies the one-node kubeadm cluster for the specs, as

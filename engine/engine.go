@@ -322,11 +322,9 @@ type SandboxConfig struct {
 	// A runtime the engine does not have fails RunSandbox.
 	Runtime string
 
-	Hostname string
-	// Domainname is the pod's DNS domain (spec.subdomain's); the pod's
-	// /etc/hosts names it at its IP as hostname.domain besides hostname.
-	// Ignored with HostNetwork.
-	Domainname  string
+	// Hostname is the pod's. Its /etc/hosts is not the engine's: the
+	// caller mounts the pod's own into each container (as the kubelet).
+	Hostname    string
 	HostNetwork bool
 	HostPID     bool
 	HostIPC     bool
@@ -334,8 +332,6 @@ type SandboxConfig struct {
 	DNS         *DNSConfig        // nil: the runtime's default
 	Sysctls     map[string]string // namespaced sysctls for the pod
 	Labels      map[string]string // the pod's own labels, for people reading `docker ps`
-	// ExtraHosts are "name:ip" entries added to the pod's /etc/hosts.
-	ExtraHosts []string
 	// ShareProcessNamespace puts the pod's containers in the sandbox's PID
 	// namespace (spec.shareProcessNamespace); otherwise each container has
 	// its own PID namespace (unless HostPID).

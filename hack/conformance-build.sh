@@ -5,9 +5,12 @@
 # parallel, and the local Docker images those specs
 # name, under their real names (test/utils/image/manifest.go of the same
 # version):
-#   registry.k8s.io/e2e-test-images/agnhost:<v>   agnhost (ENTRYPOINT /agnhost, CMD pause)
+#   registry.k8s.io/e2e-test-images/agnhost:<v>   agnhost (ENTRYPOINT /agnhost, CMD pause),
+#                                                 Debian's curl and nc.openbsd (as nc),
+#                                                 /localhost.crt and /localhost.key
 #   registry.k8s.io/e2e-test-images/busybox:<v>   Debian's busybox-static
 #   registry.k8s.io/e2e-test-images/nonewprivs:<v> the nnp setuid program
+#   registry.k8s.io/e2e-test-images/nonroot:<v>   busybox with USER 1234
 #   registry.k8s.io/e2e-test-images/nginx:<v>     a stand-in: agnhost serving :80
 #   registry.k8s.io/e2e-test-images/glibc-dns-testing:<v>  a stand-in: busybox (its
 #                                                 specs run hostname and hostname -f)
@@ -96,6 +99,12 @@ command -v docker >/dev/null && docker info >/dev/null 2>&1 ||
 bb=$(dpkg -L busybox-static 2>/dev/null | grep -E '/bin/busybox$' | head -1 || true)
 [ -n "$bb" ] || die "busybox-static is not installed; run hack/setup.sh first"
 
+# Files the images take from the Kubernetes source (agnhost's TLS pair).
+[ -n "${K8S_SOURCE:-}" ] || k8s_source
+
+busybox_deb=$(ls "${PODRUN_CACHE:-/var/cache/podrun}"/debs/busybox_*.deb 2>/dev/null | head -1 || true)
+[ -n "$busybox_deb" ] || die "Debian's busybox package is not downloaded; run hack/setup.sh first"
+
 tag_of() { awk -v k="$1" '$1 == k { print $3 }' "$DEST/IMAGES"; }
 recipe_sum=$(cat "$DEST/SHA256SUMS" "$0" | sha256sum | cut -d' ' -f1)
 
@@ -150,10 +159,47 @@ image() {
 	fi
 }
 
+# with_host_binary ROOT SRC DEST: the host's dynamically linked SRC at DEST
+# in ROOT, with the shared libraries and the loader it needs (as ldd names
+# them, at the same paths).
+with_host_binary() {
+	mkdir -p "$1$(dirname "$3")"
+	cp -L "$2" "$1$3"
+	with_host_libs "$1" "$2"
+}
+# with_host_libs ROOT BINARY: the host's shared libraries and loader that
+# BINARY needs, at their paths in ROOT.
+with_host_libs() {
+	local lib
+	for lib in $(ldd "$2" | grep -oE '/[^ ]+'); do
+		[ -e "$1$lib" ] && continue
+		mkdir -p "$1$(dirname "$lib")"
+		cp -L "$lib" "$1$lib"
+	done
+}
+# Upstream's agnhost is Alpine with curl, netcat-openbsd (nc -u; busybox's
+# nc has none) and porter's TLS pair at /localhost.crt and /localhost.key:
+# lifecycle-hook specs curl from exec hooks and serve netexec over TLS,
+# networking specs send UDP with nc.
+# Its busybox is Debian's dynamic one (hack/setup.sh fetches it): the
+# busybox-static shell runs its own applet before anything on PATH, so
+# `sh -c 'nc ...'` would not reach netcat-openbsd.
 with_agnhost() {
+	local applet
+	dpkg-deb --fsys-tarfile "$busybox_deb" | tar -xO ./bin/busybox >"$1/bin/busybox"
+	chmod 755 "$1/bin/busybox"
+	find "$1/bin" -type l -lname busybox -delete
+	for applet in $("$1/bin/busybox" --list); do
+		ln -s busybox "$1/bin/$applet"
+	done
+	with_host_libs "$1" "$1/bin/busybox"
 	cp "$DEST/agnhost" "$1/agnhost"
 	ln -s agnhost "$1/agnhost-2"
 	mkdir -p "$1/uploads"
+	with_host_binary "$1" /usr/bin/curl /usr/bin/curl
+	with_host_binary "$1" /usr/bin/nc.openbsd /usr/bin/nc
+	cp "$K8S_SOURCE/test/images/agnhost/porter/localhost.crt" "$K8S_SOURCE/test/images/agnhost/porter/localhost.key" "$1/"
+	chmod 644 "$1/localhost.crt" "$1/localhost.key"
 }
 with_nothing() { :; }
 with_nnp() {
@@ -171,6 +217,8 @@ image "$e2e/agnhost:$(tag_of Agnhost)" with_agnhost 'ENTRYPOINT ["/agnhost"]' 'C
 image "$e2e/busybox:$(tag_of BusyBox)" with_nothing 'CMD ["sh"]'
 image "$e2e/nonewprivs:$(tag_of Nonewprivs)" with_nnp 'CMD ["nnp"]'
 image "$e2e/nginx:$(tag_of Nginx)" with_agnhost 'ENTRYPOINT ["/agnhost"]' 'CMD ["netexec", "--http-port=80"]'
+# test/images/nonroot: busybox run as uid 1234.
+image "$e2e/nonroot:$(tag_of NonRoot)" with_nothing 'CMD ["sh"]' 'USER 1234'
 image "$e2e/glibc-dns-testing:$(tag_of GlibcDnsTesting)" with_nothing 'CMD ["sh"]'
 image "registry.k8s.io/pause:$(tag_of Pause)" with_pause 'ENTRYPOINT ["/pause"]'
 

@@ -13,8 +13,7 @@ K8S_VERSION=v1.37.2
 # K8S_SOURCE to the module's source directory.
 k8s_module() {
 	local dir=$1 name=$2 stage
-	K8S_SOURCE=$(go mod download -json "k8s.io/kubernetes@$K8S_VERSION" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
-	[ -n "$K8S_SOURCE" ] && [ -f "$K8S_SOURCE/go.mod" ] || die "could not download k8s.io/kubernetes@$K8S_VERSION"
+	k8s_source
 	stage=v0.${K8S_VERSION#v1.}
 	{
 		echo "module $name"
@@ -29,6 +28,13 @@ k8s_module() {
 	} >"$dir/go.mod"
 	grep -q "k8s.io/client-go v0.0.0 => k8s.io/client-go $stage" "$dir/go.mod" ||
 		die "no staging replaces found in $K8S_SOURCE/go.mod"
+}
+
+# k8s_source sets K8S_SOURCE to the source directory of k8s.io/kubernetes
+# K8S_VERSION in the module cache, downloading it if it is not there.
+k8s_source() {
+	K8S_SOURCE=$(go mod download -json "k8s.io/kubernetes@$K8S_VERSION" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+	[ -n "$K8S_SOURCE" ] && [ -f "$K8S_SOURCE/go.mod" ] || die "could not download k8s.io/kubernetes@$K8S_VERSION"
 }
 
 # k8s_ldflags prints the -ldflags that stamp K8S_VERSION into the binaries,

@@ -39,6 +39,26 @@ fi
 if ! dpkg -s busybox-static >/dev/null 2>&1; then
 	apt_install busybox-static
 fi
+# curl and netcat-openbsd go into the conformance agnhost image
+# (hack/conformance-build.sh), as upstream's image has them.
+for pkg in curl netcat-openbsd; do
+	if ! dpkg -s "$pkg" >/dev/null 2>&1; then
+		apt_install "$pkg"
+	fi
+done
+# And Debian's dynamically linked busybox, which cannot be installed beside
+# busybox-static: its sh looks a command up on PATH, as Alpine's does.
+DEB_DIR=${PODRUN_CACHE:-/var/cache/podrun}/debs
+if ! ls "$DEB_DIR"/busybox_*.deb >/dev/null 2>&1; then
+	need_root
+	log "apt-get download busybox"
+	mkdir -p "$DEB_DIR"
+	dl=$(mktemp -d)
+	chmod 755 "$dl" # apt's _apt user writes there
+	(cd "$dl" && apt-get download -qq busybox)
+	mv "$dl"/busybox_*.deb "$DEB_DIR/"
+	rmdir "$dl"
+fi
 
 docker_ok() { docker info >/dev/null 2>&1; }
 

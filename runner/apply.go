@@ -169,6 +169,12 @@ func (r *Runner) applyActions(ctx context.Context, pod *v1.Pod, st *podState, a 
 		// The new sandbox has no containers yet: attempts still count on
 		// from the old ones.
 	}
+	var hostsErr error
+	if a.StartInit != nil || len(a.StartApps) > 0 {
+		// Written once for the containers this sync starts (which start
+		// concurrently), as the kubelet writes it for each container.
+		pe.HostsFile, hostsErr = r.writePodHostsFile(pod, pe.PodIP)
+	}
 
 	for _, c := range a.UpdateResources {
 		cur := st.latest(c.Name, sandboxID)
@@ -198,7 +204,11 @@ func (r *Runner) applyActions(ctx context.Context, pod *v1.Pod, st *podState, a 
 		if w.holdStart(c.Name) {
 			return
 		}
-		if err := r.startContainer(ctx, pod, c, typ, a.Reasons[c.Name], sandboxID, sbCfg, st, vols, pe, looked[c.Image]); err != nil {
+		err := hostsErr
+		if err == nil {
+			err = r.startContainer(ctx, pod, c, typ, a.Reasons[c.Name], sandboxID, sbCfg, st, vols, pe, looked[c.Image])
+		}
+		if err != nil {
 			w.recordStartError(pod, c, err)
 			errMu.Lock()
 			errs = append(errs, fmt.Errorf("start %s: %w", c.Name, err))
@@ -614,7 +624,6 @@ func (r *Runner) sandboxConfig(pod *v1.Pod, attempt int) *engine.SandboxConfig {
 		Hash:                  SandboxHash(pod),
 		Image:                 r.cfg.InfraImage,
 		Hostname:              podHostname(pod),
-		Domainname:            podDomain(pod, r.cfg.ClusterDomain),
 		HostNetwork:           pod.Spec.HostNetwork,
 		HostPID:               pod.Spec.HostPID,
 		HostIPC:               pod.Spec.HostIPC,
@@ -639,11 +648,6 @@ func (r *Runner) sandboxConfig(pod *v1.Pod, attempt int) *engine.SandboxConfig {
 		cfg.Sysctls = map[string]string{}
 		for _, s := range sc.Sysctls {
 			cfg.Sysctls[s.Name] = s.Value
-		}
-	}
-	for _, ha := range pod.Spec.HostAliases {
-		for _, h := range ha.Hostnames {
-			cfg.ExtraHosts = append(cfg.ExtraHosts, h+":"+ha.IP)
 		}
 	}
 	cfg.DNS = dnsConfig(pod, r.cfg.ClusterDNS, r.cfg.ClusterDomain, r.cfg.HostDNS)
@@ -994,6 +998,9 @@ func (r *Runner) containerConfig(pod *v1.Pod, c *v1.Container, typ engine.Contai
 			ReadOnly:      vm.ReadOnly || src.ReadOnly,
 			Propagation:   propagation(vm.MountPropagation),
 		})
+	}
+	if m := etcHostsMount(pe.HostsFile, c); m != nil {
+		cfg.Mounts = append(cfg.Mounts, *m)
 	}
 	if c.TerminationMessagePath != "" {
 		p, err := terminationMessageFile(r.cfg.RootDir, string(pod.UID), c.Name, attempt)

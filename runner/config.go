@@ -35,6 +35,9 @@ type podEnv struct {
 	// Token gets the token of a projected volume's serviceAccountToken
 	// source (cluster mode); nil: podrun has none to give.
 	Token func(*v1.ServiceAccountTokenProjection) (string, error)
+	// HostsFile is the real path of the pod's /etc/hosts (etchosts.go);
+	// "": none yet, the containers get none.
+	HostsFile string
 }
 
 // makeEnv resolves a container's envFrom and env, in the kubelet's order:

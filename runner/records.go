@@ -133,31 +133,45 @@ func writeRecord(rootDir, uid string, k recordKey, data []byte) error {
 		return err
 	}
 	defer d.Close()
+	_, err = d.replaceFile(k.dir(), k.file(), data, 0o600)
+	return err
+}
+
+// replaceFile writes data as the file name of the directory parts of the
+// pod directory (all safe names; the directories are made if missing),
+// replacing the file atomically: a reader sees the old content or the
+// new, and whatever was planted at name is replaced, never followed. It
+// returns the file's real path.
+func (d *podDirs) replaceFile(parts []string, name string, data []byte, perm os.FileMode) (string, error) {
 	if err := d.root.MkdirAll(d.rel(), 0o755); err != nil {
-		return refused(d.rel(), err)
+		return "", refused(d.rel(), err)
 	}
-	dir, err := d.openDir(true, k.dir()...)
+	dir, err := d.openDir(true, parts...)
 	if err != nil {
-		return err
+		return "", err
 	}
 	defer dir.Close()
-	tmp := "." + k.file() + "." + rand.Text() + ".tmp"
-	f, err := dir.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	tmp := "." + name + "." + rand.Text() + ".tmp"
+	f, err := dir.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
 	if err != nil {
-		return refused(filepath.Join(d.rel(k.dir()...), tmp), err)
+		return "", refused(filepath.Join(d.rel(parts...), tmp), err)
 	}
 	_, err = f.Write(data)
+	if err == nil {
+		// Exactly perm, whatever podrun's umask.
+		err = f.Chmod(perm)
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err == nil {
-		err = dir.Rename(tmp, k.file())
+		err = dir.Rename(tmp, name)
 	}
 	if err != nil {
 		dir.Remove(tmp)
-		return fmt.Errorf("%s: %w", filepath.Join(d.rel(k.dir()...), k.file()), err)
+		return "", fmt.Errorf("%s: %w", filepath.Join(d.rel(parts...), name), err)
 	}
-	return nil
+	return filepath.Join(d.real, d.rel(parts...), name), nil
 }
 
 // openDir opens the directory parts (safe names) of the pod directory as

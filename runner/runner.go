@@ -46,7 +46,11 @@ type Config struct {
 	// search its domains after the cluster's. nil: unknown; such a pod
 	// then gets its dnsConfig's entries alone.
 	HostDNS *engine.DNSConfig
-	Objects *Objects
+	// NodeHostsFile is the node's hosts file, which the /etc/hosts of a
+	// pod on the host's network starts with (etchosts.go); "" is
+	// /etc/hosts.
+	NodeHostsFile string
+	Objects       *Objects
 	// RuntimeClasses resolve the pods' runtimeClassName to the engine's
 	// runtimes (nil: only the sources' RuntimeClasses, SetRuntimeClasses).
 	RuntimeClasses *RuntimeClasses

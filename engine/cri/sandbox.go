@@ -34,10 +34,6 @@ func (r *Runtime) RunSandbox(ctx context.Context, cfg *engine.SandboxConfig) (st
 	if err != nil {
 		return "", fmt.Errorf("run sandbox: %w", err)
 	}
-	if len(cfg.ExtraHosts) > 0 || (cfg.Domainname != "" && !cfg.HostNetwork) {
-		r.log.Warn("CRI has no /etc/hosts entries of a pod's own: hostAliases and the subdomain's name are not applied",
-			"pod", cfg.Pod.Namespace+"/"+cfg.Pod.Name)
-	}
 	if err := os.MkdirAll(config.LogDirectory, 0o755); err != nil {
 		return "", fmt.Errorf("run sandbox: log directory: %w", err)
 	}

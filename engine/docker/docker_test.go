@@ -417,13 +417,18 @@ func TestContainerSettings(t *testing.T) {
 	t.Parallel()
 	p := newPod(t, func(sb *engine.SandboxConfig) {
 		sb.DNS = &engine.DNSConfig{Servers: []string{"192.0.2.53"}, Searches: []string{"ns.svc.example"}, Options: []string{"ndots:5"}}
-		sb.ExtraHosts = []string{"db.example:192.0.2.10"}
 		sb.Sysctls = map[string]string{"net.ipv4.ip_unprivileged_port_start": "80"}
 		// Positive scores: every machine may set them.
 		sb.OOMScoreAdj = 300
 	})
 	in, out := t.TempDir(), t.TempDir()
 	if err := os.WriteFile(filepath.Join(in, "f"), []byte("from-host\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// A file mounted at /etc/hosts replaces the one Docker gives a
+	// container joining the sandbox's network (podrun mounts the pod's).
+	hosts := filepath.Join(t.TempDir(), "etc-hosts")
+	if err := os.WriteFile(hosts, []byte("192.0.2.10\tdb.example\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Chmod(out, 0o777); err != nil {
@@ -447,6 +452,7 @@ echo "oom=$(cat /proc/self/oom_score_adj)"`
 		Mounts: []engine.Mount{
 			{HostPath: in, ContainerPath: "/in", ReadOnly: true},
 			{HostPath: out, ContainerPath: "/out", Propagation: "rprivate"},
+			{HostPath: hosts, ContainerPath: "/etc/hosts"},
 		},
 		Resources:   engine.Resources{CPUShares: 256, CPUQuota: 50000, CPUPeriod: 100000, MemoryLimit: 64 << 20},
 		OOMScoreAdj: 500,
@@ -463,7 +469,7 @@ echo "oom=$(cat /proc/self/oom_score_adj)"`
 	for _, want := range []string{
 		"1000\n1001\n", "1001 2000\n", "/tmp\n", "bar baz\n", "from-host\n", "wrote-out\n", "ro-in\n", "ro-rootfs\n",
 		"NoNewPrivs: 1\n", "Seccomp: 2\n", // filtered: the profile, not unconfined (0)
-		"nameserver 192.0.2.53", "search ns.svc.example", "options ndots:5", "192.0.2.10", "\n80\n",
+		"nameserver 192.0.2.53", "search ns.svc.example", "options ndots:5", "192.0.2.10\tdb.example\n", "\n80\n",
 		"oom=500\n",
 	} {
 		if !strings.Contains(stdout, want) {

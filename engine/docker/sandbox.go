@@ -59,7 +59,6 @@ func (r *Runtime) sandboxConfig(cfg *engine.SandboxConfig) (*container.Config, *
 		// Containers join the sandbox's IPC namespace: Docker lets them only
 		// when it is "shareable".
 		IpcMode:     container.IPCModeShareable,
-		ExtraHosts:  cfg.ExtraHosts,
 		Sysctls:     cfg.Sysctls,
 		OomScoreAdj: cfg.OOMScoreAdj,
 		Runtime:     cfg.Runtime,
@@ -73,9 +72,6 @@ func (r *Runtime) sandboxConfig(cfg *engine.SandboxConfig) (*container.Config, *
 	} else {
 		hc.NetworkMode = network.NetworkBridge
 		config.Hostname = cfg.Hostname
-		// Docker writes "<ip> <hostname>.<domain> <hostname>" to
-		// /etc/hosts, the kubelet's line for a pod with a subdomain.
-		config.Domainname = cfg.Domainname
 		config.ExposedPorts, hc.PortBindings = portBindings(cfg.Ports)
 	}
 	if cfg.HostIPC {
