@@ -20,13 +20,17 @@ need_root() {
 	fi
 }
 
-apt_install() {
+apt_update() {
 	need_root
 	if [ -z "${APT_UPDATED:-}" ]; then
 		log "apt-get update"
 		apt-get update -qq
 		APT_UPDATED=1
 	fi
+}
+
+apt_install() {
+	apt_update
 	log "apt-get install $*"
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
 }
@@ -50,7 +54,7 @@ done
 # busybox-static: its sh looks a command up on PATH, as Alpine's does.
 DEB_DIR=${PODRUN_CACHE:-/var/cache/podrun}/debs
 if ! ls "$DEB_DIR"/busybox_*.deb >/dev/null 2>&1; then
-	need_root
+	apt_update # a fresh machine has no package lists
 	log "apt-get download busybox"
 	mkdir -p "$DEB_DIR"
 	dl=$(mktemp -d)
