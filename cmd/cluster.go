@@ -261,6 +261,7 @@ func newCluster(ctx context.Context, opts *watchOptions, kc *kubeClient, events 
 		Authorizer:    nodeapi.NewAuthorizer(nodeapi.AuthorizerOptions{Client: clientAs[nodeapi.Client](kc)}),
 		Pods:          r,
 		Logs:          nodeapi.EngineLogs{Pods: r, Engine: rt},
+		Exec:          rt,
 		Healthy:       r.Healthy,
 		Logger:        opts.Log,
 	})
