@@ -1262,12 +1262,7 @@ func testExec(t *testing.T, s *suite) {
 		t.Skip("not an Execer")
 	}
 	ctx := ctxFor(t)
-	sb := s.sandboxConfig("exec")
-	sbID := s.runSandbox(t, rt, sb)
-	cfg := s.containerConfig("app", ProcessRun)
-	cfg.Env = []engine.EnvVar{{Name: "CODE", Value: "3"}}
-	id := s.create(t, rt, sbID, sb, cfg)
-	s.start(t, rt, id)
+	id := s.execTarget(t, rt, "exec")
 
 	code, out, err := ex.Exec(ctx, id, s.env.Argv(ProcessEcho))
 	if err != nil || code != 0 || string(out) != "hello\n" {
@@ -1292,6 +1287,19 @@ func testExec(t *testing.T, s *suite) {
 	}
 }
 
+// execTarget runs a pod of one running container, with CODE=3 in its
+// environment, for the exec tests, and returns the container's ID.
+func (s *suite) execTarget(t *testing.T, rt engine.Runtime, pod string) string {
+	t.Helper()
+	sb := s.sandboxConfig(pod)
+	sbID := s.runSandbox(t, rt, sb)
+	cfg := s.containerConfig("app", ProcessRun)
+	cfg.Env = []engine.EnvVar{{Name: "CODE", Value: "3"}}
+	id := s.create(t, rt, sbID, sb, cfg)
+	s.start(t, rt, id)
+	return id
+}
+
 func testExecStream(t *testing.T, s *suite) {
 	rt, _ := s.runtime(t)
 	ex, ok := rt.(engine.ExecStreamer)
@@ -1299,12 +1307,7 @@ func testExecStream(t *testing.T, s *suite) {
 		t.Skip("not an ExecStreamer")
 	}
 	ctx := ctxFor(t)
-	sb := s.sandboxConfig("execstream")
-	sbID := s.runSandbox(t, rt, sb)
-	cfg := s.containerConfig("app", ProcessRun)
-	cfg.Env = []engine.EnvVar{{Name: "CODE", Value: "3"}}
-	id := s.create(t, rt, sbID, sb, cfg)
-	s.start(t, rt, id)
+	id := s.execTarget(t, rt, "execstream")
 
 	run := func(p Process, stdin io.Reader) (code int, stdout, stderr string, err error) {
 		var o, e bytes.Buffer
