@@ -916,7 +916,8 @@ func (f *Fake) ExecStream(ctx context.Context, id string, cmd []string, streams 
 		code, stdout, stderr = actOutExec(argv, streams.Stdin)
 	}
 	if streams.TTY {
-		stdout, stderr = append(stdout, stderr...), nil
+		// One stream, and the terminal turns \n into \r\n.
+		stdout, stderr = bytes.ReplaceAll(append(stdout, stderr...), []byte("\n"), []byte("\r\n")), nil
 	}
 	for _, o := range []struct {
 		w io.Writer

@@ -1327,6 +1327,13 @@ func testExecStream(t *testing.T, s *suite) {
 	if code, _, _, err := run(ProcessExitEnv, nil); err != nil || code != 3 {
 		t.Errorf("ExecStream(exit $CODE) = %d, %v; want 3, nil", code, err)
 	}
+	// On a terminal, stdout and stderr are one stream, with the
+	// terminal's line endings.
+	var tty bytes.Buffer
+	code, err := ex.ExecStream(ctx, id, s.env.Argv(ProcessEchoStderr), engine.ExecStreams{Stdout: &tty, Stderr: io.Discard, TTY: true})
+	if err != nil || code != 0 || tty.String() != "oops\r\n" {
+		t.Errorf("ExecStream(echo >&2) on a terminal = %d, %q, %v; want 0, \"oops\\r\\n\", nil", code, tty.String(), err)
+	}
 	if _, err := ex.ExecStream(ctx, randHex(64), s.env.Argv(ProcessEcho), engine.ExecStreams{Stdout: io.Discard}); !errors.Is(err, engine.ErrNotFound) {
 		t.Errorf("ExecStream(missing) = %v, want ErrNotFound", err)
 	}
