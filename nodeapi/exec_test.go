@@ -1,6 +1,7 @@
 package nodeapi
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/ecdsa"
@@ -23,6 +24,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/remotecommand"
 	clientexec "k8s.io/client-go/util/exec"
+	"k8s.io/streaming/pkg/httpstream/spdy"
 
 	"github.com/podrun/podrun/engine"
 )
@@ -350,5 +352,121 @@ func TestExecLegacyWebSocket(t *testing.T) {
 	}
 	if stdout.String() != "remote execution test\n" {
 		t.Errorf("stdout = %q, want \"remote execution test\\n\"", stdout.String())
+	}
+}
+
+// TestExecEndsWhenTheSPDYConnectionDrops: when the connection of a SPDY
+// exec breaks (the apiserver closes it when its client goes), a command
+// that writes nothing more is not waited on: net/http ends the request's
+// context at a failed read of the hijacked connection.
+func TestExecEndsWhenTheSPDYConnectionDrops(t *testing.T) {
+	ex := blockingExecer{ended: make(chan error, 1)}
+	h := newHarness(t, func(o *Options) { o.Exec = ex })
+	cert := h.ca.client(t, "kube-apiserver-kubelet-client", "system:masters")
+	conn, err := tls.Dial("tcp", h.srv.Addr(), &tls.Config{RootCAs: h.roots, Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(20 * time.Second))
+	u := h.execURL("web-"+testNode, "app", false, false, "sleep")
+	u.RawQuery = url.Values{"output": {"1"}, "command": {"sleep"}}.Encode()
+	fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: node\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\nX-Stream-Protocol-Version: v4.channel.k8s.io\r\nContent-Length: 0\r\n\r\n", u.RequestURI())
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != http.StatusSwitchingProtocols || br.Buffered() != 0 {
+		t.Fatalf("upgrade: %v, %v", resp, err)
+	}
+	sc, err := spdy.NewClientConnection(conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sc.CreateStream(http.Header{"Streamtype": {"error"}}); err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := sc.CreateStream(http.Header{"Streamtype": {"stdout"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, len("started\n"))
+	if _, err := io.ReadFull(stdout, buf); err != nil || string(buf) != "started\n" {
+		t.Fatalf("stdout %q, %v; want the command started", buf, err)
+	}
+	conn.Close()
+	select {
+	case <-ex.ended:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the exec still runs 20s after its connection broke")
+	}
+}
+
+// blockingExecer runs every command until ctx ends, then reports it.
+type blockingExecer struct{ ended chan error }
+
+func (b blockingExecer) ExecStream(ctx context.Context, _ string, _ []string, s engine.ExecStreams) (int, error) {
+	io.WriteString(s.Stdout, "started\n")
+	<-ctx.Done()
+	b.ended <- ctx.Err()
+	return -1, ctx.Err()
+}
+
+// TestExecEndsWhenTheWebSocketClientGoes: a command that writes nothing
+// more is not waited on after its WebSocket client has gone. (A SPDY
+// client's graceful close, a GoAway frame on a connection it keeps open
+// until the server's streams end, is not seen, as with the kubelet.)
+func TestExecEndsWhenTheWebSocketClientGoes(t *testing.T) {
+	ex := blockingExecer{ended: make(chan error, 1)}
+	h := newHarness(t, func(o *Options) { o.Exec = ex })
+	cfg := h.restConfig("kube-apiserver-kubelet-client", "system:masters")
+	e, err := remotecommand.NewWebSocketExecutor(cfg, http.MethodGet, h.execURL("web-"+testNode, "app", false, false, "sleep").String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	started := make(chan struct{})
+	out := writerFunc(func(b []byte) (int, error) {
+		if bytes.Contains(b, []byte("started")) {
+			close(started)
+		}
+		return len(b), nil
+	})
+	done := make(chan error, 1)
+	go func() { done <- e.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: out, Stderr: io.Discard}) }()
+	select {
+	case <-started:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the command did not start")
+	}
+	cancel()
+	select {
+	case <-ex.ended:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the exec still runs 20s after its client went")
+	}
+	<-done
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
+
+// TestExecOutlivesTheWriteTimeout: the write timeout of plain responses
+// (here already past when the request starts) does not cut a stream.
+func TestExecOutlivesTheWriteTimeout(t *testing.T) {
+	h := newHarness(t, func(o *Options) { o.Exec = &fakeExecer{}; o.WriteTimeout = time.Nanosecond })
+	cfg := h.restConfig("kube-apiserver-kubelet-client", "system:masters")
+	for _, p := range execProtocols {
+		t.Run(p.name, func(t *testing.T) {
+			e, err := p.new(cfg, h.execURL("web-"+testNode, "app", false, false, "echo", "still", "here"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var stdout bytes.Buffer
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			if err := e.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &stdout, Stderr: io.Discard}); err != nil || stdout.String() != "still here\n" {
+				t.Errorf("exec = %q, %v; want \"still here\\n\", nil", stdout.String(), err)
+			}
+		})
 	}
 }
