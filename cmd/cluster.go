@@ -47,6 +47,9 @@ type clusterOptions struct {
 	TLSCertFile       string
 	TLSPrivateKeyFile string
 	ClientCAFile      string
+	// StreamingConnectionIdleTimeout closes a node API exec stream with
+	// no traffic for this long.
+	StreamingConnectionIdleTimeout time.Duration
 	// ClusterDNS and ClusterDomain make ClusterFirst pods' resolv.conf.
 	ClusterDNS    []string
 	ClusterDomain string
@@ -66,6 +69,7 @@ func addClusterFlags(f *pflag.FlagSet, o *clusterOptions) {
 	f.StringVar(&o.TLSCertFile, "tls-cert-file", "", "serving certificate of the node API (default: one made at first start under the root dir)")
 	f.StringVar(&o.TLSPrivateKeyFile, "tls-private-key-file", "", "key of --tls-cert-file")
 	f.StringVar(&o.ClientCAFile, "client-ca-file", "", "CA bundle that node API client certificates are checked against")
+	f.DurationVar(&o.StreamingConnectionIdleTimeout, "streaming-connection-idle-timeout", 4*time.Hour, "how long a node API exec stream may have no traffic before it is closed")
 	f.StringSliceVar(&o.ClusterDNS, "cluster-dns", nil, "DNS server addresses of the cluster, for pods of dnsPolicy ClusterFirst (comma-separated)")
 	f.StringVar(&o.ClusterDomain, "cluster-domain", "", "the cluster's DNS domain, searched by ClusterFirst pods")
 	f.DurationVar(&o.StatusUpdateFrequency, "node-status-update-frequency", node.DefaultStatusUpdateFrequency, "how often the node's status is computed and posted if it changed")
@@ -251,18 +255,20 @@ func newCluster(ctx context.Context, opts *watchOptions, kc *kubeClient, events 
 		return c, nil
 	}
 	c.nodeAPI, err = nodeapi.Listen(nodeapi.Options{
-		NodeName:      opts.NodeName,
-		Addr:          net.JoinHostPort(opts.Cluster.Address, strconv.Itoa(opts.Cluster.Port)),
-		TLSCertFile:   opts.Cluster.TLSCertFile,
-		TLSKeyFile:    opts.Cluster.TLSPrivateKeyFile,
-		RootDir:       opts.RootDir,
-		NodeIPs:       []net.IP{net.ParseIP(nodeIP)},
-		Authenticator: nodeapi.NewAuthenticator(nodeapi.AuthenticatorOptions{ClientCAFile: opts.Cluster.ClientCAFile, Client: clientAs[nodeapi.Client](kc)}),
-		Authorizer:    nodeapi.NewAuthorizer(nodeapi.AuthorizerOptions{Client: clientAs[nodeapi.Client](kc)}),
-		Pods:          r,
-		Logs:          nodeapi.EngineLogs{Pods: r, Engine: rt},
-		Healthy:       r.Healthy,
-		Logger:        opts.Log,
+		NodeName:          opts.NodeName,
+		Addr:              net.JoinHostPort(opts.Cluster.Address, strconv.Itoa(opts.Cluster.Port)),
+		TLSCertFile:       opts.Cluster.TLSCertFile,
+		TLSKeyFile:        opts.Cluster.TLSPrivateKeyFile,
+		RootDir:           opts.RootDir,
+		NodeIPs:           []net.IP{net.ParseIP(nodeIP)},
+		Authenticator:     nodeapi.NewAuthenticator(nodeapi.AuthenticatorOptions{ClientCAFile: opts.Cluster.ClientCAFile, Client: clientAs[nodeapi.Client](kc)}),
+		Authorizer:        nodeapi.NewAuthorizer(nodeapi.AuthorizerOptions{Client: clientAs[nodeapi.Client](kc)}),
+		Pods:              r,
+		Logs:              nodeapi.EngineLogs{Pods: r, Engine: rt},
+		Exec:              rt,
+		StreamIdleTimeout: opts.Cluster.StreamingConnectionIdleTimeout,
+		Healthy:           r.Healthy,
+		Logger:            opts.Log,
 	})
 	if err != nil {
 		return nil, badInput(fmt.Errorf("node API (--address, --port, --tls-cert-file): %w", err))

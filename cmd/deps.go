@@ -59,6 +59,8 @@ type watchEngine interface {
 	engine.ImageService
 	// LogReader serves the node API's containerLogs.
 	engine.LogReader
+	// ExecStreamer serves the node API's exec and run.
+	engine.ExecStreamer
 	// RuntimeVersion is "<engine>://<version>", as nodeInfo's
 	// containerRuntimeVersion.
 	RuntimeVersion(ctx context.Context) (string, error)

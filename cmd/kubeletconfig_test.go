@@ -113,12 +113,22 @@ func TestKubeletConfigurationReadByConfig(t *testing.T) {
 	if c.StatusUpdateFrequency != 3*time.Second || c.StatusReportFrequency != 5*time.Minute {
 		t.Errorf("node status frequencies %s %s", c.StatusUpdateFrequency, c.StatusReportFrequency)
 	}
+	if c.StreamingConnectionIdleTimeout != 4*time.Hour {
+		t.Errorf("streaming connection idle timeout %s: 0s must keep the kubelet's 4h", c.StreamingConnectionIdleTimeout)
+	}
 	if len(got.EvictionHard) != 1 || got.EvictionHard[0].String() != "memory.available<200Mi" || g.PodMaxPIDs != 4096 {
 		t.Errorf("eviction thresholds %v, pod max pids %d; want memory.available<200Mi and 4096", got.EvictionHard, g.PodMaxPIDs)
 	}
 	warn := errOut.String()
 	if strings.Count(warn, "does not implement") != 1 || !strings.Contains(warn, "evictionHard.nodefs.inodesFree, rotateCertificates") {
 		t.Errorf("want one warning naming exactly evictionHard.nodefs.inodesFree and rotateCertificates, got:\n%s", warn)
+	}
+}
+
+func TestKubeletConfigurationStreamingIdleTimeout(t *testing.T) {
+	vals, ignored, err := kubeletConfigFlags([]byte("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nstreamingConnectionIdleTimeout: 30m\n"))
+	if err != nil || !slices.Equal(vals["streaming-connection-idle-timeout"], []string{"30m0s"}) || len(ignored) != 0 {
+		t.Errorf("streamingConnectionIdleTimeout: 30m = %v, ignored %v, %v; want --streaming-connection-idle-timeout 30m0s", vals, ignored, err)
 	}
 }
 

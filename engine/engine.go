@@ -23,7 +23,7 @@ import (
 
 // Runtime is everything the sync core needs from a container engine: its
 // sandboxes, its containers and the images they run. Optional abilities
-// (ResourceUpdater, LogReader, Execer, EventSource, PodObjectLister,
+// (ResourceUpdater, LogReader, Execer, ExecStreamer, EventSource, PodObjectLister,
 // PodSummaryLister, ImageService, ImageFilesystemExporter, RuntimeHandlerLister,
 // StatsProvider) are separate interfaces, found by type assertion.
 type Runtime interface {
@@ -98,6 +98,39 @@ type LogReader interface {
 // container (for exec hooks and probes). Output is bounded by the runtime.
 type Execer interface {
 	Exec(ctx context.Context, id string, cmd []string) (exitCode int, output []byte, err error)
+}
+
+// ExecStreamer is implemented by runtimes that can run a command in a
+// running container with its streams attached, as `kubectl exec` does.
+type ExecStreamer interface {
+	// ExecStream runs cmd in the running container id (as its user, in
+	// its working directory, with its environment) and copies
+	// streams.Stdin to it and its output to streams.Stdout and
+	// streams.Stderr until it exits; it returns the command's exit code.
+	// A command that cannot be run (not found, say) is a non-zero exit
+	// code (126, 127), as with `docker exec`. ErrNotFound (wrapped) when
+	// the container does not exist; an error when it is not running.
+	// When ctx ends first, ExecStream returns ctx's error. It does not
+	// wait for a Stdin read that is still blocked: the caller ends that
+	// read by closing Stdin's source.
+	ExecStream(ctx context.Context, id string, cmd []string, streams ExecStreams) (exitCode int, err error)
+}
+
+// ExecStreams are the streams of ExecStream. A nil stream is not
+// attached.
+type ExecStreams struct {
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	// TTY runs the command on a terminal: its stdout and stderr are one
+	// stream, written to Stdout.
+	TTY bool
+	// Resize, with TTY, carries the terminal's sizes; may be nil.
+	Resize <-chan TerminalSize
+}
+
+// TerminalSize is a terminal's size in characters.
+type TerminalSize struct {
+	Width, Height uint16
 }
 
 // StatsProvider is implemented by runtimes that can measure what a running

@@ -221,10 +221,7 @@ func logContainerID(pod *v1.Pod, container string, previous bool) (string, error
 	default:
 		return "", fmt.Errorf("container %q in pod %q is waiting to start - no logs yet", container, pod.Name)
 	}
-	// "docker://<id>": the engine knows the ID alone.
-	if i := strings.Index(id, "://"); i >= 0 {
-		id = id[i+3:]
-	}
+	id = engineID(id)
 	if id == "" {
 		return "", fmt.Errorf("container %q in pod %q has no container ID", container, pod.Name)
 	}

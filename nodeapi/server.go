@@ -3,10 +3,12 @@
 // /containerLogs/{namespace}/{pod}/{container}, /pods and /healthz over
 // TLS, to clients authenticated by client certificate or bearer token and
 // authorized by SubjectAccessReview, as the kubelet does; anonymous
-// requests are refused. /exec, /attach, /run and /portForward answer 501.
+// requests are refused. With an executor it serves /exec (SPDY and
+// WebSocket streams) and /run; /attach and /portForward answer 501.
 package nodeapi
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -62,6 +64,12 @@ type Options struct {
 	Pods PodLister
 	// Logs reads containers' logs (EngineLogs over the engine).
 	Logs LogReader
+	// Exec runs commands in containers for /exec and /run (the engine);
+	// nil: they answer 501.
+	Exec ContainerExecer
+	// StreamIdleTimeout closes an exec stream with no traffic for this
+	// long (the kubelet's streamingConnectionIdleTimeout): 4 h when 0.
+	StreamIdleTimeout time.Duration
 	// Healthy fails /healthz when podrun is stuck; nil: always healthy.
 	Healthy func() error
 	Logger  *slog.Logger
@@ -107,6 +115,9 @@ func Listen(opts Options) (*Server, error) {
 	}
 	if opts.WriteTimeout <= 0 {
 		opts.WriteTimeout = defaultWriteTimeout
+	}
+	if opts.StreamIdleTimeout <= 0 {
+		opts.StreamIdleTimeout = defaultStreamIdleTimeout
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -193,7 +204,17 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /pods", s.pods)
 	mux.HandleFunc("GET /containerLogs/{namespace}/{pod}/{container}", s.containerLogs)
-	for _, p := range []string{"/exec/", "/attach/", "/run/", "/portForward/"} {
+	notServed := []string{"/attach/", "/portForward/"}
+	if s.opts.Exec != nil {
+		for _, p := range []string{"/{namespace}/{pod}/{container}", "/{namespace}/{pod}/{uid}/{container}"} {
+			mux.HandleFunc("GET /exec"+p, s.exec)
+			mux.HandleFunc("POST /exec"+p, s.exec)
+			mux.HandleFunc("POST /run"+p, s.run)
+		}
+	} else {
+		notServed = append(notServed, "/exec/", "/run/")
+	}
+	for _, p := range notServed {
 		mux.HandleFunc(p, notImplemented)
 	}
 	return &guard{s: s, next: mux}
@@ -294,6 +315,16 @@ func (r *recorder) Write(p []byte) (int, error) {
 }
 
 func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+// Hijack takes the connection over for a stream (exec's SPDY and
+// WebSocket upgrades look for an http.Hijacker).
+func (r *recorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	conn, rw, err := http.NewResponseController(r.ResponseWriter).Hijack()
+	if err == nil && r.status == 0 {
+		r.status = http.StatusSwitchingProtocols
+	}
+	return conn, rw, err
+}
 
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")

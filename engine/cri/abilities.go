@@ -10,6 +10,12 @@ import (
 	"slices"
 	"time"
 
+	"net/http"
+	"net/url"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/remotecommand"
+	clientexec "k8s.io/client-go/util/exec"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/cri-client/pkg/logs"
 	utilexec "k8s.io/utils/exec"
@@ -232,4 +238,77 @@ func (r *Runtime) CgroupDriver(ctx context.Context) (string, error) {
 		return "", err
 	}
 	return info.CgroupDriver, nil
+}
+
+// ExecStream runs cmd in the running container id with its streams
+// attached (engine.ExecStreamer), as the kubelet does over CRI: Exec gives
+// the URL of the runtime's streaming server, which is then spoken to over
+// SPDY. When ctx ends, the stream is closed.
+func (r *Runtime) ExecStream(ctx context.Context, id string, cmd []string, streams engine.ExecStreams) (int, error) {
+	st, err := r.ownContainer(ctx, id)
+	if err != nil {
+		return -1, fmt.Errorf("exec in %s: %w", shortID(id), err)
+	}
+	if st.State != runtimeapi.ContainerState_CONTAINER_RUNNING {
+		return -1, fmt.Errorf("exec in %s: container is not running", shortID(id))
+	}
+	resp, err := r.rs.Exec(ctx, &runtimeapi.ExecRequest{
+		ContainerId: id,
+		Cmd:         cmd,
+		Tty:         streams.TTY,
+		Stdin:       streams.Stdin != nil,
+		Stdout:      streams.Stdout != nil,
+		Stderr:      streams.Stderr != nil && !streams.TTY,
+	})
+	if err != nil {
+		return -1, fmt.Errorf("exec in %s: %w", shortID(id), wrap(err))
+	}
+	u, err := url.Parse(resp.GetUrl())
+	if err != nil {
+		return -1, fmt.Errorf("exec in %s: the runtime's streaming URL: %w", shortID(id), err)
+	}
+	ex, err := remotecommand.NewSPDYExecutor(&rest.Config{}, http.MethodPost, u)
+	if err != nil {
+		return -1, fmt.Errorf("exec in %s: %w", shortID(id), err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	opts := remotecommand.StreamOptions{Stdin: streams.Stdin, Stdout: streams.Stdout, Tty: streams.TTY}
+	if !streams.TTY {
+		opts.Stderr = streams.Stderr
+	}
+	if streams.TTY && streams.Resize != nil {
+		opts.TerminalSizeQueue = sizeQueue{ctx: ctx, sizes: streams.Resize}
+	}
+	err = ex.StreamWithContext(ctx, opts)
+	// client-go's own exit error, not k8s.io/utils/exec's.
+	var exit clientexec.ExitError
+	switch {
+	case errors.As(err, &exit) && exit.Exited():
+		return exit.ExitStatus(), nil
+	case ctx.Err() != nil:
+		return -1, fmt.Errorf("exec %q in %s: %w", cmd, shortID(id), ctx.Err())
+	case err != nil:
+		return -1, fmt.Errorf("exec %q in %s: %w", cmd, shortID(id), err)
+	}
+	return 0, nil
+}
+
+// sizeQueue is a remotecommand.TerminalSizeQueue over a channel of sizes;
+// it stops (Next returns nil) when the channel closes or ctx ends.
+type sizeQueue struct {
+	ctx   context.Context
+	sizes <-chan engine.TerminalSize
+}
+
+func (q sizeQueue) Next() *remotecommand.TerminalSize {
+	select {
+	case <-q.ctx.Done():
+		return nil
+	case s, ok := <-q.sizes:
+		if !ok {
+			return nil
+		}
+		return &remotecommand.TerminalSize{Width: s.Width, Height: s.Height}
+	}
 }

@@ -94,6 +94,7 @@ var (
 	_ engine.PodObjectLister      = (*Runtime)(nil)
 	_ engine.LogReader            = (*Runtime)(nil)
 	_ engine.Execer               = (*Runtime)(nil)
+	_ engine.ExecStreamer         = (*Runtime)(nil)
 	_ engine.StatsProvider        = (*Runtime)(nil)
 	_ engine.ResourceUpdater      = (*Runtime)(nil)
 	_ engine.ImageService         = (*Runtime)(nil)

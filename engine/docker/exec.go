@@ -3,6 +3,7 @@ package docker
 import (
 	"context"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
@@ -11,7 +12,10 @@ import (
 	"github.com/podrun/podrun/engine"
 )
 
-var _ engine.Execer = (*Runtime)(nil)
+var (
+	_ engine.Execer       = (*Runtime)(nil)
+	_ engine.ExecStreamer = (*Runtime)(nil)
+)
 
 // MaxExecOutput bounds what Exec returns of a command's output; the rest is
 // read and dropped.
@@ -50,21 +54,124 @@ func (r *Runtime) Exec(ctx context.Context, id string, cmd []string) (int, []byt
 	if err != nil {
 		return -1, out.b, fmt.Errorf("exec %q in %s: reading output: %w", cmd, shortID(id), err)
 	}
-	// The output ends when the process does; its exit code follows shortly.
+	code, err := r.execExitCode(ctx, ex.ID)
+	if err != nil {
+		return -1, out.b, fmt.Errorf("exec %q in %s: %w", cmd, shortID(id), err)
+	}
+	return code, out.b, nil
+}
+
+// execExitCode is the exit code of the exec execID, whose output has
+// ended: the output ends when the process does; its exit code follows
+// shortly.
+func (r *Runtime) execExitCode(ctx context.Context, execID string) (int, error) {
 	for {
-		ins, err := r.cli.ContainerExecInspect(ctx, ex.ID)
+		ins, err := r.cli.ContainerExecInspect(ctx, execID)
 		if err != nil {
-			return -1, out.b, fmt.Errorf("exec %q in %s: %w", cmd, shortID(id), wrap(err))
+			return -1, wrap(err)
 		}
 		if !ins.Running {
-			return ins.ExitCode, out.b, nil
+			return ins.ExitCode, nil
 		}
 		select {
 		case <-ctx.Done():
-			return -1, out.b, fmt.Errorf("exec %q in %s: %w", cmd, shortID(id), ctx.Err())
+			return -1, ctx.Err()
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
+}
+
+// ExecStream runs cmd in a running container with its streams attached
+// (engine.ExecStreamer). Docker cannot kill an exec, so when ctx ends
+// first the command may run on (with its streams closed).
+func (r *Runtime) ExecStream(ctx context.Context, id string, cmd []string, streams engine.ExecStreams) (int, error) {
+	full, err := r.own(ctx, id, false)
+	if err != nil {
+		return -1, fmt.Errorf("exec in %s: %w", shortID(id), err)
+	}
+	ex, err := r.cli.ContainerExecCreate(ctx, full, container.ExecOptions{
+		Cmd:          cmd,
+		Tty:          streams.TTY,
+		AttachStdin:  streams.Stdin != nil,
+		AttachStdout: streams.Stdout != nil,
+		AttachStderr: streams.Stderr != nil && !streams.TTY,
+	})
+	if err != nil {
+		return -1, fmt.Errorf("exec in %s: %w", shortID(id), wrap(err))
+	}
+	resp, err := r.cli.ContainerExecAttach(ctx, ex.ID, container.ExecAttachOptions{Tty: streams.TTY})
+	if err != nil {
+		return -1, fmt.Errorf("exec in %s: %w", shortID(id), wrap(err))
+	}
+	defer resp.Close()
+	stop := context.AfterFunc(ctx, resp.Close)
+	defer stop()
+
+	done := make(chan struct{})
+	defer close(done)
+	if streams.Stdin != nil {
+		// Ends when Stdin does (the caller closes it) or, once the exec
+		// has ended, at its next write to the closed connection.
+		go func() {
+			_, err := io.Copy(resp.Conn, streams.Stdin)
+			if err == nil {
+				err = resp.CloseWrite()
+			}
+			if err != nil {
+				r.log.Debug("exec stdin ended", "container", shortID(id), "exec", shortID(ex.ID), "err", err)
+			}
+		}()
+	}
+	if streams.TTY && streams.Resize != nil {
+		go r.resizeExec(ctx, ex.ID, streams.Resize, done)
+	}
+
+	stdout, stderr := orDiscard(streams.Stdout), orDiscard(streams.Stderr)
+	if streams.TTY {
+		_, err = io.Copy(stdout, resp.Reader)
+	} else {
+		_, err = stdcopy.StdCopy(stdout, stderr, resp.Reader)
+	}
+	if ctx.Err() != nil {
+		return -1, fmt.Errorf("exec %q in %s: %w", cmd, shortID(id), ctx.Err())
+	}
+	if err != nil {
+		return -1, fmt.Errorf("exec %q in %s: copying output: %w", cmd, shortID(id), err)
+	}
+	code, err := r.execExitCode(ctx, ex.ID)
+	if err != nil {
+		return -1, fmt.Errorf("exec %q in %s: %w", cmd, shortID(id), err)
+	}
+	return code, nil
+}
+
+// resizeExec applies the terminal sizes of sizes to the exec execID until
+// sizes closes, the exec is done or ctx ends.
+func (r *Runtime) resizeExec(ctx context.Context, execID string, sizes <-chan engine.TerminalSize, done <-chan struct{}) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-done:
+			return
+		case size, ok := <-sizes:
+			if !ok {
+				return
+			}
+			err := r.cli.ContainerExecResize(ctx, execID, container.ResizeOptions{Height: uint(size.Height), Width: uint(size.Width)})
+			if err != nil {
+				// The process may have ended, or not yet started its terminal.
+				r.log.Debug("exec resize", "exec", shortID(execID), "err", err)
+			}
+		}
+	}
+}
+
+func orDiscard(w io.Writer) io.Writer {
+	if w == nil {
+		return io.Discard
+	}
+	return w
 }
 
 // boundedBuffer keeps the first max bytes written to it and drops the rest

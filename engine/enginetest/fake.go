@@ -44,8 +44,9 @@ const FakeScript = "fake"
 //	              grace (FinishedAt = time of the stop + grace), exit 137
 //	run           the default: runs; exits 143 on the stop signal
 //
-// Exec acts out the same scripts' "exit N" and "echo WORDS"; any other
-// command exits 0 with no output, unless SetExecHandler says otherwise.
+// Exec and ExecStream act out the same scripts' "exit N" and "echo WORDS"
+// (ExecStream also "echo-stderr WORDS" and "cat"); any other command exits
+// 0 with no output, unless SetExecHandler says otherwise.
 // Events reports start, die, oom and destroy as Docker does.
 //
 // Test hooks: Exit and OOMKill end a running container; FailNext makes the
@@ -69,6 +70,7 @@ var (
 	_ engine.ResourceUpdater      = (*Fake)(nil)
 	_ engine.LogReader            = (*Fake)(nil)
 	_ engine.Execer               = (*Fake)(nil)
+	_ engine.ExecStreamer         = (*Fake)(nil)
 	_ engine.EventSource          = (*Fake)(nil)
 	_ engine.ImageService         = (*Fake)(nil)
 	_ engine.PodObjectLister      = (*Fake)(nil)
@@ -884,49 +886,105 @@ func (f *Fake) SetExecHandler(h func(id string, cmd []string) (int, []byte, erro
 
 // Exec runs cmd in a running container, in the fake's way (SetExecHandler).
 func (f *Fake) Exec(ctx context.Context, id string, cmd []string) (int, []byte, error) {
-	f.s.mu.Lock()
-	if err := f.call("Exec"); err != nil {
-		f.s.mu.Unlock()
+	h, argv, err := f.prepareExec("Exec", id, cmd)
+	if err != nil {
 		return -1, nil, err
+	}
+	if h != nil {
+		return h(id, cmd)
+	}
+	code, stdout, stderr := actOutExec(argv, nil)
+	return code, append(stdout, stderr...), nil
+}
+
+// ExecStream runs cmd in a running container with streams, in the fake's
+// way: the scripts of Exec, and "fake echo-stderr WORDS" (to stderr) and
+// "fake cat" (stdin to stdout). SetExecHandler's output goes to stdout.
+func (f *Fake) ExecStream(ctx context.Context, id string, cmd []string, streams engine.ExecStreams) (int, error) {
+	h, argv, err := f.prepareExec("ExecStream", id, cmd)
+	if err != nil {
+		return -1, err
+	}
+	var code int
+	var stdout, stderr []byte
+	if h != nil {
+		code, stdout, err = h(id, cmd)
+		if err != nil {
+			return -1, err
+		}
+	} else {
+		code, stdout, stderr = actOutExec(argv, streams.Stdin)
+	}
+	if streams.TTY {
+		// One stream, and the terminal turns \n into \r\n.
+		stdout, stderr = bytes.ReplaceAll(append(stdout, stderr...), []byte("\n"), []byte("\r\n")), nil
+	}
+	for _, o := range []struct {
+		w io.Writer
+		b []byte
+	}{{streams.Stdout, stdout}, {streams.Stderr, stderr}} {
+		if o.w != nil && len(o.b) > 0 {
+			if _, err := o.w.Write(o.b); err != nil {
+				return -1, fmt.Errorf("exec %q: %w", cmd, err)
+			}
+		}
+	}
+	return code, nil
+}
+
+// prepareExec checks that id is a running container and returns the exec
+// handler (nil: the default) and cmd with the container's env expanded.
+func (f *Fake) prepareExec(method, id string, cmd []string) (func(id string, cmd []string) (int, []byte, error), []string, error) {
+	f.s.mu.Lock()
+	defer f.s.mu.Unlock()
+	if err := f.call(method); err != nil {
+		return nil, nil, err
 	}
 	c, err := f.ctr(id)
 	if err != nil {
-		f.s.mu.Unlock()
-		return -1, nil, fmt.Errorf("exec: %w", err)
+		return nil, nil, fmt.Errorf("exec: %w", err)
 	}
 	if c.c.State != engine.StateRunning {
-		f.s.mu.Unlock()
-		return -1, nil, fmt.Errorf("exec in %s: container is not running", c.cfg.Name)
+		return nil, nil, fmt.Errorf("exec in %s: container is not running", c.cfg.Name)
 	}
-	h := f.s.exec
 	env := map[string]string{}
 	for _, e := range c.cfg.Env {
 		env[e.Name] = e.Value
-	}
-	f.s.mu.Unlock()
-	if h != nil {
-		return h(id, cmd)
 	}
 	var argv []string
 	for _, a := range cmd {
 		argv = append(argv, os.Expand(a, func(k string) string { return env[k] }))
 	}
+	return f.s.exec, argv, nil
+}
+
+// actOutExec acts out an exec's script: "exit N", "echo WORDS",
+// "echo-stderr WORDS" and "cat" (stdin, when not nil, to stdout); any
+// other command exits 0 with no output.
+func actOutExec(argv []string, stdin io.Reader) (code int, stdout, stderr []byte) {
 	if len(argv) < 2 || argv[0] != FakeScript {
 		return 0, nil, nil
 	}
 	switch argv[1] {
 	case "exit":
-		code := 0
 		if len(argv) > 2 {
 			if n, err := strconv.Atoi(argv[2]); err == nil {
-				code = n
-			} else {
-				code = 2
+				return n, nil, nil
 			}
+			return 2, nil, nil
 		}
-		return code, nil, nil
 	case "echo":
 		return 0, []byte(strings.Join(argv[2:], " ") + "\n"), nil
+	case "echo-stderr":
+		return 0, nil, []byte(strings.Join(argv[2:], " ") + "\n")
+	case "cat":
+		if stdin != nil {
+			b, err := io.ReadAll(stdin)
+			if err != nil {
+				return 1, nil, []byte(err.Error())
+			}
+			return 0, b, nil
+		}
 	}
 	return 0, nil, nil
 }

@@ -13,6 +13,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"reflect"
 	"slices"
@@ -40,6 +41,10 @@ const (
 	ProcessOOM
 	// ProcessStartFails cannot start (say, its executable does not exist).
 	ProcessStartFails
+	// ProcessEchoStderr writes "oops" and a newline to stderr and exits 0.
+	ProcessEchoStderr
+	// ProcessCat copies its stdin to its stdout and exits 0 at its end.
+	ProcessCat
 )
 
 // Env is what the suite needs to know of an implementation.
@@ -88,6 +93,8 @@ func ShellArgv(p Process) []string {
 		// dd allocates its 64 MiB block and fills it.
 		ProcessOOM:        {"dd", "if=/dev/zero", "of=/dev/null", "bs=64M", "count=1"},
 		ProcessStartFails: {"/no/such/executable"},
+		ProcessEchoStderr: {"sh", "-c", "echo oops >&2"},
+		ProcessCat:        {"cat"},
 	}[p]
 }
 
@@ -104,6 +111,8 @@ func FakeEnv() Env {
 				ProcessEcho:       {FakeScript, "echo", "hello"},
 				ProcessOOM:        {FakeScript, "oom"},
 				ProcessStartFails: {FakeScript, "start-fails"},
+				ProcessEchoStderr: {FakeScript, "echo-stderr", "oops"},
+				ProcessCat:        {FakeScript, "cat"},
 			}[p]
 		},
 		CreateSandboxOnly: func(t *testing.T, rt engine.Runtime, cfg *engine.SandboxConfig) string {
@@ -179,6 +188,7 @@ func Run(t *testing.T, newRuntime func(t *testing.T, nodeName string) engine.Run
 		{"Logs", testLogs},
 		{"UpdateResources", testUpdateResources},
 		{"Exec", testExec},
+		{"ExecStream", testExecStream},
 		{"Events", testEvents},
 		{"ListPodObjects", testListPodObjects},
 		{"SandboxStartFails", testSandboxStartFails},
@@ -1252,12 +1262,7 @@ func testExec(t *testing.T, s *suite) {
 		t.Skip("not an Execer")
 	}
 	ctx := ctxFor(t)
-	sb := s.sandboxConfig("exec")
-	sbID := s.runSandbox(t, rt, sb)
-	cfg := s.containerConfig("app", ProcessRun)
-	cfg.Env = []engine.EnvVar{{Name: "CODE", Value: "3"}}
-	id := s.create(t, rt, sbID, sb, cfg)
-	s.start(t, rt, id)
+	id := s.execTarget(t, rt, "exec")
 
 	code, out, err := ex.Exec(ctx, id, s.env.Argv(ProcessEcho))
 	if err != nil || code != 0 || string(out) != "hello\n" {
@@ -1279,6 +1284,64 @@ func testExec(t *testing.T, s *suite) {
 	}
 	if _, _, err := ex.Exec(ctx, id, s.env.Argv(ProcessEcho)); err == nil {
 		t.Errorf("Exec in a stopped container: nil error")
+	}
+}
+
+// execTarget runs a pod of one running container, with CODE=3 in its
+// environment, for the exec tests, and returns the container's ID.
+func (s *suite) execTarget(t *testing.T, rt engine.Runtime, pod string) string {
+	t.Helper()
+	sb := s.sandboxConfig(pod)
+	sbID := s.runSandbox(t, rt, sb)
+	cfg := s.containerConfig("app", ProcessRun)
+	cfg.Env = []engine.EnvVar{{Name: "CODE", Value: "3"}}
+	id := s.create(t, rt, sbID, sb, cfg)
+	s.start(t, rt, id)
+	return id
+}
+
+func testExecStream(t *testing.T, s *suite) {
+	rt, _ := s.runtime(t)
+	ex, ok := rt.(engine.ExecStreamer)
+	if !ok {
+		t.Skip("not an ExecStreamer")
+	}
+	ctx := ctxFor(t)
+	id := s.execTarget(t, rt, "execstream")
+
+	run := func(p Process, stdin io.Reader) (code int, stdout, stderr string, err error) {
+		var o, e bytes.Buffer
+		code, err = ex.ExecStream(ctx, id, s.env.Argv(p), engine.ExecStreams{Stdin: stdin, Stdout: &o, Stderr: &e})
+		return code, o.String(), e.String(), err
+	}
+	if code, o, e, err := run(ProcessEcho, nil); err != nil || code != 0 || o != "hello\n" || e != "" {
+		t.Errorf("ExecStream(echo) = %d, stdout %q, stderr %q, %v; want 0, \"hello\\n\", \"\", nil", code, o, e, err)
+	}
+	if code, o, e, err := run(ProcessEchoStderr, nil); err != nil || code != 0 || o != "" || e != "oops\n" {
+		t.Errorf("ExecStream(echo >&2) = %d, stdout %q, stderr %q, %v; want 0, \"\", \"oops\\n\", nil", code, o, e, err)
+	}
+	// stdin reaches the command, and its end ends the command.
+	if code, o, _, err := run(ProcessCat, strings.NewReader("from stdin\n")); err != nil || code != 0 || o != "from stdin\n" {
+		t.Errorf("ExecStream(cat) = %d, stdout %q, %v; want 0, \"from stdin\\n\", nil", code, o, err)
+	}
+	if code, _, _, err := run(ProcessExitEnv, nil); err != nil || code != 3 {
+		t.Errorf("ExecStream(exit $CODE) = %d, %v; want 3, nil", code, err)
+	}
+	// On a terminal, stdout and stderr are one stream, with the
+	// terminal's line endings.
+	var tty bytes.Buffer
+	code, err := ex.ExecStream(ctx, id, s.env.Argv(ProcessEchoStderr), engine.ExecStreams{Stdout: &tty, Stderr: io.Discard, TTY: true})
+	if err != nil || code != 0 || tty.String() != "oops\r\n" {
+		t.Errorf("ExecStream(echo >&2) on a terminal = %d, %q, %v; want 0, \"oops\\r\\n\", nil", code, tty.String(), err)
+	}
+	if _, err := ex.ExecStream(ctx, randHex(64), s.env.Argv(ProcessEcho), engine.ExecStreams{Stdout: io.Discard}); !errors.Is(err, engine.ErrNotFound) {
+		t.Errorf("ExecStream(missing) = %v, want ErrNotFound", err)
+	}
+	if err := rt.StopContainer(ctx, id, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ex.ExecStream(ctx, id, s.env.Argv(ProcessEcho), engine.ExecStreams{Stdout: io.Discard}); err == nil {
+		t.Errorf("ExecStream in a stopped container: nil error")
 	}
 }
 
