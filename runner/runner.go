@@ -234,6 +234,7 @@ func New(cfg Config) *Runner {
 		OnChange:  func(uid string) { r.wakePods([]string{uid}) },
 		OnResult:  cfg.Metrics.probeResult,
 		OnFailure: r.probeFailed,
+		OnWarning: r.probeWarned,
 	})
 	var lister engine.PodObjectLister
 	if l, ok := cfg.Runtime.(engine.PodObjectLister); ok {
