@@ -516,7 +516,8 @@ func TestProbesDriveReadinessAndRestarts(t *testing.T) {
 		}
 		return 1, []byte("no"), nil
 	})
-	h := start(t, fake, nil)
+	events := &eventLog{}
+	h := start(t, fake, func(c *runner.Config) { c.Events = events })
 	pod := newPod("u1", "p-node1", v1.RestartPolicyAlways, map[string][]string{"a": {"run"}})
 	probe := func(cmd string) *v1.Probe {
 		return &v1.Probe{ProbeHandler: v1.ProbeHandler{Exec: &v1.ExecAction{Command: []string{cmd}}},
@@ -549,6 +550,9 @@ func TestProbesDriveReadinessAndRestarts(t *testing.T) {
 	h.stepUntilStatus("u1", "a liveness restart", time.Second, func(p *v1.Pod) bool {
 		return p.Status.ContainerStatuses[0].RestartCount >= 1
 	})
+	// The kubelet's Killing message, which the conformance specs match
+	// ("failed liveness probe").
+	events.wait(t, h, "default/p-node1 spec.containers{a} Normal Killing: Container a failed liveness probe, will be restarted")
 }
 
 // stepUntilStatus steps the clock by d (a probe's period) until the pod's
