@@ -5,7 +5,8 @@
 # parallel, and the local Docker images those specs
 # name, under their real names (test/utils/image/manifest.go of the same
 # version):
-#   registry.k8s.io/e2e-test-images/agnhost:<v>   agnhost (ENTRYPOINT /agnhost, CMD pause)
+#   registry.k8s.io/e2e-test-images/agnhost:<v>   agnhost (ENTRYPOINT /agnhost, CMD pause) and
+#                                                 Debian's bash-static as /bin/bash
 #   registry.k8s.io/e2e-test-images/busybox:<v>   Debian's busybox-static
 #   registry.k8s.io/e2e-test-images/nonewprivs:<v> the nnp setuid program
 #   registry.k8s.io/e2e-test-images/nginx:<v>     a stand-in: agnhost serving :80
@@ -95,6 +96,8 @@ command -v docker >/dev/null && docker info >/dev/null 2>&1 ||
 	die "Docker is not running; run hack/setup.sh first"
 bb=$(dpkg -L busybox-static 2>/dev/null | grep -E '/bin/busybox$' | head -1 || true)
 [ -n "$bb" ] || die "busybox-static is not installed; run hack/setup.sh first"
+bash_static=$(dpkg -L bash-static 2>/dev/null | grep -E '/bin/bash-static$' | head -1 || true)
+[ -n "$bash_static" ] || die "bash-static is not installed; run hack/setup.sh first"
 
 tag_of() { awk -v k="$1" '$1 == k { print $3 }' "$DEST/IMAGES"; }
 recipe_sum=$(cat "$DEST/SHA256SUMS" "$0" | sha256sum | cut -d' ' -f1)
@@ -150,10 +153,13 @@ image() {
 	fi
 }
 
+# The real agnhost image has bash, and specs run /bin/bash -c in it (the
+# terminating-pod probe specs' SIGTERM traps).
 with_agnhost() {
 	cp "$DEST/agnhost" "$1/agnhost"
 	ln -s agnhost "$1/agnhost-2"
 	mkdir -p "$1/uploads"
+	cp "$bash_static" "$1/bin/bash"
 }
 with_nothing() { :; }
 with_nnp() {

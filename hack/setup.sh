@@ -39,6 +39,12 @@ fi
 if ! dpkg -s busybox-static >/dev/null 2>&1; then
 	apt_install busybox-static
 fi
+# bash-static is the /bin/bash of the conformance agnhost stand-in
+# (hack/conformance-build.sh): the real image has bash, and specs run
+# /bin/bash -c in it.
+if ! dpkg -s bash-static >/dev/null 2>&1; then
+	apt_install bash-static
+fi
 
 docker_ok() { docker info >/dev/null 2>&1; }
 
