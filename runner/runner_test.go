@@ -526,23 +526,15 @@ func TestProbesDriveReadinessAndRestarts(t *testing.T) {
 	pod.Spec.Containers[0].ReadinessProbe = probe("ready")
 	pod.Spec.Containers[0].LivenessProbe = probe("live")
 	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{pod}}
-	isReady := func(p *v1.Pod) bool {
-		for _, c := range p.Status.Conditions {
-			if c.Type == v1.PodReady {
-				return c.Status == v1.ConditionTrue
-			}
-		}
-		return false
-	}
-	h.waitStatus("u1", "running, not ready", func(p *v1.Pod) bool { return allRunning(p) && !isReady(p) })
+	h.waitStatus("u1", "running, not ready", func(p *v1.Pod) bool { return allRunning(p) && !isPodReady(p) })
 	mu.Lock()
 	ready = true
 	mu.Unlock()
-	h.stepUntilStatus("u1", "ready", time.Second, isReady)
+	h.stepUntilStatus("u1", "ready", time.Second, isPodReady)
 	mu.Lock()
 	ready = false
 	mu.Unlock()
-	h.stepUntilStatus("u1", "not ready again", time.Second, func(p *v1.Pod) bool { return !isReady(p) })
+	h.stepUntilStatus("u1", "not ready again", time.Second, func(p *v1.Pod) bool { return !isPodReady(p) })
 
 	mu.Lock()
 	healthy = false
@@ -553,6 +545,33 @@ func TestProbesDriveReadinessAndRestarts(t *testing.T) {
 	// The kubelet's Killing message, which the conformance specs match
 	// ("failed liveness probe").
 	events.wait(t, h, "default/p-node1 spec.containers{a} Normal Killing: Container a failed liveness probe, will be restarted")
+}
+
+func isPodReady(p *v1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == v1.PodReady {
+			return c.Status == v1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// waitGone waits until the runner has forgotten the pod (its teardown is
+// over).
+func (h *harness) waitGone(uid string) {
+	h.t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		changed := h.r.Changed()
+		if _, ok := h.r.Pod(uid); !ok {
+			return
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			h.t.Fatalf("pod %s still there", uid)
+		}
+	}
 }
 
 // stepUntilStatus steps the clock by d (a probe's period) until the pod's
