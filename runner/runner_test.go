@@ -519,12 +519,8 @@ func TestProbesDriveReadinessAndRestarts(t *testing.T) {
 	events := &eventLog{}
 	h := start(t, fake, func(c *runner.Config) { c.Events = events })
 	pod := newPod("u1", "p-node1", v1.RestartPolicyAlways, map[string][]string{"a": {"run"}})
-	probe := func(cmd string) *v1.Probe {
-		return &v1.Probe{ProbeHandler: v1.ProbeHandler{Exec: &v1.ExecAction{Command: []string{cmd}}},
-			PeriodSeconds: 1, TimeoutSeconds: 1, SuccessThreshold: 1, FailureThreshold: 1}
-	}
-	pod.Spec.Containers[0].ReadinessProbe = probe("ready")
-	pod.Spec.Containers[0].LivenessProbe = probe("live")
+	pod.Spec.Containers[0].ReadinessProbe = everySecond("ready")
+	pod.Spec.Containers[0].LivenessProbe = everySecond("live")
 	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{pod}}
 	h.waitStatus("u1", "running, not ready", func(p *v1.Pod) bool { return allRunning(p) && !isPodReady(p) })
 	mu.Lock()
@@ -545,6 +541,13 @@ func TestProbesDriveReadinessAndRestarts(t *testing.T) {
 	// The kubelet's Killing message, which the conformance specs match
 	// ("failed liveness probe").
 	events.wait(t, h, "default/p-node1 spec.containers{a} Normal Killing: Container a failed liveness probe, will be restarted")
+}
+
+// everySecond is an exec probe of cmd run every second, acting on one
+// result.
+func everySecond(cmd string) *v1.Probe {
+	return &v1.Probe{ProbeHandler: v1.ProbeHandler{Exec: &v1.ExecAction{Command: []string{cmd}}},
+		PeriodSeconds: 1, TimeoutSeconds: 1, SuccessThreshold: 1, FailureThreshold: 1}
 }
 
 func isPodReady(p *v1.Pod) bool {

@@ -153,12 +153,8 @@ func TestTerminatingPodIsNotReadyAndNotLivenessKilled(t *testing.T) {
 	events := &eventLog{}
 	h := start(t, fake, func(c *runner.Config) { c.Events = events })
 	pod := newPod("u1", "term-node1", v1.RestartPolicyAlways, map[string][]string{"a": {"run"}})
-	probe := func(cmd string) *v1.Probe {
-		return &v1.Probe{ProbeHandler: v1.ProbeHandler{Exec: &v1.ExecAction{Command: []string{cmd}}},
-			PeriodSeconds: 1, TimeoutSeconds: 1, SuccessThreshold: 1, FailureThreshold: 1}
-	}
-	pod.Spec.Containers[0].ReadinessProbe = probe("ready")
-	pod.Spec.Containers[0].LivenessProbe = probe("live")
+	pod.Spec.Containers[0].ReadinessProbe = everySecond("ready")
+	pod.Spec.Containers[0].LivenessProbe = everySecond("live")
 	pod.Spec.Containers[0].Lifecycle = &v1.Lifecycle{PreStop: &v1.LifecycleHandler{Exec: &v1.ExecAction{Command: []string{"prestop"}}}}
 	grace := int64(30)
 	pod.Spec.TerminationGracePeriodSeconds = &grace
