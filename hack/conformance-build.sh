@@ -7,6 +7,7 @@
 # version):
 #   registry.k8s.io/e2e-test-images/agnhost:<v>   agnhost (ENTRYPOINT /agnhost, CMD pause),
 #                                                 Debian's curl and nc.openbsd (as nc),
+#                                                 bash-static as /bin/bash,
 #                                                 /localhost.crt and /localhost.key
 #   registry.k8s.io/e2e-test-images/busybox:<v>   Debian's busybox-static
 #   registry.k8s.io/e2e-test-images/nonewprivs:<v> the nnp setuid program
@@ -98,6 +99,8 @@ command -v docker >/dev/null && docker info >/dev/null 2>&1 ||
 	die "Docker is not running; run hack/setup.sh first"
 bb=$(dpkg -L busybox-static 2>/dev/null | grep -E '/bin/busybox$' | head -1 || true)
 [ -n "$bb" ] || die "busybox-static is not installed; run hack/setup.sh first"
+bash_static=$(dpkg -L bash-static 2>/dev/null | grep -E '/bin/bash-static$' | head -1 || true)
+[ -n "$bash_static" ] || die "bash-static is not installed; run hack/setup.sh first"
 
 # Files the images take from the Kubernetes source (agnhost's TLS pair).
 [ -n "${K8S_SOURCE:-}" ] || k8s_source
@@ -178,9 +181,10 @@ with_host_libs() {
 	done
 }
 # Upstream's agnhost is Alpine with curl, netcat-openbsd (nc -u; busybox's
-# nc has none) and porter's TLS pair at /localhost.crt and /localhost.key:
-# lifecycle-hook specs curl from exec hooks and serve netexec over TLS,
-# networking specs send UDP with nc.
+# nc has none), bash and porter's TLS pair at /localhost.crt and
+# /localhost.key: lifecycle-hook specs curl from exec hooks and serve
+# netexec over TLS, networking specs send UDP with nc, the terminating-pod
+# probe specs trap SIGTERM in /bin/bash -c.
 # Its busybox is Debian's dynamic one (hack/setup.sh fetches it): the
 # busybox-static shell runs its own applet before anything on PATH, so
 # `sh -c 'nc ...'` would not reach netcat-openbsd.
@@ -200,6 +204,7 @@ with_agnhost() {
 	with_host_binary "$1" /usr/bin/nc.openbsd /usr/bin/nc
 	cp "$K8S_SOURCE/test/images/agnhost/porter/localhost.crt" "$K8S_SOURCE/test/images/agnhost/porter/localhost.key" "$1/"
 	chmod 644 "$1/localhost.crt" "$1/localhost.key"
+	cp "$bash_static" "$1/bin/bash"
 }
 with_nothing() { :; }
 with_nnp() {

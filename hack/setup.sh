@@ -43,9 +43,10 @@ fi
 if ! dpkg -s busybox-static >/dev/null 2>&1; then
 	apt_install busybox-static
 fi
-# curl and netcat-openbsd go into the conformance agnhost image
-# (hack/conformance-build.sh), as upstream's image has them.
-for pkg in curl netcat-openbsd; do
+# curl, netcat-openbsd and bash-static (as /bin/bash) go into the
+# conformance agnhost image (hack/conformance-build.sh), as upstream's image
+# has them: specs run curl, nc -u and /bin/bash -c in it.
+for pkg in curl netcat-openbsd bash-static; do
 	if ! dpkg -s "$pkg" >/dev/null 2>&1; then
 		apt_install "$pkg"
 	fi

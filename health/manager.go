@@ -54,6 +54,11 @@ type ManagerOptions struct {
 	// threshold too), for the Unhealthy events the kubelet records. It is
 	// called concurrently from the probe workers.
 	OnFailure func(podUID, container, probeType, message string)
+	// OnWarning, if set, is called with every probe run that passed with a
+	// warning (an HTTP redirect to another host, not followed), for the
+	// ProbeWarning events the kubelet records. It is called concurrently
+	// from the probe workers.
+	OnWarning func(podUID, container, probeType, message string)
 }
 
 // Verdict says that a container failed its liveness or startup probe and
@@ -78,7 +83,9 @@ type Verdict struct {
 // initialDelaySeconds after the container started, then every
 // periodSeconds. A result changes the verdict only after successThreshold
 // (failureThreshold) equal results in a row. Liveness and readiness probes
-// do not run until the startup probe has passed. After a kill verdict the
+// do not run until the startup probe has passed; the readiness probe runs at
+// once when it has, and its period counts from then (as the kubelet's
+// manual trigger). After a kill verdict the
 // container's liveness and startup probes stop; its replacement is added as
 // a new container.
 type Manager struct {
@@ -91,6 +98,9 @@ type Manager struct {
 	wg     sync.WaitGroup
 	// running counts the probe workers not yet ended.
 	running atomic.Int64
+	// runsAsked counts the runs asked of workers (runNow) that they have
+	// not yet taken up, so that a test can tell when every worker is idle.
+	runsAsked atomic.Int64
 
 	mu         sync.Mutex
 	containers map[string]*probedContainer // by container ID
@@ -105,6 +115,8 @@ type probedContainer struct {
 	podIP     string
 	startedAt time.Time
 	cancel    context.CancelFunc
+	// runReadiness asks the readiness worker to probe now (buffered, 1).
+	runReadiness chan struct{}
 
 	// Guarded by Manager.mu.
 	started bool
@@ -144,14 +156,15 @@ func (m *Manager) AddContainer(podUID, containerID string, spec *v1.Container, p
 	}
 	ctx, cancel := context.WithCancel(m.ctx)
 	c := &probedContainer{
-		podUID:    podUID,
-		id:        containerID,
-		spec:      spec.DeepCopy(),
-		podIP:     podIP,
-		startedAt: startedAt,
-		cancel:    cancel,
-		started:   spec.StartupProbe == nil,
-		ready:     spec.ReadinessProbe == nil,
+		podUID:       podUID,
+		id:           containerID,
+		spec:         spec.DeepCopy(),
+		podIP:        podIP,
+		startedAt:    startedAt,
+		cancel:       cancel,
+		runReadiness: make(chan struct{}, 1),
+		started:      spec.StartupProbe == nil,
+		ready:        spec.ReadinessProbe == nil,
 	}
 	m.containers[containerID] = c
 	for _, w := range []struct {
@@ -242,6 +255,8 @@ type worker struct {
 	kind   string
 	spec   *v1.Probe
 	target Target
+	// runNow, when it delivers, has the worker probe at once.
+	runNow <-chan struct{}
 
 	period           time.Duration
 	successThreshold int
@@ -263,6 +278,9 @@ func (m *Manager) startWorker(ctx context.Context, c *probedContainer, kind stri
 		successThreshold: int(orDefault(p.SuccessThreshold, defaultSuccessThreshold)),
 		failureThreshold: int(orDefault(p.FailureThreshold, defaultFailureThreshold)),
 	}
+	if kind == ProbeReadiness {
+		w.runNow = c.runReadiness
+	}
 	m.wg.Add(1)
 	m.running.Add(1)
 	go w.loop(ctx)
@@ -277,10 +295,14 @@ func orDefault(v, def int32) int32 {
 
 // loop probes at startedAt+initialDelay, then every period (a period
 // missed by a slow probe is skipped), until ctx ends or the probe is done.
+// A run asked through runNow after the initial delay comes at once, and
+// the period counts from it.
 func (w *worker) loop(ctx context.Context) {
 	defer w.m.wg.Done()
 	defer w.m.running.Add(-1)
-	next := w.c.startedAt.Add(time.Duration(w.spec.InitialDelaySeconds) * time.Second)
+	defer w.dropRunAsked()
+	due := w.c.startedAt.Add(time.Duration(w.spec.InitialDelaySeconds) * time.Second)
+	next := due
 	for {
 		if d := next.Sub(w.m.clock.Now()); d > 0 {
 			t := w.m.clock.NewTimer(d)
@@ -289,6 +311,14 @@ func (w *worker) loop(ctx context.Context) {
 				t.Stop()
 				return
 			case <-t.C():
+			case <-w.runNow:
+				t.Stop()
+				w.m.runsAsked.Add(-1)
+				now := w.m.clock.Now()
+				if now.Before(due) {
+					continue // the initial delay still holds, as the kubelet's
+				}
+				next = now
 			}
 		}
 		if ctx.Err() != nil || !w.probe(ctx) {
@@ -297,6 +327,15 @@ func (w *worker) loop(ctx context.Context) {
 		if now := w.m.clock.Now(); !next.After(now) {
 			next = next.Add((now.Sub(next)/w.period + 1) * w.period)
 		}
+	}
+}
+
+// dropRunAsked forgets a run asked of a worker that is ending.
+func (w *worker) dropRunAsked() {
+	select {
+	case <-w.runNow:
+		w.m.runsAsked.Add(-1)
+	default:
 	}
 }
 
@@ -333,6 +372,9 @@ func (w *worker) probe(ctx context.Context) bool {
 	switch res {
 	case Warning:
 		w.m.log.Debug("probe succeeded with a warning", "probe", w.kind, "pod", w.c.podUID, "container", w.c.spec.Name, "msg", msg)
+		if w.m.opts.OnWarning != nil {
+			w.m.opts.OnWarning(w.c.podUID, w.c.spec.Name, w.kind, msg)
+		}
 		res = Success
 	case Unknown:
 		res = Failure
@@ -354,6 +396,17 @@ func (w *worker) probe(ctx context.Context) bool {
 		return true
 	}
 	return w.m.apply(w, res, msg)
+}
+
+// runNow asks the worker reading ch to probe at once, unless it is asked
+// already.
+func (m *Manager) runNow(ch chan struct{}) {
+	m.runsAsked.Add(1)
+	select {
+	case ch <- struct{}{}:
+	default:
+		m.runsAsked.Add(-1)
+	}
 }
 
 func (m *Manager) report(kind string, r Result) {
@@ -384,6 +437,12 @@ func (m *Manager) apply(w *worker, res Result, msg string) bool {
 		changed, keepGoing = true, false
 	case w.kind == ProbeStartup:
 		changed, c.started, keepGoing = !c.started, true, false
+		// Readiness is probed at once rather than a readiness period
+		// later, as the kubelet triggers it when a container has started
+		// and is not ready.
+		if changed && !c.ready {
+			m.runNow(c.runReadiness)
+		}
 	}
 	m.mu.Unlock()
 

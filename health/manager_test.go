@@ -3,8 +3,10 @@ package health
 import (
 	"context"
 	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"sync"
 	"testing"
 	"time"
@@ -110,11 +112,12 @@ func newHarness(t *testing.T) *harness {
 	return h
 }
 
-// settle waits until every probe worker is idle, waiting on the clock.
+// settle waits until every probe worker is idle, waiting on the clock
+// with no run asked of it.
 func (h *harness) settle() {
 	h.t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
-	for h.clock.Waiters() != int(h.m.running.Load()) {
+	for h.clock.Waiters() != int(h.m.running.Load()) || h.m.runsAsked.Load() != 0 {
 		if time.Now().After(deadline) {
 			h.t.Fatalf("probe workers did not settle: %d waiting of %d running", h.clock.Waiters(), h.m.running.Load())
 		}
@@ -367,6 +370,97 @@ func TestManagerStartupGatesLivenessAndReadiness(t *testing.T) {
 	}
 	// The startup probe is done for good once passed.
 	h.wantCalls("start", 12)
+}
+
+// The spec "should be ready immediately after startupProbe succeeds": the
+// readiness probe (period 30 s) runs the moment the startup probe passes,
+// not a readiness period later, and its period counts from then.
+func TestManagerReadinessRunsWhenStartupPasses(t *testing.T) {
+	h := newHarness(t)
+	h.exec.set("start", fail)
+	h.exec.set("ready", pass)
+	h.add("pod1", "c1", &v1.Container{
+		Name:           "busybox",
+		StartupProbe:   timed(execProbe("start"), 0, 5, 1, 120),
+		ReadinessProbe: timed(execProbe("ready"), 0, 30, 1, 3),
+	})
+	h.wantCalls("start", 1)
+	for range 6 { // 30 s: the readiness worker's first tick, still gated
+		h.step(5 * time.Second)
+	}
+	h.wantCalls("ready", 0)
+	h.step(5 * time.Second) // 35 s
+	h.exec.set("start", pass)
+	h.step(5 * time.Second) // 40 s: started
+	if !h.m.Started("c1") {
+		t.Fatal("not started after the startup probe passed")
+	}
+	h.wantCalls("ready", 1)
+	if !h.m.Ready("c1") {
+		t.Fatal("not ready the moment the startup probe passed: readiness waited for its period")
+	}
+	if n := h.changesOf("pod1"); n != 2 {
+		t.Fatalf("OnChange called %d times, want 2 (started, ready)", n)
+	}
+	// The next readiness run is a period after that one, not at the old
+	// tick (60 s).
+	h.step(20 * time.Second) // 60 s
+	h.wantCalls("ready", 1)
+	h.step(10 * time.Second) // 70 s
+	h.wantCalls("ready", 2)
+}
+
+// A run asked before the initial delay has passed waits for it, as the
+// kubelet's worker skips a probe inside initialDelaySeconds.
+func TestManagerReadinessKeepsItsInitialDelay(t *testing.T) {
+	h := newHarness(t)
+	h.exec.set("start", pass)
+	h.exec.set("ready", pass)
+	h.add("pod1", "c1", &v1.Container{
+		Name:           "app",
+		StartupProbe:   timed(execProbe("start"), 0, 5, 1, 3),
+		ReadinessProbe: timed(execProbe("ready"), 20, 10, 1, 3),
+	})
+	if !h.m.Started("c1") {
+		t.Fatal("not started after the startup probe passed")
+	}
+	h.step(19 * time.Second)
+	h.wantCalls("ready", 0)
+	h.step(time.Second)
+	h.wantCalls("ready", 1)
+	if !h.m.Ready("c1") {
+		t.Fatal("not ready after the initial delay")
+	}
+}
+
+// A redirect to another host passes with a warning, which OnWarning hears
+// of (the kubelet's ProbeWarning event); the container is not killed.
+func TestManagerWarningIsSuccessAndReported(t *testing.T) {
+	srv := httptest.NewServer(http.RedirectHandler("http://0.0.0.0/", http.StatusFound))
+	defer srv.Close()
+	h := newHarness(t)
+	var mu sync.Mutex
+	var warnings []string
+	h.m.opts.OnWarning = func(pod, container, kind, msg string) {
+		mu.Lock()
+		warnings = append(warnings, pod+"/"+container+"/"+kind+": "+msg)
+		mu.Unlock()
+	}
+	port := srv.Listener.Addr().(*net.TCPAddr).Port
+	live := &v1.Probe{ProbeHandler: v1.ProbeHandler{HTTPGet: &v1.HTTPGetAction{
+		Path: "/redirect?loc=" + url.QueryEscape("http://0.0.0.0/"), Port: intstr.FromInt32(int32(port))}}}
+	h.add("pod1", "c1", &v1.Container{Name: "app", LivenessProbe: timed(live, 0, 10, 1, 1)})
+	h.step(10 * time.Second)
+	h.wantNoKill("c1")
+	if n := h.resultsOf("Liveness/success"); n != 2 {
+		t.Fatalf("%d liveness successes, want 2", n)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	want := `pod1/app/Liveness: Probe terminated redirects, Response body: <a href="http://0.0.0.0/">Found</a>.`
+	if len(warnings) != 2 || warnings[0] != want {
+		t.Fatalf("warnings %q, want 2 of %q", warnings, want)
+	}
 }
 
 func TestManagerStartupFailureKills(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
@@ -69,7 +70,9 @@ func probeTimeout(p *v1.Probe) time.Duration {
 //     exchange or a timeout. HTTPS is not verified.
 //   - tcpSocket: a connection opened within the timeout is Success.
 //   - grpc: grpc.health.v1.Health/Check (insecure) answering SERVING is
-//     Success; any other answer, error or timeout is a Failure.
+//     Success; any other answer, error or timeout is a Failure. Like the
+//     kubelet's blocking dial, a connection that fails (refused, reset) is
+//     tried again until the timeout.
 //
 // The message says why a probe failed, in the kubelet's words ("HTTP probe
 // failed with statuscode: 500"). err is set, with Result Unknown, only when
@@ -176,16 +179,22 @@ func probeGRPC(ctx context.Context, t Target, g *v1.GRPCAction, timeout time.Dur
 	}
 	defer conn.Close()
 
-	resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{Service: service})
+	// WaitForReady: a server that refuses or drops the first connection
+	// (one still starting, say) is dialled again within the timeout, as
+	// the kubelet's grpc.WithBlock dial does; failing fast made the
+	// liveness probe of a healthy server fail (conformance: *not*
+	// restarted with a GRPC liveness probe).
+	resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{Service: service}, grpc.WaitForReady(true))
 	if err != nil {
 		st := status.Convert(err)
 		switch st.Code() {
 		case codes.Unimplemented:
 			return Failure, "error: this server does not implement the grpc health protocol (grpc.health.v1.Health): " + st.Message(), nil
 		case codes.DeadlineExceeded:
+			if conn.GetState() != connectivity.Ready {
+				return Failure, fmt.Sprintf("timeout: failed to connect service %q within %v: %v", addr, timeout, ctx.Err()), nil
+			}
 			return Failure, fmt.Sprintf("timeout: health rpc did not complete within %v", timeout), nil
-		case codes.Unavailable:
-			return Failure, fmt.Sprintf("error: failed to connect service at %q: %s", addr, st.Message()), nil
 		}
 		return Failure, fmt.Sprintf("error: health rpc probe failed: %v", err), nil
 	}

@@ -434,7 +434,7 @@ func TestGRPCProbe(t *testing.T) {
 		{"service NOT_SERVING", port, str("db"), Failure, `service unhealthy (responded with "NOT_SERVING")`},
 		{"unknown service", port, str("nope"), Failure, "error: health rpc probe failed: rpc error: code = NotFound"},
 		{"no health service", bare, nil, Failure, "error: this server does not implement the grpc health protocol"},
-		{"nothing listening", int32(closedPort(t)), nil, Failure, "error: failed to connect service at"},
+		{"nothing listening", int32(closedPort(t)), nil, Failure, "timeout: failed to connect service"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -463,6 +463,52 @@ func TestGRPCProbe(t *testing.T) {
 			t.Fatalf("got %v %v", res, err)
 		}
 	})
+}
+
+// dropFirst is a listener that closes the first connection it accepts, as
+// a server that is not serving yet would.
+type dropFirst struct {
+	net.Listener
+	dropped atomic.Bool
+}
+
+func (l *dropFirst) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil || l.dropped.Swap(true) {
+			return c, err
+		}
+		_ = c.Close()
+	}
+}
+
+// A gRPC probe whose first connection fails dials again within its
+// timeout, as the kubelet's blocking dial does, rather than failing the
+// probe (a liveness probe with failureThreshold 1 then killed a healthy
+// server: conformance "should *not* be restarted with a GRPC liveness
+// probe").
+func TestGRPCProbeRetriesAFailedConnection(t *testing.T) {
+	t.Parallel()
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &dropFirst{Listener: inner}
+	hs := grpchealth.NewServer()
+	s := grpc.NewServer()
+	healthpb.RegisterHealthServer(s, hs)
+	go func() { _ = s.Serve(l) }()
+	t.Cleanup(s.Stop)
+
+	p := grpcProbe(int32(inner.Addr().(*net.TCPAddr).Port), nil)
+	p.TimeoutSeconds = 5
+	res, msg, err := RunProbe(context.Background(), Target{PodIP: "127.0.0.1"}, p)
+	if err != nil || res != Success || msg != "service healthy" {
+		t.Fatalf("got %v %q %v, want success", res, msg, err)
+	}
+	if !l.dropped.Load() {
+		t.Fatal("the first connection was not dropped: the test tested nothing")
+	}
 }
 
 func TestProbeWithoutHandler(t *testing.T) {

@@ -3,6 +3,7 @@ package runner
 import (
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -72,6 +73,25 @@ type killTarget struct {
 	// Grace replaces the pod's grace period when set (a probe's
 	// terminationGracePeriodSeconds).
 	Grace time.Duration
+	// Event, when set, is the Killing event's message in place of
+	// "Stopping container NAME (Reason)".
+	Event string
+}
+
+// probeKill is the kill of a container that failed its liveness or startup
+// probe, with the kubelet's Killing message ("Container app failed
+// liveness probe, will be restarted"; "Init container ..." for a sidecar),
+// which tools and the conformance specs look for.
+func probeKill(st *engine.Container, v health.Verdict, sidecar, restart bool) killTarget {
+	k := killTarget{Container: st, Reason: v.Message, Grace: v.GracePeriod}
+	k.Event = fmt.Sprintf("Container %s failed %s probe", st.Name, strings.ToLower(v.Probe))
+	switch {
+	case sidecar:
+		k.Event = "Init c" + k.Event[1:]
+	case restart:
+		k.Event += ", will be restarted"
+	}
+	return k
 }
 
 // probeVerdicts is what compute-actions needs of the prober: which running
@@ -456,7 +476,7 @@ func computeInitActions(pod *v1.Pod, state *podState, sandboxID string, backoff 
 		if isSidecar(c) {
 			if st != nil && st.State == engine.StateRunning && probes != nil {
 				if v, kill := probes.KillVerdict(st.ID); kill {
-					a.Kill = append(a.Kill, killTarget{Container: st, Reason: v.Message, Grace: v.GracePeriod})
+					a.Kill = append(a.Kill, probeKill(st, v, true, true))
 					if appsStarted {
 						continue
 					}
@@ -570,7 +590,7 @@ func computeContainerAction(pod *v1.Pod, c *v1.Container, state *podState, sandb
 			if v, kill := probes.KillVerdict(st.ID); kill {
 				// Killed now; the next sync restarts it (or not) under the
 				// restart policy and the crash-loop back-off, as a crash.
-				a.Kill = append(a.Kill, killTarget{Container: st, Reason: v.Message, Grace: v.GracePeriod})
+				a.Kill = append(a.Kill, probeKill(st, v, false, policy != v1.RestartPolicyNever))
 				return
 			}
 		}

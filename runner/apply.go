@@ -311,7 +311,11 @@ func (r *Runner) killContainer(ctx context.Context, pod *v1.Pod, podIP string, k
 		}
 	}
 	if pod != nil && c.State == engine.StateRunning {
-		r.event(pod, c.Name, v1.EventTypeNormal, eventKilling, "Stopping container %s (%s)", c.Name, k.Reason)
+		if k.Event != "" {
+			r.event(pod, c.Name, v1.EventTypeNormal, eventKilling, "%s", k.Event)
+		} else {
+			r.event(pod, c.Name, v1.EventTypeNormal, eventKilling, "Stopping container %s (%s)", c.Name, k.Reason)
+		}
 	}
 	err := r.rt.StopContainer(ctx, c.ID, grace)
 	if err != nil && !errors.Is(err, engine.ErrNotFound) {

@@ -22,6 +22,8 @@ const (
 	eventKilling   = "Killing"
 	eventFailed    = "Failed"
 	eventUnhealthy = "Unhealthy"
+	// eventProbeWarning is the kubelet's ContainerProbeWarning.
+	eventProbeWarning = "ProbeWarning"
 )
 
 // containerRef is the reference events of container name of pod are about,
@@ -53,6 +55,17 @@ func (r *Runner) event(pod *v1.Pod, container, eventtype, reason, format string,
 
 // probeFailed records the kubelet's Unhealthy event of a failed probe.
 func (r *Runner) probeFailed(uid, container, probeType, message string) {
+	r.probeEvent(uid, container, eventUnhealthy, probeType+" probe failed: "+message)
+}
+
+// probeWarned records the kubelet's ProbeWarning event of a probe that
+// passed with a warning (an HTTP redirect to another host, not followed).
+func (r *Runner) probeWarned(uid, container, probeType, message string) {
+	r.probeEvent(uid, container, eventProbeWarning, probeType+" probe warning: "+message)
+}
+
+// probeEvent records a Warning event of a probe of the pod's container.
+func (r *Runner) probeEvent(uid, container, reason, message string) {
 	if r.cfg.Events == nil {
 		return
 	}
@@ -60,6 +73,6 @@ func (r *Runner) probeFailed(uid, container, probeType, message string) {
 	p := r.status[uid]
 	r.mu.Unlock()
 	if p != nil {
-		r.event(p, container, v1.EventTypeWarning, eventUnhealthy, "%s probe failed: %s", probeType, message)
+		r.event(p, container, v1.EventTypeWarning, reason, "%s", message)
 	}
 }

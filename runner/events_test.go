@@ -2,6 +2,10 @@ package runner_test
 
 import (
 	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -10,6 +14,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/podrun/podrun/runner"
 )
@@ -86,4 +91,33 @@ func TestRefusalAndMissingPullSecretEvents(t *testing.T) {
 	events.wait(t, h, "default/b-node1  Warning NodePorts: Predicate NodePorts failed: node(s) didn't have free ports")
 	events.wait(t, h, "default/pulled-node1  Warning FailedToRetrieveImagePullSecret: Unable to retrieve some image pull secrets (regcred)")
 	h.waitStatus("u3", "running", allRunning)
+}
+
+// An HTTP probe answered with a redirect to another host passes, with the
+// kubelet's ProbeWarning event (the spec "should *not* be restarted with a
+// non-local redirect http liveness probe" looks for it); the container is
+// not restarted.
+func TestProbeWarningEvent(t *testing.T) {
+	srv := httptest.NewServer(http.RedirectHandler("http://0.0.0.0/", http.StatusFound))
+	defer srv.Close()
+	port := srv.Listener.Addr().(*net.TCPAddr).Port
+	fake := newFake(t)
+	events := &eventLog{}
+	h := start(t, fake, func(c *runner.Config) { c.Events = events })
+	pod := newPod("u1", "redirect-node1", v1.RestartPolicyAlways, map[string][]string{"app": {"serve"}})
+	pod.Spec.Containers[0].LivenessProbe = &v1.Probe{
+		ProbeHandler: v1.ProbeHandler{HTTPGet: &v1.HTTPGetAction{Host: "127.0.0.1",
+			Path: "/redirect?loc=" + url.QueryEscape("http://0.0.0.0/"), Port: intstr.FromInt32(int32(port))}},
+		PeriodSeconds: 1, TimeoutSeconds: 1, SuccessThreshold: 1, FailureThreshold: 1,
+	}
+	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{pod}}
+	h.waitStatus("u1", "running", allRunning)
+	events.wait(t, h, `default/redirect-node1 spec.containers{app} Warning ProbeWarning: Liveness probe warning: `+
+		`Probe terminated redirects, Response body: <a href="http://0.0.0.0/">Found</a>.`)
+	if events.has("Unhealthy") || events.has("Killing") {
+		t.Fatalf("a redirect to another host failed the probe: %q", events.events)
+	}
+	h.waitStatus("u1", "running, never restarted", func(p *v1.Pod) bool {
+		return allRunning(p) && p.Status.ContainerStatuses[0].RestartCount == 0
+	})
 }

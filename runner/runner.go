@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sync/singleflight"
 	v1 "k8s.io/api/core/v1"
 	nodev1 "k8s.io/api/node/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/kubernetes/pkg/security/apparmor"
 	"k8s.io/utils/clock"
@@ -238,6 +239,7 @@ func New(cfg Config) *Runner {
 		OnChange:  func(uid string) { r.wakePods([]string{uid}) },
 		OnResult:  cfg.Metrics.probeResult,
 		OnFailure: r.probeFailed,
+		OnWarning: r.probeWarned,
 	})
 	var lister engine.PodObjectLister
 	if l, ok := cfg.Runtime.(engine.PodObjectLister); ok {
@@ -497,6 +499,59 @@ func (r *Runner) publish(pod *v1.Pod, removed, converged bool) {
 	}
 	close(r.changed)
 	r.changed = make(chan struct{})
+}
+
+// publishNotReady marks the pod's published status not ready as its
+// teardown begins: its containers are being stopped, so it leaves its
+// Services' endpoints now rather than when it is gone, as a pod the
+// kubelet terminates stops being ready (conformance: readiness false while
+// the pod is terminating). Its probes, liveness too, stop with the
+// teardown, so nothing marks it ready again.
+func (r *Runner) publishNotReady(uid string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p := r.status[uid]
+	if p == nil || !anyReady(&p.Status) {
+		return
+	}
+	cp := p.DeepCopy()
+	for _, list := range [][]v1.ContainerStatus{cp.Status.ContainerStatuses, cp.Status.InitContainerStatuses} {
+		for i := range list {
+			list[i].Ready = false
+		}
+	}
+	now := metav1.NewTime(r.clock.Now())
+	for i := range cp.Status.Conditions {
+		c := &cp.Status.Conditions[i]
+		if isReadyCondition(c.Type) && c.Status != v1.ConditionFalse {
+			c.Status, c.Reason, c.Message, c.LastTransitionTime = v1.ConditionFalse, reasonContainersNotReady, "", now
+		}
+	}
+	r.status[uid] = cp
+	close(r.changed)
+	r.changed = make(chan struct{})
+}
+
+func isReadyCondition(t v1.PodConditionType) bool {
+	return t == v1.PodReady || t == v1.ContainersReady
+}
+
+// anyReady reports whether a container or a readiness condition of st is
+// ready.
+func anyReady(st *v1.PodStatus) bool {
+	for _, list := range [][]v1.ContainerStatus{st.ContainerStatuses, st.InitContainerStatuses} {
+		for _, c := range list {
+			if c.Ready {
+				return true
+			}
+		}
+	}
+	for _, c := range st.Conditions {
+		if isReadyCondition(c.Type) && c.Status != v1.ConditionFalse {
+			return true
+		}
+	}
+	return false
 }
 
 func (r *Runner) previousStatus(uid string) *v1.PodStatus {

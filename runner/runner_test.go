@@ -516,32 +516,21 @@ func TestProbesDriveReadinessAndRestarts(t *testing.T) {
 		}
 		return 1, []byte("no"), nil
 	})
-	h := start(t, fake, nil)
+	events := &eventLog{}
+	h := start(t, fake, func(c *runner.Config) { c.Events = events })
 	pod := newPod("u1", "p-node1", v1.RestartPolicyAlways, map[string][]string{"a": {"run"}})
-	probe := func(cmd string) *v1.Probe {
-		return &v1.Probe{ProbeHandler: v1.ProbeHandler{Exec: &v1.ExecAction{Command: []string{cmd}}},
-			PeriodSeconds: 1, TimeoutSeconds: 1, SuccessThreshold: 1, FailureThreshold: 1}
-	}
-	pod.Spec.Containers[0].ReadinessProbe = probe("ready")
-	pod.Spec.Containers[0].LivenessProbe = probe("live")
+	pod.Spec.Containers[0].ReadinessProbe = everySecond("ready")
+	pod.Spec.Containers[0].LivenessProbe = everySecond("live")
 	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{pod}}
-	isReady := func(p *v1.Pod) bool {
-		for _, c := range p.Status.Conditions {
-			if c.Type == v1.PodReady {
-				return c.Status == v1.ConditionTrue
-			}
-		}
-		return false
-	}
-	h.waitStatus("u1", "running, not ready", func(p *v1.Pod) bool { return allRunning(p) && !isReady(p) })
+	h.waitStatus("u1", "running, not ready", func(p *v1.Pod) bool { return allRunning(p) && !isPodReady(p) })
 	mu.Lock()
 	ready = true
 	mu.Unlock()
-	h.stepUntilStatus("u1", "ready", time.Second, isReady)
+	h.stepUntilStatus("u1", "ready", time.Second, isPodReady)
 	mu.Lock()
 	ready = false
 	mu.Unlock()
-	h.stepUntilStatus("u1", "not ready again", time.Second, func(p *v1.Pod) bool { return !isReady(p) })
+	h.stepUntilStatus("u1", "not ready again", time.Second, func(p *v1.Pod) bool { return !isPodReady(p) })
 
 	mu.Lock()
 	healthy = false
@@ -549,6 +538,43 @@ func TestProbesDriveReadinessAndRestarts(t *testing.T) {
 	h.stepUntilStatus("u1", "a liveness restart", time.Second, func(p *v1.Pod) bool {
 		return p.Status.ContainerStatuses[0].RestartCount >= 1
 	})
+	// The kubelet's Killing message, which the conformance specs match
+	// ("failed liveness probe").
+	events.wait(t, h, "default/p-node1 spec.containers{a} Normal Killing: Container a failed liveness probe, will be restarted")
+}
+
+// everySecond is an exec probe of cmd run every second, acting on one
+// result.
+func everySecond(cmd string) *v1.Probe {
+	return &v1.Probe{ProbeHandler: v1.ProbeHandler{Exec: &v1.ExecAction{Command: []string{cmd}}},
+		PeriodSeconds: 1, TimeoutSeconds: 1, SuccessThreshold: 1, FailureThreshold: 1}
+}
+
+func isPodReady(p *v1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == v1.PodReady {
+			return c.Status == v1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// waitGone waits until the runner has forgotten the pod (its teardown is
+// over).
+func (h *harness) waitGone(uid string) {
+	h.t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		changed := h.r.Changed()
+		if _, ok := h.r.Pod(uid); !ok {
+			return
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			h.t.Fatalf("pod %s still there", uid)
+		}
+	}
 }
 
 // stepUntilStatus steps the clock by d (a probe's period) until the pod's

@@ -101,3 +101,46 @@ func TestSidecarReadinessCountsForPod(t *testing.T) {
 		t.Errorf("sidecar not started: Initialized %s, want False", got)
 	}
 }
+
+// killStub has the containers of kill killed by a probe verdict; every
+// container is started.
+type killStub map[string]health.Verdict
+
+func (k killStub) KillVerdict(id string) (health.Verdict, bool) { v, ok := k[id]; return v, ok }
+func (k killStub) Started(string) bool                          { return true }
+func (k killStub) Ready(string) bool                            { return true }
+
+// TestProbeKillMessages: a probe's kill carries the kubelet's Killing
+// message, for a sidecar ("Init container ...") and for an app container,
+// restarted or not under the pod's restart policy.
+func TestProbeKillMessages(t *testing.T) {
+	bo := newBackoff(testclock.NewFakeClock(t0.Add(time.Hour)))
+	liveness := health.Verdict{Probe: health.ProbeLiveness, Message: "Liveness probe failed: boom"}
+	startup := health.Verdict{Probe: health.ProbeStartup, Message: "Startup probe failed: boom"}
+	for _, tc := range []struct {
+		policy v1.RestartPolicy
+		want   map[string]string
+	}{
+		{v1.RestartPolicyAlways, map[string]string{
+			"proxy": "Init container proxy failed liveness probe",
+			"app":   "Container app failed startup probe, will be restarted",
+		}},
+		{v1.RestartPolicyNever, map[string]string{
+			"proxy": "Init container proxy failed liveness probe",
+			"app":   "Container app failed startup probe",
+		}},
+	} {
+		pod := sidecarTestPod()
+		pod.Spec.RestartPolicy = tc.policy
+		st := newState(pod).sandbox("s", 0, engine.StateRunning).container("s", "proxy", 0, engine.StateRunning, 0).
+			container("s", "setup", 0, engine.StateExited, 0).container("s", "app", 0, engine.StateRunning, 0).build()
+		a := computePodActions(pod, st, bo, killStub{"proxy-0": liveness, "app-0": startup})
+		got := map[string]string{}
+		for _, k := range a.Kill {
+			got[k.Container.Name] = k.Event
+		}
+		if len(got) != len(tc.want) || got["proxy"] != tc.want["proxy"] || got["app"] != tc.want["app"] {
+			t.Errorf("%s: Killing messages %q, want %q", tc.policy, got, tc.want)
+		}
+	}
+}

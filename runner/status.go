@@ -267,6 +267,10 @@ func anyAppStarted(s *v1.PodStatus) bool {
 	return false
 }
 
+// reasonContainersNotReady is the kubelet's reason of a Ready or
+// ContainersReady condition that is false.
+const reasonContainersNotReady = "ContainersNotReady"
+
 // podConditions computes PodScheduled, PodReadyToStartContainers,
 // Initialized, ContainersReady and Ready, keeping each condition's transition
 // time while its status holds.
@@ -319,8 +323,8 @@ func podConditions(pod *v1.Pod, s *v1.PodStatus, sb *engine.Sandbox, prev *v1.Po
 	return []v1.PodCondition{
 		cond(v1.PodReadyToStartContainers, sandboxReady, ""),
 		cond(v1.PodInitialized, initialized, "ContainersNotInitialized"),
-		cond(v1.ContainersReady, ready, "ContainersNotReady"),
-		cond(v1.PodReady, ready, "ContainersNotReady"),
+		cond(v1.ContainersReady, ready, reasonContainersNotReady),
+		cond(v1.PodReady, ready, reasonContainersNotReady),
 		cond(v1.PodScheduled, true, ""),
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/podrun/podrun/engine/enginetest"
 	"github.com/podrun/podrun/runner"
@@ -120,5 +121,70 @@ func TestTeardownStopsOnlyWhatNeedsAGracefulStop(t *testing.T) {
 				t.Errorf("%s/%s: stopped before its removal, with no grace period and no hook (%v)", p.Name, c.Name, rec.calls)
 			}
 		}
+	}
+}
+
+// A pod being torn down stops being ready at once, while its containers
+// still stop (here: a preStop hook that has not returned), and its
+// liveness probe no longer acts: as the conformance specs "should mark
+// readiness on pods to false [and disable liveness probes] while pod is in
+// progress of terminating" look for.
+func TestTerminatingPodIsNotReadyAndNotLivenessKilled(t *testing.T) {
+	fake := newFake(t)
+	release := make(chan struct{})
+	inPreStop := make(chan struct{}, 1)
+	var mu sync.Mutex
+	healthy := true
+	fake.SetExecHandler(func(id string, cmd []string) (int, []byte, error) {
+		switch cmd[0] {
+		case "prestop":
+			inPreStop <- struct{}{}
+			<-release
+			return 0, nil, nil
+		case "live":
+			mu.Lock()
+			defer mu.Unlock()
+			if !healthy {
+				return 1, []byte("no"), nil
+			}
+		}
+		return 0, nil, nil
+	})
+	events := &eventLog{}
+	h := start(t, fake, func(c *runner.Config) { c.Events = events })
+	pod := newPod("u1", "term-node1", v1.RestartPolicyAlways, map[string][]string{"a": {"run"}})
+	pod.Spec.Containers[0].ReadinessProbe = everySecond("ready")
+	pod.Spec.Containers[0].LivenessProbe = everySecond("live")
+	pod.Spec.Containers[0].Lifecycle = &v1.Lifecycle{PreStop: &v1.LifecycleHandler{Exec: &v1.ExecAction{Command: []string{"prestop"}}}}
+	grace := int64(30)
+	pod.Spec.TerminationGracePeriodSeconds = &grace
+	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{pod}}
+	h.stepUntilStatus("u1", "running and ready", time.Second, func(p *v1.Pod) bool { return allRunning(p) && isPodReady(p) })
+
+	// The API deletes it (deletionTimestamp set).
+	deleting := pod.DeepCopy()
+	now := metav1.NewTime(h.clk.Now())
+	deleting.DeletionTimestamp = &now
+	deleting.DeletionGracePeriodSeconds = &grace
+	h.updates <- runner.PodUpdate{Op: runner.OpUpdate, Pods: []*v1.Pod{deleting}}
+	select {
+	case <-inPreStop:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the preStop hook did not run")
+	}
+	mu.Lock()
+	healthy = false
+	mu.Unlock()
+	p := h.waitStatus("u1", "not ready while terminating", func(p *v1.Pod) bool { return !isPodReady(p) })
+	if cs := p.Status.ContainerStatuses; len(cs) != 1 || cs[0].State.Running == nil || cs[0].Ready {
+		t.Fatalf("container status while its preStop hook runs: %+v, want running, not ready", cs)
+	}
+	for range 5 { // liveness periods: a probe still running would kill
+		h.clk.Step(time.Second)
+	}
+	close(release)
+	h.waitGone("u1")
+	if events.has("failed liveness probe") || events.has("Unhealthy") {
+		t.Fatalf("liveness acted on a terminating pod: %q", events.events)
 	}
 }

@@ -176,6 +176,7 @@ func (w *podWorker) run(ctx context.Context) {
 		}
 		pod, removed := w.desired()
 		if removed {
+			r.publishNotReady(w.uid)
 			grace := gracePeriod(pod)
 			if err := r.teardown(ctx, pod, st, grace); err != nil {
 				r.log.Error("remove pod", "pod", podKey(pod), "err", err)
