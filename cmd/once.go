@@ -295,15 +295,15 @@ func conditionMet(pods []*v1.Pod, cond string) (met, failed bool) {
 	return met, failed
 }
 
-// allRunning reports whether every app container of the pod runs (or, for
-// a pod that does not restart them, has finished).
+// allRunning reports whether every app container of the pod runs (or has
+// finished, and its restart policy and rules do not run it again).
 func allRunning(p *v1.Pod) bool {
-	for _, cs := range p.Status.ContainerStatuses {
+	for i, cs := range p.Status.ContainerStatuses {
 		if cs.State.Running != nil {
 			continue
 		}
-		if t := cs.State.Terminated; t != nil && p.Spec.RestartPolicy != v1.RestartPolicyAlways &&
-			(t.ExitCode == 0 || p.Spec.RestartPolicy == v1.RestartPolicyNever) {
+		if t := cs.State.Terminated; t != nil && i < len(p.Spec.Containers) && p.Spec.Containers[i].Name == cs.Name &&
+			!runner.RestartsAfterExit(p, &p.Spec.Containers[i], int(t.ExitCode)) {
 			continue
 		}
 		return false
