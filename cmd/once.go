@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -298,12 +299,15 @@ func conditionMet(pods []*v1.Pod, cond string) (met, failed bool) {
 // allRunning reports whether every app container of the pod runs (or has
 // finished, and its restart policy and rules do not run it again).
 func allRunning(p *v1.Pod) bool {
-	for i, cs := range p.Status.ContainerStatuses {
+	for _, cs := range p.Status.ContainerStatuses {
 		if cs.State.Running != nil {
 			continue
 		}
-		if t := cs.State.Terminated; t != nil && i < len(p.Spec.Containers) && p.Spec.Containers[i].Name == cs.Name &&
-			!runner.RestartsAfterExit(p, &p.Spec.Containers[i], int(t.ExitCode)) {
+		spec := &v1.Container{} // not in the spec: the pod's policy
+		if i := slices.IndexFunc(p.Spec.Containers, func(c v1.Container) bool { return c.Name == cs.Name }); i >= 0 {
+			spec = &p.Spec.Containers[i]
+		}
+		if t := cs.State.Terminated; t != nil && !runner.RestartsAfterExit(p, spec, int(t.ExitCode)) {
 			continue
 		}
 		return false

@@ -1,0 +1,74 @@
+package e2e
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+)
+
+// restartRulePod (restartPolicy Never) has two containers under the same
+// restart rule, Restart on exit code 42: "rule" exits 42 on its first run
+// (it leaves a mark in an emptyDir) and 0 on its second; "other" exits 1.
+func restartRulePod(name string) string {
+	return fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: %[1]s
+spec:
+  restartPolicy: Never
+  terminationGracePeriodSeconds: 1
+  volumes:
+  - name: mark
+    emptyDir: {}
+  containers:
+  - name: rule
+    image: %[2]s
+    command: ["sh", "-c", "if [ -f /mark/ran ]; then exit 0; fi; touch /mark/ran; exit 42"]
+    volumeMounts: [{name: mark, mountPath: /mark}]
+    restartPolicy: Never
+    restartPolicyRules:
+    - action: Restart
+      exitCodes: {operator: In, values: [42]}
+  - name: other
+    image: %[2]s
+    command: ["sh", "-c", "exit 1"]
+    restartPolicy: Never
+    restartPolicyRules:
+    - action: Restart
+      exitCodes: {operator: In, values: [42]}
+`, name, testImage)
+}
+
+// TestContainerRestartRules: under a pod's restartPolicy Never, the
+// container that exits 42 is restarted by its rule, on real Docker; the
+// one that exits 1 is not; then nothing will run again, and the pod is
+// Failed (one container failed for good), as the kubelet's getPhase says.
+func TestContainerRestartRules(t *testing.T) {
+	e := newEnv(t)
+	e.write("rules.yaml", restartRulePod("rules"))
+	r := e.podrun(3*time.Minute, "once", "--wait", "complete", "--timeout", "2m", "-o", "json", e.dir)
+	if r.code != 1 {
+		t.Fatalf("once --wait complete: exit %d, want 1 (the pod failed)\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	p, ok := onceReport(t, r)["rules-"+e.node]
+	if !ok {
+		t.Fatalf("no pod in the report:\n%s", r.stdout)
+	}
+	if p.Status.Phase != v1.PodFailed {
+		t.Errorf("phase %s, want Failed", p.Status.Phase)
+	}
+	rule := statusOf(t, p, "rule")
+	// Its second run exits 0 only if the first ran (and exited 42).
+	if rule.RestartCount != 1 || rule.State.Terminated == nil || rule.State.Terminated.ExitCode != 0 {
+		t.Errorf("container rule: want one restart after exit 42, then exit 0; got %+v", rule)
+	}
+	other := statusOf(t, p, "other")
+	if other.RestartCount != 0 || other.State.Terminated == nil || other.State.Terminated.ExitCode != 1 {
+		t.Errorf("container other: want one run that exited 1, not restarted; got %+v", other)
+	}
+	if run := e.running(); len(run) != 0 {
+		t.Errorf("after the pod finished, still running: %v", run)
+	}
+}
