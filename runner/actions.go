@@ -106,6 +106,8 @@ type podActions struct {
 	StartInit *v1.Container
 	// StartApps are the app containers to start.
 	StartApps []*v1.Container
+	// StartEphemeral are the ephemeral containers to start (ephemeral.go).
+	StartEphemeral []*v1.Container
 	// StartCreated are containers that were created but never started (a
 	// podrun killed between create and start left them): start, not replace.
 	StartCreated []*engine.Container
@@ -214,7 +216,7 @@ func (a *podActions) RetryAfter() time.Duration {
 
 // Empty reports whether the sync has nothing to change.
 func (a *podActions) Empty() bool {
-	return !a.KillPod && !a.CreateSandbox && a.StartInit == nil && len(a.StartApps) == 0 &&
+	return !a.KillPod && !a.CreateSandbox && a.StartInit == nil && len(a.StartApps) == 0 && len(a.StartEphemeral) == 0 &&
 		len(a.StartCreated) == 0 && len(a.Kill) == 0 && len(a.UpdateResources) == 0 && !a.StopSandbox &&
 		len(a.StopSandboxes) == 0 && len(a.Remove) == 0 && len(a.RemoveSandboxes) == 0
 }
@@ -310,6 +312,9 @@ func computePodActions(pod *v1.Pod, state *podState, backoff *flowcontrol.Backof
 	for _, c := range allContainers(pod) {
 		specNames[c.Name] = true
 	}
+	for _, c := range ephemeralContainers(pod) {
+		specNames[c.Name] = true
+	}
 	for _, c := range state.Containers {
 		if c.State != engine.StateRunning && c.State != engine.StateCreated {
 			continue
@@ -332,6 +337,9 @@ func computePodActions(pod *v1.Pod, state *podState, backoff *flowcontrol.Backof
 		a.Kill = append(a.Kill, killTarget{Container: c, Reason: reason})
 	}
 	reconcileSandboxes(state, sb, specNames, a)
+	// Before initialisation is done, as the kubelet: a debug container is
+	// of most use when an init container is stuck.
+	computeEphemeralActions(pod, state, a)
 
 	if !computeInitActions(pod, state, sb.ID, backoff, probes, a) {
 		return a
@@ -343,14 +351,17 @@ func computePodActions(pod *v1.Pod, state *podState, backoff *flowcontrol.Backof
 	}
 
 	if len(a.StartApps) == 0 && len(a.StartCreated) == 0 && terminalApps(pod, state, sb.ID) {
-		// Every app container is done for good: stop the sidecars and the
-		// sandbox, keep the containers for their status and logs.
+		// Every app container is done for good: stop the sidecars (and
+		// any ephemeral container) and the sandbox, keep the containers for
+		// their status and logs.
 		for _, c := range state.Containers {
-			if c.SandboxID == sb.ID && c.State == engine.StateRunning && c.Type == engine.ContainerTypeInit {
+			if c.SandboxID == sb.ID && c.State == engine.StateRunning &&
+				(c.Type == engine.ContainerTypeInit || c.Type == engine.ContainerTypeEphemeral) {
 				a.Kill = append(a.Kill, killTarget{Container: c, Reason: reasonPodFinished})
 			}
 		}
 		a.StopSandbox = true
+		a.StartEphemeral = nil
 	}
 	return a
 }

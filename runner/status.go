@@ -61,6 +61,7 @@ func computePodStatus(in statusInput) v1.PodStatus {
 	for i := range pod.Spec.Containers {
 		s.ContainerStatuses = append(s.ContainerStatuses, containerStatus(in, &pod.Spec.Containers[i], sandboxID))
 	}
+	s.EphemeralContainerStatuses = ephemeralStatuses(in, sandboxID)
 
 	s.HostIP = in.HostIP
 	if in.HostIP != "" {
