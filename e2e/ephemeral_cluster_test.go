@@ -66,7 +66,9 @@ func TestClusterEphemeralContainer(t *testing.T) {
 	p := apiPod()
 	p.Spec.EphemeralContainers = append(p.Spec.EphemeralContainers, v1.EphemeralContainer{
 		EphemeralContainerCommon: v1.EphemeralContainerCommon{Name: "debugger", Image: testImage,
-			Command: []string{"sh", "-c", "echo from-ephemeral; ps; exec sleep 3602"}},
+			Command: []string{"sh", "-c", "echo from-ephemeral; ps; exec sleep 3602"},
+			// As the conformance spec's, and `kubectl debug -it`'s.
+			Stdin: true, TTY: true},
 		TargetContainerName: "app",
 	})
 	if _, err := core.Pods("default").UpdateEphemeralContainers(ctx, "eph", p, metav1.UpdateOptions{}); err != nil {
