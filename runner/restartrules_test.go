@@ -108,3 +108,45 @@ func TestRestartRuleBacksOff(t *testing.T) {
 		t.Fatalf("status in back-off: phase %s, %+v", s.Phase, s.ContainerStatuses[0])
 	}
 }
+
+// TestInitContainerRestartPolicy: a (non-sidecar) init container's own
+// restartPolicy and rules decide whether its failure is retried or fails
+// the pod, as the kubelet's computeInitContainerActions and getPhase.
+func TestInitContainerRestartPolicy(t *testing.T) {
+	init := func(podPolicy v1.RestartPolicy, policy v1.ContainerRestartPolicy, rules ...v1.ContainerRestartRule) *v1.Pod {
+		p := testPod(podPolicy, []string{"i"}, "a")
+		p.Spec.InitContainers[0].RestartPolicy = &policy
+		p.Spec.InitContainers[0].RestartPolicyRules = rules
+		return p
+	}
+	in := v1.ContainerRestartRuleOnExitCodesOpIn
+	tests := []struct {
+		name   string
+		pod    *v1.Pod
+		exit   int
+		failed bool
+	}{
+		{"OnFailure under pod Never: retried", init(v1.RestartPolicyNever, v1.ContainerRestartPolicyOnFailure), 1, false},
+		{"Never under pod Always: fails the pod", init(v1.RestartPolicyAlways, v1.ContainerRestartPolicyNever), 1, true},
+		{"rule match under Never: retried", init(v1.RestartPolicyNever, v1.ContainerRestartPolicyNever, restartOn(in, 3)), 3, false},
+		{"no rule match under Never: fails the pod", init(v1.RestartPolicyNever, v1.ContainerRestartPolicyNever, restartOn(in, 3)), 4, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			st := newState(tc.pod).sandbox("s", 0, engine.StateRunning).container("s", "i", 0, engine.StateExited, tc.exit).build()
+			a := computePodActions(tc.pod, st, newBackoff(testclock.NewFakeClock(t0.Add(time.Hour))), nil)
+			retried := a.StartInit != nil && a.StartInit.Name == "i"
+			if a.PodFailed != tc.failed || retried == tc.failed {
+				t.Errorf("PodFailed %v, retried %v; want failed %v", a.PodFailed, retried, tc.failed)
+			}
+			s := computePodStatus(statusInput{Pod: tc.pod, State: st, Actions: a, Runtime: "docker", Now: t0})
+			want := v1.PodPending
+			if tc.failed {
+				want = v1.PodFailed
+			}
+			if s.Phase != want {
+				t.Errorf("phase %s, want %s", s.Phase, want)
+			}
+		})
+	}
+}
