@@ -41,14 +41,47 @@ spec:
 `, name, testImage)
 }
 
+// failOncePod (restartPolicy Never) is the Job conformance spec's pod:
+// its container, restartPolicy OnFailure, fails its first run and
+// succeeds its second.
+func failOncePod(name string) string {
+	return fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: %[1]s
+spec:
+  restartPolicy: Never
+  terminationGracePeriodSeconds: 1
+  volumes:
+  - name: mark
+    emptyDir: {}
+  containers:
+  - name: job
+    image: %[2]s
+    command: ["sh", "-c", "if [ -f /mark/ran ]; then exit 0; fi; touch /mark/ran; exit 1"]
+    volumeMounts: [{name: mark, mountPath: /mark}]
+    restartPolicy: OnFailure
+`, name, testImage)
+}
+
 // TestContainerRestartRules: under a pod's restartPolicy Never, the
 // container that exits 42 is restarted by its rule, on real Docker; the
 // one that exits 1 is not; then nothing will run again, and the pod is
 // Failed (one container failed for good), as the kubelet's getPhase says.
+// A container's own OnFailure restarts it under the pod's Never.
 func TestContainerRestartRules(t *testing.T) {
 	e := newEnv(t)
-	e.write("rules.yaml", restartRulePod("rules"))
-	r := e.podrun(3*time.Minute, "once", "--wait", "complete", "--timeout", "2m", "-o", "json", e.dir)
+	// The container's OnFailure overrides the pod's Never: restarted once,
+	// then the pod Succeeded (a Job's pod failure policy never sees it fail).
+	failOnce := e.write("failonce.yaml", failOncePod("failonce"))
+	r := e.podrun(3*time.Minute, "once", "--wait", "complete", "--timeout", "2m", "-o", "json", failOnce)
+	if p := onceReport(t, r)["failonce-"+e.node]; r.code != 0 || p.Status.Phase != v1.PodSucceeded || statusOf(t, p, "job").RestartCount != 1 {
+		t.Errorf("failonce: exit %d, phase %s, statuses %+v; want Succeeded after one restart\n%s",
+			r.code, p.Status.Phase, p.Status.ContainerStatuses, r.stderr)
+	}
+
+	rules := e.write("rules.yaml", restartRulePod("rules"))
+	r = e.podrun(3*time.Minute, "once", "--wait", "complete", "--timeout", "2m", "-o", "json", rules)
 	if r.code != 1 {
 		t.Fatalf("once --wait complete: exit %d, want 1 (the pod failed)\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
