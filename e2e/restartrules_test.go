@@ -2,20 +2,20 @@ package e2e
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 )
 
-// restartRulePod (restartPolicy Never) has two containers under the same
-// restart rule, Restart on exit code 42: "rule" exits 42 on its first run
-// (it leaves a mark in an emptyDir) and 0 on its second; "other" exits 1.
-func restartRulePod(name string) string {
+// exitOncePod is a pod of restartPolicy Never whose containers (YAML list
+// items, each its restart fields) share the emptyDir "mark".
+func exitOncePod(name string, containers ...string) string {
 	return fmt.Sprintf(`apiVersion: v1
 kind: Pod
 metadata:
-  name: %[1]s
+  name: %s
 spec:
   restartPolicy: Never
   terminationGracePeriodSeconds: 1
@@ -23,45 +23,39 @@ spec:
   - name: mark
     emptyDir: {}
   containers:
-  - name: rule
-    image: %[2]s
-    command: ["sh", "-c", "if [ -f /mark/ran ]; then exit 0; fi; touch /mark/ran; exit 42"]
-    volumeMounts: [{name: mark, mountPath: /mark}]
-    restartPolicy: Never
-    restartPolicyRules:
-    - action: Restart
-      exitCodes: {operator: In, values: [42]}
-  - name: other
-    image: %[2]s
-    command: ["sh", "-c", "exit 1"]
-    restartPolicy: Never
-    restartPolicyRules:
-    - action: Restart
-      exitCodes: {operator: In, values: [42]}
-`, name, testImage)
+%s`, name, strings.Join(containers, ""))
 }
 
-// failOncePod (restartPolicy Never) is the Job conformance spec's pod:
-// its container, restartPolicy OnFailure, fails its first run and
+// exitOnce is a container that exits code on its first run (it leaves a
+// mark in the pod's emptyDir) and 0 on its next, with the restart fields
+// policy (YAML, indented as a container's fields).
+func exitOnce(name string, code int, policy string) string {
+	return fmt.Sprintf(`  - name: %[1]s
+    image: %[2]s
+    command: ["sh", "-c", "if [ -f /mark/ran-%[1]s ]; then exit 0; fi; touch /mark/ran-%[1]s; exit %[3]d"]
+    volumeMounts: [{name: mark, mountPath: /mark}]
+%[4]s`, name, testImage, code, policy)
+}
+
+// restartOn42 is a container's restartPolicy Never with a rule that
+// restarts it on exit code 42.
+const restartOn42 = `    restartPolicy: Never
+    restartPolicyRules:
+    - action: Restart
+      exitCodes: {operator: In, values: [42]}
+`
+
+// restartRulePod has two containers under restartOn42: "rule" exits 42
+// on its first run and 0 on its second; "other" exits 1 first.
+func restartRulePod(name string) string {
+	return exitOncePod(name, exitOnce("rule", 42, restartOn42), exitOnce("other", 1, restartOn42))
+}
+
+// failOncePod is the Job conformance spec's pod: its container,
+// restartPolicy OnFailure under the pod's Never, fails its first run and
 // succeeds its second.
 func failOncePod(name string) string {
-	return fmt.Sprintf(`apiVersion: v1
-kind: Pod
-metadata:
-  name: %[1]s
-spec:
-  restartPolicy: Never
-  terminationGracePeriodSeconds: 1
-  volumes:
-  - name: mark
-    emptyDir: {}
-  containers:
-  - name: job
-    image: %[2]s
-    command: ["sh", "-c", "if [ -f /mark/ran ]; then exit 0; fi; touch /mark/ran; exit 1"]
-    volumeMounts: [{name: mark, mountPath: /mark}]
-    restartPolicy: OnFailure
-`, name, testImage)
+	return exitOncePod(name, exitOnce("job", 1, "    restartPolicy: OnFailure\n"))
 }
 
 // TestContainerRestartRules: under a pod's restartPolicy Never, the
