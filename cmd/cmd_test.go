@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -185,6 +186,10 @@ func TestConditionMet(t *testing.T) {
 		{"one container waiting", []*v1.Pod{pod(v1.PodRunning, v1.RestartPolicyAlways, running, waiting)}, waitRunning, false, false},
 		{"pending", []*v1.Pod{pod(v1.PodPending, v1.RestartPolicyAlways)}, waitRunning, false, false},
 		{"job finished counts as up", []*v1.Pod{pod(v1.PodSucceeded, v1.RestartPolicyNever, done)}, waitRunning, true, false},
+		{"a container its own policy Never does not restart counts as up", []*v1.Pod{containerNever(pod(v1.PodRunning, v1.RestartPolicyAlways, running,
+			v1.ContainerState{Terminated: &v1.ContainerStateTerminated{ExitCode: 1}}))}, waitRunning, true, false},
+		{"a container its pod's policy Always restarts is not up", []*v1.Pod{pod(v1.PodRunning, v1.RestartPolicyAlways, running,
+			v1.ContainerState{Terminated: &v1.ContainerStateTerminated{ExitCode: 1}})}, waitRunning, false, false},
 		{"running is not complete", []*v1.Pod{pod(v1.PodRunning, v1.RestartPolicyAlways, running)}, waitComplete, false, false},
 		{"complete", []*v1.Pod{pod(v1.PodSucceeded, v1.RestartPolicyNever, done)}, waitComplete, true, false},
 		{"running but not ready", []*v1.Pod{pod(v1.PodRunning, v1.RestartPolicyAlways, running)}, waitReady, false, false},
@@ -201,6 +206,19 @@ func TestConditionMet(t *testing.T) {
 			t.Errorf("%s: met %v failed %v, want %v %v", c.name, met, failed, c.met, c.failed)
 		}
 	}
+}
+
+// containerNever names p's containers c0, c1, ... in its spec and status,
+// the last with its own restartPolicy Never.
+func containerNever(p *v1.Pod) *v1.Pod {
+	never := v1.ContainerRestartPolicyNever
+	for i := range p.Status.ContainerStatuses {
+		name := fmt.Sprintf("c%d", i)
+		p.Status.ContainerStatuses[i].Name = name
+		p.Spec.Containers = append(p.Spec.Containers, v1.Container{Name: name})
+	}
+	p.Spec.Containers[len(p.Spec.Containers)-1].RestartPolicy = &never
+	return p
 }
 
 // nodePorts makes p a pod refused its host ports.

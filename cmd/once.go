@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -295,15 +296,18 @@ func conditionMet(pods []*v1.Pod, cond string) (met, failed bool) {
 	return met, failed
 }
 
-// allRunning reports whether every app container of the pod runs (or, for
-// a pod that does not restart them, has finished).
+// allRunning reports whether every app container of the pod runs (or has
+// finished, and its restart policy and rules do not run it again).
 func allRunning(p *v1.Pod) bool {
 	for _, cs := range p.Status.ContainerStatuses {
 		if cs.State.Running != nil {
 			continue
 		}
-		if t := cs.State.Terminated; t != nil && p.Spec.RestartPolicy != v1.RestartPolicyAlways &&
-			(t.ExitCode == 0 || p.Spec.RestartPolicy == v1.RestartPolicyNever) {
+		spec := &v1.Container{} // not in the spec: the pod's policy
+		if i := slices.IndexFunc(p.Spec.Containers, func(c v1.Container) bool { return c.Name == cs.Name }); i >= 0 {
+			spec = &p.Spec.Containers[i]
+		}
+		if t := cs.State.Terminated; t != nil && !runner.RestartsAfterExit(p, spec, int(t.ExitCode)) {
 			continue
 		}
 		return false

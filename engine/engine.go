@@ -322,6 +322,9 @@ type ContainerType string
 const (
 	ContainerTypeInit ContainerType = "init"
 	ContainerTypeApp  ContainerType = "app"
+	// ContainerTypeEphemeral is an ephemeral (debug) container, added to
+	// a running pod through the API and run once.
+	ContainerTypeEphemeral ContainerType = "ephemeral"
 )
 
 // State is the lifecycle state of a container or sandbox, as the runtime
@@ -456,6 +459,12 @@ type ContainerConfig struct {
 	StdinOnce   bool
 	// StopSignal overrides the image's STOPSIGNAL when set.
 	StopSignal string
+	// PIDTarget, when set, is the ID of a container of the same sandbox
+	// whose PID namespace this one joins (an ephemeral container's
+	// targetContainerName), unless the pod's containers share the host's
+	// or the sandbox's PID namespace anyway. An engine that cannot join
+	// one ignores it: the container gets its own.
+	PIDTarget string
 	// Labels are extra labels; the runtime adds its own identity labels.
 	Labels map[string]string
 }

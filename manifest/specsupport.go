@@ -103,6 +103,10 @@ func classifyField(path string, t reflect.Type) FieldSupport {
 		return fs
 	}
 	var refused, restricted []string
+	if strings.HasSuffix(path, "[]") {
+		// n is already the list's element: walk the element's type.
+		t = elemType(t).Elem()
+	}
 	collectRefused(n, path, t, &refused, &restricted, 0)
 	notes := []string{}
 	if note := valueNotes()[path]; note != "" {

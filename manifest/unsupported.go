@@ -122,7 +122,13 @@ func supportedPodFields() []string {
 	}
 	container("spec.containers[]")
 	container("spec.initContainers[]")
-	add("spec.initContainers[]", "restartPolicy")
+	// Container restart rules (KEP-5307; runner/restartrules.go). The
+	// action RestartAllContainers is refused: podrun does not restart a
+	// whole pod on one container's exit.
+	for _, prefix := range []string{"spec.containers[]", "spec.initContainers[]"} {
+		add(prefix, "restartPolicy", "restartPolicyRules[].action=Restart",
+			"restartPolicyRules[].exitCodes.operator", "restartPolicyRules[].exitCodes.values")
+	}
 	return fields
 }
 
@@ -154,6 +160,8 @@ var refusalReasons = map[string]string{
 	"spec.containers[].lifecycle.preStop.tcpSocket":        "the kubelet does not run tcpSocket hooks either",
 	"spec.initContainers[].lifecycle.postStart.tcpSocket":  "the kubelet does not run tcpSocket hooks either",
 	"spec.initContainers[].lifecycle.preStop.tcpSocket":    "the kubelet does not run tcpSocket hooks either",
+	"spec.containers[].restartPolicyRules[].action":        "podrun does not restart all of a pod's containers on one container's exit",
+	"spec.initContainers[].restartPolicyRules[].action":    "podrun does not restart all of a pod's containers on one container's exit",
 	"spec.ephemeralContainers":                             "ephemeral containers are added to a running pod through the API, not by a manifest",
 	"spec.readinessGates":                                  "nothing would set the gates' conditions, so the pod would never be Ready",
 	"spec.overhead":                                        "podrun does not account a runtime's overhead (it has no scheduler or pod cgroup to charge it to)",

@@ -126,6 +126,8 @@ type podActions struct {
 	StartInit *v1.Container
 	// StartApps are the app containers to start.
 	StartApps []*v1.Container
+	// StartEphemeral are the ephemeral containers to start (ephemeral.go).
+	StartEphemeral []*v1.Container
 	// StartCreated are containers that were created but never started (a
 	// podrun killed between create and start left them): start, not replace.
 	StartCreated []*engine.Container
@@ -234,7 +236,7 @@ func (a *podActions) RetryAfter() time.Duration {
 
 // Empty reports whether the sync has nothing to change.
 func (a *podActions) Empty() bool {
-	return !a.KillPod && !a.CreateSandbox && a.StartInit == nil && len(a.StartApps) == 0 &&
+	return !a.KillPod && !a.CreateSandbox && a.StartInit == nil && len(a.StartApps) == 0 && len(a.StartEphemeral) == 0 &&
 		len(a.StartCreated) == 0 && len(a.Kill) == 0 && len(a.UpdateResources) == 0 && !a.StopSandbox &&
 		len(a.StopSandboxes) == 0 && len(a.Remove) == 0 && len(a.RemoveSandboxes) == 0
 }
@@ -258,19 +260,6 @@ func (a *podActions) Converged() bool {
 	return !a.KillPod && len(a.Kill) == 0 && !a.StopSandbox && len(a.StopSandboxes) == 0
 }
 
-// shouldRestart reports whether an exited container is restarted under the
-// pod's restart policy.
-func shouldRestart(policy v1.RestartPolicy, c *engine.Container) bool {
-	switch policy {
-	case v1.RestartPolicyNever:
-		return false
-	case v1.RestartPolicyOnFailure:
-		return c.ExitCode != 0
-	default:
-		return true
-	}
-}
-
 func isSidecar(c *v1.Container) bool {
 	return c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
 }
@@ -282,7 +271,6 @@ func isSidecar(c *v1.Container) bool {
 // policy and back-off, or replaced when their spec changed.
 func computePodActions(pod *v1.Pod, state *podState, backoff *flowcontrol.Backoff, probes probeVerdicts) *podActions {
 	a := &podActions{}
-	policy := pod.Spec.RestartPolicy
 	sb := state.latestSandbox()
 	sandboxHash := SandboxHash(pod)
 
@@ -324,7 +312,7 @@ func computePodActions(pod *v1.Pod, state *podState, backoff *flowcontrol.Backof
 		}
 		for i := range pod.Spec.Containers {
 			c := &pod.Spec.Containers[i]
-			if succeededBefore(c, state, policy) {
+			if succeededBefore(pod, c, state) {
 				continue
 			}
 			a.startApp(c, reasonNewSandbox)
@@ -342,6 +330,9 @@ func computePodActions(pod *v1.Pod, state *podState, backoff *flowcontrol.Backof
 	// still run it later.)
 	specNames := map[string]bool{}
 	for _, c := range allContainers(pod) {
+		specNames[c.Name] = true
+	}
+	for _, c := range ephemeralContainers(pod) {
 		specNames[c.Name] = true
 	}
 	for _, c := range state.Containers {
@@ -366,6 +357,9 @@ func computePodActions(pod *v1.Pod, state *podState, backoff *flowcontrol.Backof
 		a.Kill = append(a.Kill, killTarget{Container: c, Reason: reason})
 	}
 	reconcileSandboxes(state, sb, specNames, a)
+	// Before initialisation is done, as the kubelet: a debug container is
+	// of most use when an init container is stuck.
+	computeEphemeralActions(pod, state, a)
 
 	if !computeInitActions(pod, state, sb.ID, backoff, probes, a) {
 		return a
@@ -373,19 +367,21 @@ func computePodActions(pod *v1.Pod, state *podState, backoff *flowcontrol.Backof
 
 	for i := range pod.Spec.Containers {
 		c := &pod.Spec.Containers[i]
-		computeContainerAction(pod, c, state, sb.ID, policy, backoff, probes, a)
+		computeContainerAction(pod, c, state, sb.ID, backoff, probes, a)
 	}
 
-	if policy != v1.RestartPolicyAlways && len(a.StartApps) == 0 && len(a.StartCreated) == 0 &&
-		terminalApps(pod, state, sb.ID, policy) {
-		// Every app container is done for good: stop the sidecars and the
-		// sandbox, keep the containers for their status and logs.
+	if len(a.StartApps) == 0 && len(a.StartCreated) == 0 && terminalApps(pod, state, sb.ID) {
+		// Every app container is done for good: stop the sidecars (and
+		// any ephemeral container) and the sandbox, keep the containers for
+		// their status and logs.
 		for _, c := range state.Containers {
-			if c.SandboxID == sb.ID && c.State == engine.StateRunning && c.Type == engine.ContainerTypeInit {
+			if c.SandboxID == sb.ID && c.State == engine.StateRunning &&
+				(c.Type == engine.ContainerTypeInit || c.Type == engine.ContainerTypeEphemeral) {
 				a.Kill = append(a.Kill, killTarget{Container: c, Reason: reasonPodFinished})
 			}
 		}
 		a.StopSandbox = true
+		a.StartEphemeral = nil
 	}
 	return a
 }
@@ -540,7 +536,7 @@ func computeInitActions(pod *v1.Pod, state *podState, sandboxID string, backoff 
 			continue
 		}
 		// This init container failed.
-		if pod.Spec.RestartPolicy == v1.RestartPolicyNever {
+		if !RestartsAfterExit(pod, c, st.ExitCode) {
 			a.PodFailed = true
 			a.Kill = append(a.Kill, runningKills(state, "init container failed")...)
 			a.StopSandbox = true
@@ -549,7 +545,7 @@ func computeInitActions(pod *v1.Pod, state *podState, sandboxID string, backoff 
 		if w, held := inBackoff(pod, c, st, backoff); held {
 			a.wait(c.Name, w)
 		} else {
-			a.startInit(c, exitedReason(st, string(pod.Spec.RestartPolicy)))
+			a.startInit(c, exitedReason(st, string(containerPolicy(pod, c))))
 		}
 		waitApps(pod, a)
 		return false
@@ -564,10 +560,11 @@ func waitApps(pod *v1.Pod, a *podActions) {
 }
 
 func computeContainerAction(pod *v1.Pod, c *v1.Container, state *podState, sandboxID string,
-	policy v1.RestartPolicy, backoff *flowcontrol.Backoff, probes probeVerdicts, a *podActions) {
+	backoff *flowcontrol.Backoff, probes probeVerdicts, a *podActions) {
+	policy := containerPolicy(pod, c)
 	st := state.latest(c.Name, sandboxID)
 	switch {
-	case st == nil && succeededBefore(c, state, policy):
+	case st == nil && succeededBefore(pod, c, state):
 		// Done in an earlier sandbox of the pod: not run again.
 	case st == nil:
 		a.startApp(c, reasonNotCreated)
@@ -604,15 +601,28 @@ func computeContainerAction(pod *v1.Pod, c *v1.Container, state *podState, sandb
 			a.startApp(c, reasonSpecChanged)
 			return
 		}
-		if !shouldRestart(policy, st) {
+		if !RestartsAfterExit(pod, c, st.ExitCode) {
 			return
 		}
 		if w, held := inBackoff(pod, c, st, backoff); held {
 			a.wait(c.Name, w)
 			return
 		}
-		a.startApp(c, exitedReason(st, string(policy)))
+		a.startApp(c, restartReason(c, st, policy))
 	}
+}
+
+// restartReason is why c is started again after its run st exited: a
+// restart rule of c when one matches, else policy.
+func restartReason(c *v1.Container, st *engine.Container, policy v1.RestartPolicy) string {
+	if c.RestartPolicy != nil {
+		for i, r := range c.RestartPolicyRules {
+			if ruleMatches(r, st.ExitCode) {
+				return fmt.Sprintf("exited with code %d, restartPolicyRules[%d] matched", st.ExitCode, i)
+			}
+		}
+	}
+	return exitedReason(st, string(policy))
 }
 
 // inBackoff reports whether restarting c (whose last run is st) must wait.
@@ -634,39 +644,36 @@ func inBackoff(pod *v1.Pod, c *v1.Container, st *engine.Container, backoff *flow
 	}, true
 }
 
-// podFinished reports whether the pod in sandboxID is done for good: its
-// restart policy will not run anything again.
+// podFinished reports whether the pod in sandboxID is done for good: the
+// restart policies will not run anything again.
 func podFinished(pod *v1.Pod, state *podState, sandboxID string) bool {
-	policy := pod.Spec.RestartPolicy
-	if policy == v1.RestartPolicyAlways {
-		return false
-	}
-	return terminalApps(pod, state, sandboxID, policy) ||
-		(policy == v1.RestartPolicyNever && initFailed(pod, state, sandboxID))
+	return terminalApps(pod, state, sandboxID) || initFailed(pod, state, sandboxID)
 }
 
 // initFailed reports whether a (non-sidecar) init container exited non-zero
-// in sandboxID.
+// in sandboxID and its restart policy does not run it again.
 func initFailed(pod *v1.Pod, state *podState, sandboxID string) bool {
 	for i := range pod.Spec.InitContainers {
 		c := &pod.Spec.InitContainers[i]
 		if isSidecar(c) {
 			continue
 		}
-		if st := state.latest(c.Name, sandboxID); st != nil && st.State == engine.StateExited && st.ExitCode != 0 {
+		if st := state.latest(c.Name, sandboxID); st != nil && st.State == engine.StateExited && st.ExitCode != 0 &&
+			!RestartsAfterExit(pod, c, st.ExitCode) {
 			return true
 		}
 	}
 	return false
 }
 
-// terminalApps reports whether every app container has exited for good under
-// policy (Never: exited at all; OnFailure: exited 0).
-func terminalApps(pod *v1.Pod, state *podState, sandboxID string, policy v1.RestartPolicy) bool {
+// terminalApps reports whether every app container has exited for good
+// under its restart policy and rules (Never: exited at all; OnFailure:
+// exited 0; a rule may restart either).
+func terminalApps(pod *v1.Pod, state *podState, sandboxID string) bool {
 	for i := range pod.Spec.Containers {
 		c := &pod.Spec.Containers[i]
 		st := state.latest(c.Name, sandboxID)
-		if st == nil && succeededBefore(c, state, policy) {
+		if st == nil && succeededBefore(pod, c, state) {
 			continue
 		}
 		if st == nil || st.State != engine.StateExited {
@@ -675,19 +682,20 @@ func terminalApps(pod *v1.Pod, state *podState, sandboxID string, policy v1.Rest
 		if st.Hash != ContainerHash(c) {
 			return false
 		}
-		if shouldRestart(policy, st) {
+		if RestartsAfterExit(pod, c, st.ExitCode) {
 			return false
 		}
 	}
 	return true
 }
 
-// succeededBefore reports whether c, under OnFailure, has run to success
-// in any sandbox of the pod as it is specified now: it is done for good,
-// even after the pod's sandbox was made again (a dockerd restart), as the
-// kubelet looks at a container's last run whatever its sandbox.
-func succeededBefore(c *v1.Container, state *podState, policy v1.RestartPolicy) bool {
-	if policy != v1.RestartPolicyOnFailure {
+// succeededBefore reports whether c, under OnFailure (its own or the
+// pod's), has run to success in any sandbox of the pod as it is specified
+// now: it is done for good, even after the pod's sandbox was made again (a
+// dockerd restart), as the kubelet looks at a container's last run
+// whatever its sandbox.
+func succeededBefore(pod *v1.Pod, c *v1.Container, state *podState) bool {
+	if containerPolicy(pod, c) != v1.RestartPolicyOnFailure {
 		return false
 	}
 	last := state.latest(c.Name, "")

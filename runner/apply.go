@@ -217,6 +217,9 @@ func (r *Runner) applyActions(ctx context.Context, pod *v1.Pod, st *podState, a 
 		}
 		w.clearStartError(c.Name)
 	}
+	for _, c := range a.StartEphemeral {
+		start(c, engine.ContainerTypeEphemeral)
+	}
 	if a.StartInit != nil {
 		start(a.StartInit, engine.ContainerTypeInit)
 	}
@@ -231,7 +234,7 @@ func (r *Runner) applyActions(ctx context.Context, pod *v1.Pod, st *podState, a 
 		}()
 	}
 	wg.Wait()
-	if a.CreateSandbox || a.StartInit != nil || len(a.StartApps) > 0 {
+	if a.CreateSandbox || a.StartInit != nil || len(a.StartApps) > 0 || len(a.StartEphemeral) > 0 {
 		// Records were written: those nothing names now go.
 		if err := pruneRecords(r.cfg.RootDir, string(pod.UID), recordsKeptFor(pod, st)); err != nil {
 			r.log.Warn("prune spec records", "pod", podKey(pod), "err", err)
@@ -255,7 +258,7 @@ func startTargets(pod *v1.Pod, a *podActions) []*v1.Container {
 	if a.CreateSandbox {
 		return allContainers(pod)
 	}
-	var out []*v1.Container
+	out := append([]*v1.Container(nil), a.StartEphemeral...)
 	if a.StartInit != nil {
 		out = append(out, a.StartInit)
 	}
@@ -878,6 +881,11 @@ func (r *Runner) startContainer(ctx context.Context, pod *v1.Pod, c *v1.Containe
 	cfg, err := r.containerConfig(pod, c, typ, attempt, vols, pe)
 	if err != nil {
 		return err
+	}
+	if typ == engine.ContainerTypeEphemeral {
+		if cfg.PIDTarget, err = pidTarget(pod, c, st, sandboxID); err != nil {
+			return err
+		}
 	}
 	r.keepRecord(pod, podContainerKey(c), containerRecord(c))
 	id, err := r.rt.CreateContainer(ctx, sandboxID, sbCfg, cfg)

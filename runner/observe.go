@@ -49,9 +49,13 @@ func ObserveWithClock(ctx context.Context, rt engine.Runtime, runtimeName string
 			}
 			seen[c.Name] = true
 			spec := v1.Container{Name: c.Name, Image: c.Image}
-			if c.Type == engine.ContainerTypeInit {
+			switch c.Type {
+			case engine.ContainerTypeInit:
 				pod.Spec.InitContainers = append(pod.Spec.InitContainers, spec)
-			} else {
+			case engine.ContainerTypeEphemeral:
+				pod.Spec.EphemeralContainers = append(pod.Spec.EphemeralContainers,
+					v1.EphemeralContainer{EphemeralContainerCommon: v1.EphemeralContainerCommon(spec)})
+			default:
 				pod.Spec.Containers = append(pod.Spec.Containers, spec)
 			}
 		}

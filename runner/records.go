@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -289,7 +290,7 @@ func readDirNames(r *os.Root) ([]string, error) {
 // and containers st holds were made from, and those a sync of pod makes.
 func recordsKeptFor(pod *v1.Pod, st *podState) map[recordKey]bool {
 	keep := map[recordKey]bool{podSandboxKey(pod): true}
-	for _, c := range allContainers(pod) {
+	for _, c := range slices.Concat(allContainers(pod), ephemeralContainers(pod)) {
 		keep[podContainerKey(c)] = true
 	}
 	for _, sb := range st.Sandboxes {

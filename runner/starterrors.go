@@ -2,6 +2,7 @@ package runner
 
 import (
 	"errors"
+	"slices"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -134,11 +135,11 @@ func (w *podWorker) holdStart(name string) bool {
 // not start yet, after a failure that a new sandbox does not end (not a
 // RunContainerError: applyActions clears those when it makes one).
 func (w *podWorker) allHeld(a *podActions) bool {
-	names := make([]string, 0, len(a.StartApps)+1)
+	names := make([]string, 0, len(a.StartApps)+len(a.StartEphemeral)+1)
 	if a.StartInit != nil {
 		names = append(names, a.StartInit.Name)
 	}
-	for _, c := range a.StartApps {
+	for _, c := range slices.Concat(a.StartApps, a.StartEphemeral) {
 		names = append(names, c.Name)
 	}
 	if len(names) == 0 {

@@ -61,6 +61,7 @@ func computePodStatus(in statusInput) v1.PodStatus {
 	for i := range pod.Spec.Containers {
 		s.ContainerStatuses = append(s.ContainerStatuses, containerStatus(in, &pod.Spec.Containers[i], sandboxID))
 	}
+	s.EphemeralContainerStatuses = ephemeralStatuses(in, sandboxID)
 
 	s.HostIP = in.HostIP
 	if in.HostIP != "" {
@@ -220,21 +221,28 @@ func podPhase(pod *v1.Pod, s *v1.PodStatus, failed bool) v1.PodPhase {
 		}
 		return v1.PodPending
 	}
-	var running, waiting, stopped, succeeded int
-	for _, st := range s.ContainerStatuses {
+	// stoppedForGood: stopped containers that their restart policy and
+	// rules (restartrules.go) will not run again.
+	var running, waiting, stopped, stoppedForGood, succeeded int
+	for i, st := range s.ContainerStatuses {
+		var last *v1.ContainerStateTerminated
 		switch {
 		case st.State.Running != nil:
 			running++
 		case st.State.Terminated != nil:
-			stopped++
-			if st.State.Terminated.ExitCode == 0 {
+			last = st.State.Terminated
+			if last.ExitCode == 0 {
 				succeeded++
 			}
 		case st.State.Waiting != nil:
-			if st.LastTerminationState.Terminated != nil {
-				stopped++
-			} else {
+			if last = st.LastTerminationState.Terminated; last == nil {
 				waiting++
+			}
+		}
+		if last != nil {
+			stopped++
+			if !RestartsAfterExit(pod, &pod.Spec.Containers[i], int(last.ExitCode)) {
+				stoppedForGood++
 			}
 		}
 	}
@@ -245,14 +253,13 @@ func podPhase(pod *v1.Pod, s *v1.PodStatus, failed bool) v1.PodPhase {
 		return v1.PodRunning
 	case stopped > 0:
 		switch {
-		case pod.Spec.RestartPolicy == v1.RestartPolicyAlways:
+		case stopped != stoppedForGood:
+			// At least one is restarting.
 			return v1.PodRunning
 		case stopped == succeeded:
 			return v1.PodSucceeded
-		case pod.Spec.RestartPolicy == v1.RestartPolicyNever:
-			return v1.PodFailed
 		default:
-			return v1.PodRunning
+			return v1.PodFailed
 		}
 	}
 	return v1.PodPending

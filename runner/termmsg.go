@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -169,7 +170,7 @@ func (w *podWorker) terminationMessages(ctx context.Context, pod *v1.Pod, st *po
 		w.msgs = map[string]string{}
 	}
 	shown := map[string]bool{}
-	for _, spec := range allContainers(pod) {
+	for _, spec := range slices.Concat(allContainers(pod), ephemeralContainers(pod)) {
 		cur := st.latest(spec.Name, "")
 		if cur == nil {
 			continue

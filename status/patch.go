@@ -34,7 +34,7 @@ func terminalPhase(p v1.PodPhase) bool { return p == v1.PodSucceeded || p == v1.
 // mergeStatus returns the status to write for a pod whose status in the API
 // is api, and which the node says is node: api with the node's fields
 // (phase, reason, message, conditions it owns, host and pod IPs, container
-// statuses) taken from node. It keeps from api what the node must not
+// statuses, ephemeral ones included) taken from node. It keeps from api what the node must not
 // change: other conditions, the start time once set, the QOS class, a
 // terminal phase (the API refuses to leave one), and a condition's
 // lastTransitionTime while its status is the same (a podrun restart does
@@ -87,6 +87,7 @@ func mergeStatus(api, node *v1.PodStatus) v1.PodStatus {
 	out.InitContainerStatuses = n.InitContainerStatuses
 	out.ContainerStatuses = n.ContainerStatuses
 	slices.SortStableFunc(out.ContainerStatuses, func(a, b v1.ContainerStatus) int { return strings.Compare(a.Name, b.Name) })
+	out.EphemeralContainerStatuses = n.EphemeralContainerStatuses
 	return out
 }
 
@@ -165,6 +166,7 @@ func finalStatus(last *v1.PodStatus, now time.Time) v1.PodStatus {
 	}
 	terminate(s.InitContainerStatuses)
 	terminate(s.ContainerStatuses)
+	terminate(s.EphemeralContainerStatuses)
 	if !terminalPhase(s.Phase) {
 		s.Phase = v1.PodFailed
 	}

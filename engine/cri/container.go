@@ -106,6 +106,10 @@ func (r *Runtime) containerConfig(sb *engine.SandboxConfig, cfg *engine.Containe
 	if err != nil {
 		return nil, err
 	}
+	if ns := sc.NamespaceOptions; cfg.PIDTarget != "" && ns.Pid == runtimeapi.NamespaceMode_CONTAINER {
+		// As the kubelet runs an ephemeral container with a target.
+		ns.Pid, ns.TargetId = runtimeapi.NamespaceMode_TARGET, cfg.PIDTarget
+	}
 	config := &runtimeapi.ContainerConfig{
 		Metadata:   &runtimeapi.ContainerMetadata{Name: cfg.Name, Attempt: uint32(cfg.Attempt)},
 		Image:      &runtimeapi.ImageSpec{Image: cfg.Image},

@@ -115,6 +115,8 @@ func (r *Runtime) containerConfig(ctx context.Context, sbID string, sb *engine.S
 		hc.PidMode = "host"
 	case sb.ShareProcessNamespace:
 		hc.PidMode = container.PidMode(sandboxNS)
+	case cfg.PIDTarget != "":
+		hc.PidMode = container.PidMode("container:" + cfg.PIDTarget)
 	}
 	if sb.HostIPC {
 		// Docker lets no one join a container's host IPC namespace.

@@ -39,7 +39,8 @@ const (
 	PodLabelPrefix = "io.podrun.pod.label."
 
 	// TypeSandbox is the ContainerType of sandboxes; containers carry
-	// engine.ContainerTypeInit or engine.ContainerTypeApp.
+	// engine.ContainerTypeInit, engine.ContainerTypeApp or
+	// engine.ContainerTypeEphemeral.
 	TypeSandbox = "sandbox"
 )
 

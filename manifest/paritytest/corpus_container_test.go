@@ -158,6 +158,13 @@ func addContainerCases(b *corpusBuilder) {
 	b.mut("ctr/restart-policy-init-bad", "full", set("spec.initContainers[0].restartPolicy", "Sometimes"))
 	b.mut("ctr/restart-rules", "minimal", set(c+".restartPolicy", "Never"), set(c+".restartPolicyRules", L{M{
 		"action": "Restart", "exitCodes": M{"operator": "In", "values": L{42}}}}))
+	b.mut("ctr/restart-rules-no-policy", "minimal", set(c+".restartPolicyRules", L{M{
+		"action": "Restart", "exitCodes": M{"operator": "In", "values": L{42}}}}))
+	b.mut("ctr/restart-rules-bad-operator", "minimal", set(c+".restartPolicy", "Never"), set(c+".restartPolicyRules", L{M{
+		"action": "Restart", "exitCodes": M{"operator": "Equals", "values": L{42}}}}))
+	b.mut("ctr/restart-rules-all", "minimal", set(c+".restartPolicy", "Never"), set(c+".restartPolicyRules", L{M{
+		"action": "RestartAllContainers", "exitCodes": M{"operator": "In", "values": L{42}}}}))
+	b.mut("ctr/restart-policy-app-bad", "minimal", set(c+".restartPolicy", "Sometimes"))
 	b.mut("ctr/resize-ok", "minimal", set(c+".resizePolicy", L{M{"resourceName": "cpu", "restartPolicy": "NotRequired"}}))
 	b.mut("ctr/resize-bad-resource", "minimal", set(c+".resizePolicy", L{M{"resourceName": "gpu", "restartPolicy": "NotRequired"}}))
 	b.mut("ctr/resize-bad-policy", "minimal", set(c+".resizePolicy", L{M{"resourceName": "cpu", "restartPolicy": "Sometimes"}}))
