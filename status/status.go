@@ -458,7 +458,7 @@ func (r *run) sync(ctx context.Context, all bool) {
 // differs from what the API has (all) or from what was sent last.
 func (r *run) syncStatus(ctx context.Context, target *v1.Pod, node *v1.PodStatus, all bool) {
 	uid := target.UID
-	merged := mergeStatus(&target.Status, node)
+	merged := mergeStatus(&target.Status, node, target.Spec.ReadinessGates, r.m.clock.Now())
 	key := statusKey(&merged)
 	base := &target.Status
 	if last := r.lastSent[uid]; last != nil {
@@ -709,7 +709,7 @@ func (r *run) release(ctx context.Context, apiPods []*v1.Pod, running map[types.
 			node = &last.Status
 		}
 		final := finalStatus(node, now)
-		merged := mergeStatus(&p.Status, &final)
+		merged := mergeStatus(&p.Status, &final, p.Spec.ReadinessGates, now)
 		base := &p.Status
 		if s := r.lastSent[uid]; s != nil && olderRV(p.ResourceVersion, s.rv) {
 			base = &s.status

@@ -434,6 +434,33 @@ func TestAPIPodStatusAgainstAPIServer(t *testing.T) {
 		})
 	})
 
+	t.Run("readiness gate", func(t *testing.T) {
+		// As the conformance spec: another writes the gate's condition
+		// with a status patch; Ready follows it, the containers ready.
+		gate := func(status v1.ConditionStatus) {
+			patch := fmt.Sprintf(`{"status":{"conditions":[{"type":"example.com/gate","status":%q}]}}`, status)
+			if _, err := admin.CoreV1().Pods("default").Patch(ctx, "web", types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}, "status"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		readyIs := func(want v1.ConditionStatus, reason string) {
+			t.Helper()
+			eventually(t, "Ready "+string(want), func() (bool, string) {
+				p, err := getPod(t, admin, "default", "web")
+				if err != nil {
+					return false, err.Error()
+				}
+				c := findCondition(p.Status.Conditions, v1.PodReady)
+				return c != nil && c.Status == want && c.Reason == reason, fmt.Sprint(p.Status.Conditions)
+			})
+		}
+		readyIs(v1.ConditionTrue, "")
+		gate(v1.ConditionFalse)
+		readyIs(v1.ConditionFalse, "ReadinessGatesNotReady")
+		gate(v1.ConditionTrue)
+		readyIs(v1.ConditionTrue, "")
+	})
+
 	t.Run("apiserver away", func(t *testing.T) {
 		h.c.StopAPIServer()
 		// The runner goes on, and the Manager does not hold it up.
