@@ -170,6 +170,9 @@ type Runner struct {
 	mu      sync.Mutex
 	workers map[string]*podWorker
 	status  map[string]*v1.Pod // last published pod with status, by UID
+	// final is the last status of pods removed because the API deleted
+	// them, by UID, until their source drops them (finalstatus.go).
+	final map[string]*v1.Pod
 	// converged says, by UID, whether the sync that computed status found
 	// nothing of the pod running that must not (podActions.Converged).
 	converged map[string]bool
@@ -220,6 +223,7 @@ func New(cfg Config) *Runner {
 		backoff:   newBackoff(cfg.Clock),
 		workers:   map[string]*podWorker{},
 		status:    map[string]*v1.Pod{},
+		final:     map[string]*v1.Pod{},
 		converged: map[string]bool{},
 		changed:   make(chan struct{}),
 		removing:  map[string]bool{},
@@ -386,6 +390,7 @@ func (r *Runner) apply(ctx context.Context, u PodUpdate) {
 		uid := string(pod.UID)
 		w := r.workers[uid]
 		if u.Op == OpRemove {
+			delete(r.final, uid)
 			r.wakeLocked(r.ports.remove(uid))
 			if w != nil {
 				w.remove()
@@ -484,6 +489,9 @@ func (r *Runner) publish(pod *v1.Pod, removed, converged bool) {
 	defer r.mu.Unlock()
 	uid := string(pod.UID)
 	if removed {
+		if last := r.status[uid]; last != nil && pod.DeletionTimestamp != nil {
+			r.final[uid] = last
+		}
 		delete(r.status, uid)
 		delete(r.converged, uid)
 		delete(r.workers, uid)

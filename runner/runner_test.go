@@ -885,6 +885,25 @@ func TestDeletingPodStopsWithinDeletionGrace(t *testing.T) {
 	if !slices.Contains(graces, 7*time.Second) || slices.Contains(graces, time.Second) {
 		t.Errorf("containers stopped with grace %v, want the deletion grace 7s (not the spec's 1s)", graces)
 	}
+	// Its last status says how its container really ended, for the
+	// status manager to report before the API object goes.
+	final, ok := h.r.FinalPod("u1")
+	if !ok || len(final.Status.ContainerStatuses) != 1 {
+		t.Fatalf("no final status of the deleted pod: %v", final)
+	}
+	if term := final.Status.ContainerStatuses[0].State.Terminated; term == nil || term.ExitCode != 143 || term.Reason != "Error" ||
+		term.FinishedAt.IsZero() || term.StartedAt.IsZero() || term.ContainerID == "" {
+		t.Errorf("final container state %+v, want the engine's end (exit 143 of SIGTERM, started and finished times)", term)
+	}
+	if final.Status.Phase != v1.PodFailed {
+		t.Errorf("final phase %s, want Failed", final.Status.Phase)
+	}
+	// Its source drops it once the API object is gone: so does FinalPod.
+	h.updates <- runner.PodUpdate{Op: runner.OpRemove, Pods: []*v1.Pod{deleting}}
+	waitUntil(t, "the final status forgotten", func() bool {
+		_, ok := h.r.FinalPod("u1")
+		return !ok
+	})
 
 	// Already deleting when first seen (podrun restarted meanwhile):
 	// nothing is started.

@@ -177,6 +177,9 @@ func (w *podWorker) run(ctx context.Context) {
 		pod, removed := w.desired()
 		if removed {
 			grace := gracePeriod(pod)
+			if pod.DeletionTimestamp != nil && err == nil {
+				st = w.stopForFinalStatus(ctx, pod, st, grace)
+			}
 			if err := r.teardown(ctx, pod, st, grace); err != nil {
 				r.log.Error("remove pod", "pod", podKey(pod), "err", err)
 			} else {

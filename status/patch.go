@@ -166,7 +166,8 @@ func statusKey(s *v1.PodStatus) string {
 }
 
 // Why a container the node stopped because its pod was deleted shows no
-// exit code of its own: podrun removes a deleted pod's containers with it.
+// exit code of its own: the runner could not say how it ended (it could
+// not read the container before removing it with the pod).
 const (
 	reasonDeleted  = "ContainerStatusUnknown"
 	messageDeleted = "The container was stopped and removed with its pod, which was deleted; its exit code was not kept"

@@ -86,6 +86,10 @@ type PodStatuses interface {
 	Pods() []*v1.Pod
 	// Changed returns a channel closed at the next change of a status.
 	Changed() <-chan struct{}
+	// FinalPod returns the last status of an API pod the runner stopped
+	// and removed because the API deleted it (how its containers ended),
+	// if the runner has it.
+	FinalPod(uid types.UID) (*v1.Pod, bool)
 }
 
 // Options are a Manager's dependencies and settings.
@@ -690,6 +694,9 @@ func (r *run) release(ctx context.Context, apiPods []*v1.Pod, running map[types.
 			continue
 		}
 		last := r.lastRunner[uid]
+		if final, ok := m.opts.Pods.FinalPod(uid); ok {
+			last = final
+		}
 		if last == nil {
 			// Never seen in the runner: it may not have heard of it yet.
 			since, ok := r.absentSince[uid]

@@ -41,11 +41,30 @@ const failAfter = 45 * time.Second
 type runnerPods struct {
 	mu      sync.Mutex
 	pods    map[types.UID]*v1.Pod
+	final   map[types.UID]*v1.Pod
 	changed chan struct{}
 }
 
 func newRunnerPods() *runnerPods {
-	return &runnerPods{pods: map[types.UID]*v1.Pod{}, changed: make(chan struct{})}
+	return &runnerPods{pods: map[types.UID]*v1.Pod{}, final: map[types.UID]*v1.Pod{}, changed: make(chan struct{})}
+}
+
+func (r *runnerPods) FinalPod(uid types.UID) (*v1.Pod, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p, ok := r.final[uid]
+	return p, ok
+}
+
+// finish removes the pod as the runner does one the API deleted: its last
+// status, final, stays for FinalPod.
+func (r *runnerPods) finish(final *v1.Pod) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.final[final.UID] = final.DeepCopy()
+	delete(r.pods, final.UID)
+	close(r.changed)
+	r.changed = make(chan struct{})
 }
 
 func (r *runnerPods) Pods() []*v1.Pod {
@@ -491,8 +510,15 @@ func TestAPIPodStatusAgainstAPIServer(t *testing.T) {
 		if err != nil || p.DeletionTimestamp == nil {
 			t.Fatalf("web while stopping: %v (deleting: %v)", err, p != nil && p.DeletionTimestamp != nil)
 		}
-		// The runner stopped and removed it: final status, then gone.
-		h.rp.remove(web.UID)
+		// The runner stopped and removed it, and says how its container
+		// ended: that is the final status, then the pod is gone.
+		final := running(asRunnerPod(web), "10.1.0.5", 4)
+		finished := metav1.NewTime(time.Now().Add(-time.Minute).Truncate(time.Second))
+		final.Status.Phase = v1.PodFailed
+		final.Status.ContainerStatuses[0].Ready = false
+		final.Status.ContainerStatuses[0].State = v1.ContainerState{Terminated: &v1.ContainerStateTerminated{
+			ExitCode: 143, Reason: "Error", StartedAt: finished, FinishedAt: finished, ContainerID: "docker://app-4"}}
+		h.rp.finish(final)
 		var last *v1.Pod
 		timeout := time.After(failAfter)
 		for deleted := false; !deleted; {
@@ -513,7 +539,12 @@ func TestAPIPodStatusAgainstAPIServer(t *testing.T) {
 			}
 		}
 		if last == nil || last.Status.Phase != v1.PodFailed || last.Status.ContainerStatuses[0].State.Terminated == nil {
-			t.Errorf("final status before deletion: %+v", last.Status)
+			t.Fatalf("final status before deletion: %+v", last.Status)
+		}
+		// As the kubelet: how it really ended, not a made-up end (the
+		// conformance prestop sleep specs read finishedAt).
+		if term := last.Status.ContainerStatuses[0].State.Terminated; term.ExitCode != 143 || !term.FinishedAt.Equal(&finished) {
+			t.Errorf("final container state %+v, want exit 143 finished at %v", term, finished)
 		}
 	})
 

@@ -1,0 +1,125 @@
+package e2e
+
+import (
+	"context"
+	"syscall"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/podrun/podrun/clustertest"
+)
+
+// The pod status podrun reports in cluster mode, checked against a real
+// kube-apiserver (clustertest) with the pods on the real Docker Engine:
+// what the [NodeConformance] specs read of a pod's status.
+
+// clusterNode starts an apiserver and `podrun watch` as its node e.node;
+// it returns the admin client. The namespace default has its service
+// account (no controller manager makes it).
+func clusterNode(t *testing.T) (*env, kubernetes.Interface) {
+	t.Helper()
+	c := clustertest.Start(t, clustertest.Options{})
+	e := newEnv(t)
+	admin := c.Client(t)
+	if _, err := admin.CoreV1().ServiceAccounts("default").Create(context.Background(),
+		&v1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig, _ := c.NodeKubeconfig(t, e.node)
+	_, stop := e.watchWithServer("--kubeconfig", kubeconfig, "--port", "0")
+	t.Cleanup(func() { stop(syscall.SIGTERM) })
+	return e, admin
+}
+
+// apiPod is a pod of busybox for the node, running sh -c script.
+func apiPod(node, name, script string) *v1.Pod {
+	no := false
+	return &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+		Spec: v1.PodSpec{
+			NodeName: node, AutomountServiceAccountToken: &no, RestartPolicy: v1.RestartPolicyNever,
+			Containers: []v1.Container{{Name: "main", Image: "podrun/busybox:test", Command: []string{"sh", "-c", script}}},
+		},
+	}
+}
+
+// apiPodWhere polls the pod until cond holds of it, failing after d.
+func apiPodWhere(t *testing.T, admin kubernetes.Interface, name, what string, d time.Duration, cond func(*v1.Pod) bool) *v1.Pod {
+	t.Helper()
+	var p *v1.Pod
+	waitFor(t, what, d, func() bool {
+		got, err := admin.CoreV1().Pods("default").Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return false
+		}
+		p = got
+		return cond(got)
+	})
+	return p
+}
+
+// TestClusterDeletedPodFinalStatus: as the Lifecycle Sleep Hook specs, a
+// pod deleted in the API (kept by a finalizer) is reported with how its
+// container really ended before it is released: terminated, with Docker's
+// start and finish times, the finish after its preStop sleep.
+func TestClusterDeletedPodFinalStatus(t *testing.T) {
+	e, admin := clusterNode(t)
+	ctx := context.Background()
+	const sleep = 3
+	pod := apiPod(e.node, "prestop-sleep", "trap 'exit 0' TERM; sleep 3600 & wait")
+	pod.Finalizers = []string{"podrun.io/test"}
+	grace := int64(30)
+	pod.Spec.TerminationGracePeriodSeconds = &grace
+	pod.Spec.Containers[0].Lifecycle = &v1.Lifecycle{PreStop: &v1.LifecycleHandler{Sleep: &v1.SleepAction{Seconds: sleep}}}
+	if _, err := admin.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		// The finalizer goes, so the apiserver drops the pod.
+		patch := []byte(`{"metadata":{"finalizers":null}}`)
+		_, _ = admin.CoreV1().Pods("default").Patch(ctx, pod.Name, "application/merge-patch+json", patch, metav1.PatchOptions{})
+	}()
+	apiPodWhere(t, admin, pod.Name, "the pod running", 2*time.Minute, func(p *v1.Pod) bool {
+		return len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].State.Running != nil
+	})
+	deleted := time.Now().Truncate(time.Second)
+	if err := admin.CoreV1().Pods("default").Delete(ctx, pod.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	p := apiPodWhere(t, admin, pod.Name, "the container terminated", 2*time.Minute, func(p *v1.Pod) bool {
+		return len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].State.Terminated != nil
+	})
+	term := p.Status.ContainerStatuses[0].State.Terminated
+	if term.FinishedAt.IsZero() || term.StartedAt.IsZero() || term.ContainerID == "" {
+		t.Fatalf("terminated state %+v: want Docker's times and the container's ID", term)
+	}
+	// The preStop sleep comes before the stop: the finish cannot be
+	// earlier than the deletion plus the sleep (an order, not a speed).
+	if got := term.FinishedAt.Sub(deleted); got < sleep*time.Second {
+		t.Errorf("finished %v after the deletion, before the preStop sleep of %ds was over", got, sleep)
+	}
+	if term.ExitCode != 0 || term.Reason != "Completed" {
+		t.Errorf("exit %d (%s), want 0 Completed: the container's own exit on SIGTERM", term.ExitCode, term.Reason)
+	}
+	if p.Status.Phase != v1.PodSucceeded {
+		t.Errorf("phase %s, want Succeeded (its one container exited 0)", p.Status.Phase)
+	}
+	e.waitPodGone(pod.Name)
+}
+
+// waitPodGone waits until no container of the pod name is left.
+func (e *env) waitPodGone(name string) {
+	e.t.Helper()
+	waitFor(e.t, "the containers of "+name+" removed", 2*time.Minute, func() bool {
+		for _, c := range e.containers() {
+			if c.Labels["io.podrun.pod.name"] == name {
+				return false
+			}
+		}
+		return true
+	})
+}
