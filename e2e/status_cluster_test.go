@@ -123,3 +123,70 @@ func (e *env) waitPodGone(name string) {
 		return true
 	})
 }
+
+// TestClusterInitContainerFailsRestartNever: as the InitContainer
+// conformance spec, every status update of a RestartNever pod whose second
+// init container fails shows its app container waiting as PodInitializing,
+// and the pod ends Failed, not initialized, with the kubelet's message.
+func TestClusterInitContainerFailsRestartNever(t *testing.T) {
+	e, admin := clusterNode(t)
+	ctx := context.Background()
+	pod := apiPod(e.node, "init-fails", "true")
+	pod.Spec.Containers[0].Name = "run1"
+	pod.Spec.InitContainers = []v1.Container{
+		{Name: "init1", Image: "podrun/busybox:test", Command: []string{"true"}},
+		{Name: "init2", Image: "podrun/busybox:test", Command: []string{"false"}},
+	}
+	created, err := admin.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = admin.CoreV1().Pods("default").Delete(ctx, pod.Name, metav1.DeleteOptions{})
+		e.waitPodGone(pod.Name)
+	}()
+	w, err := admin.CoreV1().Pods("default").Watch(ctx, metav1.ListOptions{
+		FieldSelector: "metadata.name=" + pod.Name, ResourceVersion: created.ResourceVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	timeout := time.After(2 * time.Minute)
+	var last *v1.Pod
+	for last == nil || (last.Status.Phase != v1.PodFailed && last.Status.Phase != v1.PodSucceeded) {
+		select {
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				t.Fatal("watch ended")
+			}
+			p, isPod := ev.Object.(*v1.Pod)
+			if !isPod {
+				continue
+			}
+			for _, cs := range p.Status.ContainerStatuses {
+				if cs.State.Waiting == nil || cs.State.Waiting.Reason != "PodInitializing" {
+					t.Fatalf("update with %s %+v, want waiting PodInitializing", cs.Name, cs.State)
+				}
+			}
+			last = p
+		case <-timeout:
+			t.Fatalf("the pod did not finish; last %+v", last.Status)
+		}
+	}
+	if last.Status.Phase != v1.PodFailed {
+		t.Errorf("phase %s, want Failed", last.Status.Phase)
+	}
+	var init *v1.PodCondition
+	for i := range last.Status.Conditions {
+		if last.Status.Conditions[i].Type == v1.PodInitialized {
+			init = &last.Status.Conditions[i]
+		}
+	}
+	if init == nil || init.Status != v1.ConditionFalse || init.Reason != "ContainersNotInitialized" ||
+		init.Message != "containers with incomplete status: [init2]" {
+		t.Errorf("Initialized = %+v", init)
+	}
+	if len(last.Status.InitContainerStatuses) != 2 || last.Status.ContainerStatuses[0].State.Waiting == nil {
+		t.Errorf("statuses: init %+v, app %+v", last.Status.InitContainerStatuses, last.Status.ContainerStatuses)
+	}
+}
