@@ -117,6 +117,7 @@ running (an upgrade of podrun is not an outage) unless --stop-pods-on-exit.`,
 		"node-pressure eviction thresholds, as the kubelet's flag (signal<quantity or signal<N%); empty: no eviction")
 	addExtendedResourceFlag(f, &opts.ExtendedResources)
 	addPodMaxPIDsFlag(f, g)
+	addSysctlFlag(f, g)
 	addGCFlags(f, &opts.GC)
 	addClusterFlags(f, &opts.Cluster)
 	return cmd

@@ -190,3 +190,31 @@ func TestClusterInitContainerFailsRestartNever(t *testing.T) {
 		t.Errorf("statuses: init %+v, app %+v", last.Status.InitContainerStatuses, last.Status.ContainerStatuses)
 	}
 }
+
+// TestClusterUnsafeSysctlRefused: as the Sysctls conformance spec, a pod
+// setting an unsafe sysctl the node does not allow is Failed in the API
+// with reason SysctlForbidden, and nothing of it runs on Docker.
+func TestClusterUnsafeSysctlRefused(t *testing.T) {
+	e, admin := clusterNode(t)
+	ctx := context.Background()
+	pod := apiPod(e.node, "unsafe-sysctl", "sleep 3600")
+	pod.Spec.SecurityContext = &v1.PodSecurityContext{Sysctls: []v1.Sysctl{{Name: "kernel.msgmax", Value: "10000000000"}}}
+	if _, err := admin.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = admin.CoreV1().Pods("default").Delete(ctx, pod.Name, metav1.DeleteOptions{})
+		e.waitPodGone(pod.Name)
+	}()
+	p := apiPodWhere(t, admin, pod.Name, "the pod Failed", 2*time.Minute, func(p *v1.Pod) bool {
+		return p.Status.Phase == v1.PodFailed
+	})
+	if p.Status.Reason != "SysctlForbidden" || p.Status.Message != `forbidden sysctl: "kernel.msgmax" not allowlisted` {
+		t.Errorf("refused with %s %q, want the kubelet's SysctlForbidden", p.Status.Reason, p.Status.Message)
+	}
+	for _, c := range e.containers() {
+		if c.Labels["io.podrun.pod.name"] == pod.Name {
+			t.Errorf("container %s of the refused pod", c.Names)
+		}
+	}
+}

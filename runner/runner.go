@@ -93,6 +93,9 @@ type Config struct {
 	// Images configures image pulls: the node's registry credentials,
 	// serialized pulls, the record of image use. nil: none of them.
 	Images *ImageOptions
+	// Sysctls are the sysctls pods may set (SysctlForbidden otherwise);
+	// nil: the kubelet's safe sysctls alone.
+	Sysctls *SysctlAllowlist
 	// Admit, when set, is asked before a pod's sandbox is made (a new pod,
 	// or one whose sandbox must be made again); an error keeps the pod
 	// from starting, shown as its containers' waiting reason (an
@@ -209,6 +212,10 @@ func New(cfg Config) *Runner {
 	}
 	if cfg.AppArmor == nil {
 		cfg.AppArmor = apparmor.NewValidator()
+	}
+	if cfg.Sysctls == nil {
+		// The safe list is podrun's own: it cannot fail.
+		cfg.Sysctls, _ = NewSysctlAllowlist(nil)
 	}
 	if cfg.HousekeepingPeriod <= 0 {
 		cfg.HousekeepingPeriod = 2 * time.Second

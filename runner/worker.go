@@ -322,10 +322,14 @@ func (w *podWorker) sync(ctx context.Context, pod *v1.Pod, st *podState) (*podAc
 	if why != nil {
 		return w.syncRefused(ctx, pod, st, why)
 	}
-	// The OS and AppArmor are asked of a pod not running yet, as the
+	// The OS, sysctls and AppArmor are asked of a pod not running yet, as the
 	// kubelet's admission is of pending pods: one that runs keeps running.
 	if sb := st.latestSandbox(); sb == nil || sb.State != engine.StateRunning || sb.Hash != SandboxHash(pod) {
-		if why := osRejection(pod); why != nil {
+		why := osRejection(pod)
+		if why == nil {
+			why = sysctlRejection(pod, r.cfg.Sysctls)
+		}
+		if why != nil {
 			return w.stopAsFailed(ctx, pod, st, gracePeriod(pod), "pod refused: "+why.reason, v1.PodStatus{Phase: v1.PodFailed,
 				Reason: why.reason, Message: why.message})
 		}
