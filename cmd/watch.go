@@ -173,6 +173,8 @@ func watchRun(ctx context.Context, opts *watchOptions) error {
 		if kc != nil {
 			// Projected service-account tokens: TokenRequest, as the node.
 			c.Tokens = &source.TokenManager{Client: clientAs[source.TokenAPI](kc), Clock: opts.Clock}
+			// Service links: API pods wait for the Services (SetServices).
+			c.ClusterServices = true
 		}
 		c.SyncFrequency = opts.SyncFrequency
 		c.ExtendedResources = opts.ExtendedResources

@@ -2,12 +2,14 @@ package e2e
 
 import (
 	"context"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/podrun/podrun/clustertest"
@@ -45,6 +47,22 @@ func apiPod(node, name, script string) *v1.Pod {
 			Containers: []v1.Container{{Name: "main", Image: "podrun/busybox:test", Command: []string{"sh", "-c", script}}},
 		},
 	}
+}
+
+// createAPIPod creates pod; when the test ends it is deleted and its
+// containers waited gone.
+func createAPIPod(t *testing.T, e *env, admin kubernetes.Interface, pod *v1.Pod) *v1.Pod {
+	t.Helper()
+	ctx := context.Background()
+	created, err := admin.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = admin.CoreV1().Pods("default").Delete(ctx, pod.Name, metav1.DeleteOptions{})
+		e.waitPodGone(pod.Name)
+	})
+	return created
 }
 
 // apiPodWhere polls the pod until cond holds of it, failing after d.
@@ -137,14 +155,7 @@ func TestClusterInitContainerFailsRestartNever(t *testing.T) {
 		{Name: "init1", Image: "podrun/busybox:test", Command: []string{"true"}},
 		{Name: "init2", Image: "podrun/busybox:test", Command: []string{"false"}},
 	}
-	created, err := admin.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		_ = admin.CoreV1().Pods("default").Delete(ctx, pod.Name, metav1.DeleteOptions{})
-		e.waitPodGone(pod.Name)
-	}()
+	created := createAPIPod(t, e, admin, pod)
 	w, err := admin.CoreV1().Pods("default").Watch(ctx, metav1.ListOptions{
 		FieldSelector: "metadata.name=" + pod.Name, ResourceVersion: created.ResourceVersion})
 	if err != nil {
@@ -196,16 +207,9 @@ func TestClusterInitContainerFailsRestartNever(t *testing.T) {
 // with reason SysctlForbidden, and nothing of it runs on Docker.
 func TestClusterUnsafeSysctlRefused(t *testing.T) {
 	e, admin := clusterNode(t)
-	ctx := context.Background()
 	pod := apiPod(e.node, "unsafe-sysctl", "sleep 3600")
 	pod.Spec.SecurityContext = &v1.PodSecurityContext{Sysctls: []v1.Sysctl{{Name: "kernel.msgmax", Value: "10000000000"}}}
-	if _, err := admin.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		_ = admin.CoreV1().Pods("default").Delete(ctx, pod.Name, metav1.DeleteOptions{})
-		e.waitPodGone(pod.Name)
-	}()
+	createAPIPod(t, e, admin, pod)
 	p := apiPodWhere(t, admin, pod.Name, "the pod Failed", 2*time.Minute, func(p *v1.Pod) bool {
 		return p.Status.Phase == v1.PodFailed
 	})
@@ -215,6 +219,50 @@ func TestClusterUnsafeSysctlRefused(t *testing.T) {
 	for _, c := range e.containers() {
 		if c.Labels["io.podrun.pod.name"] == pod.Name {
 			t.Errorf("container %s of the refused pod", c.Names)
+		}
+	}
+}
+
+// TestClusterServiceEnvironment: as the conformance spec "Pods should
+// contain environment variables for services", a container started after
+// a Service of its namespace exists has that Service's links in its
+// environment, and the apiserver's (the kubernetes Service of default).
+func TestClusterServiceEnvironment(t *testing.T) {
+	e, admin := clusterNode(t)
+	ctx := context.Background()
+	svc := &v1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "fooservice", Namespace: "default"},
+		Spec: v1.ServiceSpec{Selector: map[string]string{"name": "fooservice"},
+			Ports: []v1.ServicePort{{Port: 8765, TargetPort: intstr.FromInt32(8080)}}},
+	}
+	svc, err := admin.CoreV1().Services("default").Create(ctx, svc, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = admin.CoreV1().Services("default").Delete(ctx, svc.Name, metav1.DeleteOptions{}) }()
+	k8s, err := admin.CoreV1().Services("default").Get(ctx, "kubernetes", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The Service's links, as its termination message.
+	pod := apiPod(e.node, "env-of-services", "env | grep -E '^(FOOSERVICE|KUBERNETES)_' | sort > /dev/termination-log")
+	createAPIPod(t, e, admin, pod)
+	p := apiPodWhere(t, admin, pod.Name, "the pod done", 2*time.Minute, func(p *v1.Pod) bool {
+		return p.Status.Phase == v1.PodSucceeded || p.Status.Phase == v1.PodFailed
+	})
+	msg := ""
+	if cs := p.Status.ContainerStatuses; len(cs) == 1 && cs[0].State.Terminated != nil {
+		msg = cs[0].State.Terminated.Message
+	}
+	ip := svc.Spec.ClusterIP
+	for _, want := range []string{
+		"FOOSERVICE_SERVICE_HOST=" + ip, "FOOSERVICE_SERVICE_PORT=8765", "FOOSERVICE_PORT=tcp://" + ip + ":8765",
+		"FOOSERVICE_PORT_8765_TCP_PORT=8765", "FOOSERVICE_PORT_8765_TCP_PROTO=tcp",
+		"FOOSERVICE_PORT_8765_TCP=tcp://" + ip + ":8765", "FOOSERVICE_PORT_8765_TCP_ADDR=" + ip,
+		"KUBERNETES_SERVICE_HOST=" + k8s.Spec.ClusterIP,
+	} {
+		if !strings.Contains(msg, want+"\n") {
+			t.Errorf("environment lacks %s; has:\n%s", want, msg)
 		}
 	}
 }

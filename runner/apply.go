@@ -597,6 +597,7 @@ func (r *Runner) sandboxIP(ctx context.Context, uid, id string) (string, error) 
 
 func (r *Runner) podEnv(pod *v1.Pod, sb *engine.Sandbox) podEnv {
 	pe := podEnv{HostIP: r.cfg.HostIP, NodeMilliCPU: r.cfg.NodeMilliCPU, NodeMemory: r.cfg.NodeMemory}
+	pe.ServiceEnv, pe.ServiceErr = r.serviceEnv(pod)
 	if sb != nil {
 		pe.PodIP = sb.IP
 	}

@@ -93,6 +93,10 @@ type Config struct {
 	// Images configures image pulls: the node's registry credentials,
 	// serialized pulls, the record of image use. nil: none of them.
 	Images *ImageOptions
+	// ClusterServices says the cluster's Services come (SetServices):
+	// pods from the apiserver wait for them before their containers
+	// start, as their environment has the service links.
+	ClusterServices bool
 	// Sysctls are the sysctls pods may set (SysctlForbidden otherwise);
 	// nil: the kubelet's safe sysctls alone.
 	Sysctls *SysctlAllowlist
@@ -173,6 +177,10 @@ type Runner struct {
 	mu      sync.Mutex
 	workers map[string]*podWorker
 	status  map[string]*v1.Pod // last published pod with status, by UID
+	// services are the cluster's Services, for service links
+	// (serviceenv.go); servicesSynced says they were set once.
+	services       []*v1.Service
+	servicesSynced bool
 	// final is the last status of pods removed because the API deleted
 	// them, by UID, until their source drops them (finalstatus.go).
 	final map[string]*v1.Pod
