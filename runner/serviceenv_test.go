@@ -37,8 +37,9 @@ func TestServiceLinksInTheEnvironment(t *testing.T) {
 	}
 	h.r.SetServices([]*v1.Service{svc("default", "kubernetes", "10.96.0.1"), svc("default", "fooservice", "10.96.0.7"),
 		svc("other", "elsewhere", "10.96.0.9")})
-	h.step(10 * time.Second) // the config error's retry
-	p := h.waitStatus("u1", "running", allRunning)
+	// The config error's retry comes with the clock.
+	h.stepUntilStatus("u1", "running", time.Second, allRunning)
+	p, _ := h.r.Pod("u1")
 	env := map[string]string{}
 	for _, e := range fake.ContainerConfig(strings.TrimPrefix(p.Status.ContainerStatuses[0].ContainerID, "fake://")).Env {
 		env[e.Name] = e.Value
