@@ -300,6 +300,11 @@ func (r *Runner) killContainer(ctx context.Context, pod *v1.Pod, podIP string, k
 			grace = max(grace-r.clock.Since(start), minGracePeriod)
 		}
 	}
+	if err := ctx.Err(); err != nil {
+		// The stop was interrupted (a shorter grace period came): the
+		// next one stops the container.
+		return fmt.Errorf("stop %s: %w", c.Name, err)
+	}
 	if pod != nil && c.State == engine.StateRunning {
 		r.event(pod, c.Name, v1.EventTypeNormal, eventKilling, "Stopping container %s (%s)", c.Name, k.Reason)
 	}

@@ -27,7 +27,7 @@ func (w *podWorker) stopForFinalStatus(ctx context.Context, pod *v1.Pod, st *pod
 	if st == nil || len(st.Containers) == 0 {
 		return st
 	}
-	if errs := r.stopPodContainers(ctx, pod, st, grace, ""); len(errs) > 0 {
+	if errs := r.stopPodContainers(ctx, pod, st, grace, ""); len(errs) > 0 && ctx.Err() == nil {
 		r.log.Warn("stop a deleted pod's containers", "pod", podKey(pod), "err", errors.Join(errs...))
 	}
 	after, err := r.cache.refresh(ctx, w.uid)

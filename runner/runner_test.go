@@ -921,6 +921,62 @@ func TestDeletingPodStopsWithinDeletionGrace(t *testing.T) {
 	}
 }
 
+// blockingHooks is graceRecorder whose execs (preStop hooks) run until
+// their context ends, as a hook that hangs in Docker; started hears of
+// each.
+type blockingHooks struct {
+	*graceRecorder
+	started chan struct{}
+}
+
+func (b *blockingHooks) Exec(ctx context.Context, _ string, _ []string) (int, []byte, error) {
+	b.started <- struct{}{}
+	<-ctx.Done()
+	return -1, nil, ctx.Err()
+}
+
+// TestShorterDeletionGraceInterruptsTheStop: as the kubelet's pod worker,
+// a second delete with a shorter grace period interrupts the stop under
+// way (a preStop hook that hangs) and stops the pod again within the new
+// grace: the hook is given at most the new grace, and the container is
+// stopped with the least left after it, not with the first delete's hour.
+func TestShorterDeletionGraceInterruptsTheStop(t *testing.T) {
+	fake := newFake(t)
+	rec := &blockingHooks{graceRecorder: &graceRecorder{Fake: fake}, started: make(chan struct{}, 2)}
+	h := start(t, fake, func(c *runner.Config) { c.Runtime = rec })
+	pod := newPod("u1", "p", v1.RestartPolicyAlways, map[string][]string{"a": {"run"}})
+	pod.Spec.Containers[0].Lifecycle = &v1.Lifecycle{PreStop: &v1.LifecycleHandler{Exec: &v1.ExecAction{Command: []string{"hang"}}}}
+	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{pod}}
+	h.waitStatus("u1", "running", allRunning)
+
+	now := metav1.NewTime(time.Unix(1700000000, 0))
+	long, short := int64(3600), int64(1)
+	deleting := pod.DeepCopy()
+	deleting.DeletionTimestamp, deleting.DeletionGracePeriodSeconds = &now, &long
+	h.updates <- runner.PodUpdate{Op: runner.OpUpdate, Pods: []*v1.Pod{deleting}}
+	select {
+	case <-rec.started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the preStop hook did not start")
+	}
+	again := deleting.DeepCopy()
+	again.DeletionGracePeriodSeconds = &short
+	h.updates <- runner.PodUpdate{Op: runner.OpUpdate, Pods: []*v1.Pod{again}}
+	waitUntil(t, "the pod's removal", func() bool {
+		_, ok := h.r.Pod("u1")
+		return !ok && len(h.containers("u1")) == 0
+	})
+	rec.mu.Lock()
+	graces := slices.Clone(rec.graces)
+	rec.mu.Unlock()
+	if len(graces) == 0 || slices.ContainsFunc(graces, func(g time.Duration) bool { return g > 2*time.Second }) {
+		t.Errorf("containers stopped with grace %v, want the minimum 2s left after the second delete's 1s", graces)
+	}
+	if final, ok := h.r.FinalPod("u1"); !ok || final.Status.ContainerStatuses[0].State.Terminated == nil {
+		t.Errorf("no final status of the pod stopped again: %v", final)
+	}
+}
+
 // TestRemovedPodStopsWithinDeletionGrace: a pod whose manifest carries
 // metadata.deletionGracePeriodSeconds is stopped with it, not with its
 // terminationGracePeriodSeconds, when its source removes it.
