@@ -858,6 +858,13 @@ func (g *graceRecorder) StopContainer(ctx context.Context, id string, grace time
 	return g.Fake.StopContainer(ctx, id, grace)
 }
 
+// recorded is the graces of the stops so far.
+func (g *graceRecorder) recorded() []time.Duration {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Clone(g.graces)
+}
+
 // TestDeletingPodStopsWithinDeletionGrace: a pod the apiserver is deleting
 // (an update with deletionTimestamp) is stopped with its
 // deletionGracePeriodSeconds, not its spec's grace, and removed; one that
@@ -879,9 +886,7 @@ func TestDeletingPodStopsWithinDeletionGrace(t *testing.T) {
 		_, ok := h.r.Pod("u1")
 		return !ok && len(h.containers("u1")) == 0
 	})
-	rec.mu.Lock()
-	graces := slices.Clone(rec.graces)
-	rec.mu.Unlock()
+	graces := rec.recorded()
 	if !slices.Contains(graces, 7*time.Second) || slices.Contains(graces, time.Second) {
 		t.Errorf("containers stopped with grace %v, want the deletion grace 7s (not the spec's 1s)", graces)
 	}
@@ -966,9 +971,7 @@ func TestShorterDeletionGraceInterruptsTheStop(t *testing.T) {
 		_, ok := h.r.Pod("u1")
 		return !ok && len(h.containers("u1")) == 0
 	})
-	rec.mu.Lock()
-	graces := slices.Clone(rec.graces)
-	rec.mu.Unlock()
+	graces := rec.recorded()
 	if len(graces) == 0 || slices.ContainsFunc(graces, func(g time.Duration) bool { return g > 2*time.Second }) {
 		t.Errorf("containers stopped with grace %v, want the minimum 2s left after the second delete's 1s", graces)
 	}
@@ -994,9 +997,7 @@ func TestRemovedPodStopsWithinDeletionGrace(t *testing.T) {
 		_, ok := h.r.Pod("u1")
 		return !ok && len(h.containers("u1")) == 0
 	})
-	rec.mu.Lock()
-	graces := slices.Clone(rec.graces)
-	rec.mu.Unlock()
+	graces := rec.recorded()
 	if len(graces) == 0 || slices.ContainsFunc(graces, func(g time.Duration) bool { return g != 4*time.Second }) {
 		t.Errorf("containers stopped with grace %v, want the deletion grace 4s (not the spec's 1s)", graces)
 	}
