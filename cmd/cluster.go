@@ -221,6 +221,18 @@ func runtimeClassesOf(kc *kubeClient) func() (source.RuntimeClassAPI, error) {
 	}
 }
 
+// servicesOf is kc's Services client of all namespaces, for the Service
+// watch.
+func servicesOf(kc *kubeClient) func() (source.ServiceAPI, error) {
+	return func() (source.ServiceAPI, error) {
+		c, err := kc.Get()
+		if err != nil {
+			return nil, err
+		}
+		return c.Services(""), nil
+	}
+}
+
 // cluster is what joins the node to a cluster besides the apiserver
 // source: the node agent (registration, status, Lease), the status manager
 // (mirror pods, pod status) and the node API (nil with --port 0).
@@ -231,8 +243,10 @@ type cluster struct {
 	agent    *node.Agent
 	statuses *status.Manager
 	nodeAPI  *nodeapi.Server
-	// runtimeClasses gives the runner the cluster's RuntimeClasses.
+	// runtimeClasses gives the runner the cluster's RuntimeClasses, and
+	// services its Services.
 	runtimeClasses *source.RuntimeClassWatch
+	services       *source.ServiceWatch
 }
 
 // newCluster makes the parts of cluster mode; the node API's port is
@@ -250,7 +264,8 @@ func newCluster(ctx context.Context, opts *watchOptions, kc *kubeClient, events 
 	}
 	c := &cluster{log: opts.Log, kc: kc, events: events, agent: agent, statuses: statuses,
 		runtimeClasses: &source.RuntimeClassWatch{Client: runtimeClassesOf(kc), OnChange: r.SetClusterRuntimeClasses,
-			Clock: opts.Clock, Logger: opts.Log}}
+			Clock: opts.Clock, Logger: opts.Log},
+		services: &source.ServiceWatch{Client: servicesOf(kc), OnChange: r.SetServices, Clock: opts.Clock, Logger: opts.Log}}
 	if opts.Cluster.Port == 0 {
 		return c, nil
 	}
@@ -278,7 +293,7 @@ func newCluster(ctx context.Context, opts *watchOptions, kc *kubeClient, events 
 
 // start runs the parts on wg until ctx ends.
 func (c *cluster) start(ctx context.Context, wg *sync.WaitGroup) {
-	wg.Add(4)
+	wg.Add(5)
 	go func() {
 		defer wg.Done()
 		c.events.run(ctx, c.kc)
@@ -286,6 +301,10 @@ func (c *cluster) start(ctx context.Context, wg *sync.WaitGroup) {
 	go func() {
 		defer wg.Done()
 		c.runtimeClasses.Run(ctx)
+	}()
+	go func() {
+		defer wg.Done()
+		c.services.Run(ctx)
 	}()
 	go func() {
 		defer wg.Done()

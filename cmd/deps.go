@@ -209,6 +209,10 @@ func newRunner(ctx context.Context, g *globalOptions, rt podEngine, allowPrivile
 	if err != nil {
 		return nil, fmt.Errorf("find podrun's executable: %w", err)
 	}
+	sysctls, err := runner.NewSysctlAllowlist(g.AllowedUnsafeSysctls)
+	if err != nil {
+		return nil, badInputf("--allowed-unsafe-sysctls: %v", err)
+	}
 	// The infra image's check is a round trip to the engine (more, when
 	// it must be pulled or built); the rest asks docker info once and
 	// reads the host. Neither waits for the other: each is time before
@@ -253,6 +257,7 @@ func newRunner(ctx context.Context, g *globalOptions, rt podEngine, allowPrivile
 		Images:           g.Images.runnerImages(g.Log, g.imageUsage),
 		Admit:            admit,
 		PodCgroups:       cgroups,
+		Sysctls:          sysctls,
 	}
 	for _, t := range tune {
 		t(&cfg)
@@ -310,6 +315,12 @@ func isURL(s string) bool {
 func addPodMaxPIDsFlag(f *pflag.FlagSet, g *globalOptions) {
 	f.Int64Var(&g.PodMaxPIDs, "pod-max-pids", 0,
 		"the most processes a pod may have, all its containers together (its own cgroup's pids.max); 0: no limit")
+}
+
+// addSysctlFlag adds --allowed-unsafe-sysctls, the kubelet's flag.
+func addSysctlFlag(f *pflag.FlagSet, g *globalOptions) {
+	f.StringSliceVar(&g.AllowedUnsafeSysctls, "allowed-unsafe-sysctls", nil,
+		"unsafe sysctls (or patterns ending in *) pods may set besides the safe ones, comma-separated; others are refused (SysctlForbidden)")
 }
 
 // podCgroups is the runner's pod cgroups for this engine: they need

@@ -122,6 +122,9 @@ func kubeletConfigFlags(data []byte) (map[string][]string, []string, error) {
 	if kc.ContainerRuntimeEndpoint != "" {
 		set("container-runtime-endpoint", kc.ContainerRuntimeEndpoint)
 	}
+	if len(kc.AllowedUnsafeSysctls) > 0 {
+		set("allowed-unsafe-sysctls", strings.Join(kc.AllowedUnsafeSysctls, ","))
+	}
 	if kc.PodPidsLimit != nil && *kc.PodPidsLimit > 0 {
 		set("pod-max-pids", strconv.FormatInt(*kc.PodPidsLimit, 10))
 	}
@@ -141,7 +144,7 @@ func kubeletConfigFlags(data []byte) (map[string][]string, []string, error) {
 		"authentication.x509.clientCAFile", "authentication.webhook.cacheTTL",
 		"authorization.webhook.cacheAuthorizedTTL", "authorization.webhook.cacheUnauthorizedTTL",
 		"imageGCHighThresholdPercent", "imageGCLowThresholdPercent", "imageMinimumGCAge",
-		"clusterDNS", "clusterDomain", "maxPods", "streamingConnectionIdleTimeout",
+		"clusterDNS", "clusterDomain", "maxPods", "streamingConnectionIdleTimeout", "allowedUnsafeSysctls",
 		// The engine's own cgroup driver is used.
 		"cgroupDriver", "containerRuntimeEndpoint",
 	}

@@ -66,6 +66,9 @@ evictionHard:
   memory.available: 200Mi
   nodefs.inodesFree: 5%
 podPidsLimit: 4096
+allowedUnsafeSysctls:
+- kernel.msg*
+- net.core.somaxconn
 streamingConnectionIdleTimeout: 0s
 syncFrequency: 0s
 volumeStatsAggPeriod: 0s
@@ -118,6 +121,9 @@ func TestKubeletConfigurationReadByConfig(t *testing.T) {
 	}
 	if len(got.EvictionHard) != 1 || got.EvictionHard[0].String() != "memory.available<200Mi" || g.PodMaxPIDs != 4096 {
 		t.Errorf("eviction thresholds %v, pod max pids %d; want memory.available<200Mi and 4096", got.EvictionHard, g.PodMaxPIDs)
+	}
+	if !slices.Equal(g.AllowedUnsafeSysctls, []string{"kernel.msg*", "net.core.somaxconn"}) {
+		t.Errorf("allowed unsafe sysctls %q", g.AllowedUnsafeSysctls)
 	}
 	warn := errOut.String()
 	if strings.Count(warn, "does not implement") != 1 || !strings.Contains(warn, "evictionHard.nodefs.inodesFree, rotateCertificates") {

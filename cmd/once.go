@@ -91,6 +91,7 @@ input (nothing is started), 3 the Docker Engine cannot be reached.`,
 	addRuntimeClassFlag(f, &opts.RuntimeClasses)
 	addExtendedResourceFlag(f, &opts.ExtendedResources)
 	addPodMaxPIDsFlag(f, g)
+	addSysctlFlag(f, g)
 	return cmd
 }
 

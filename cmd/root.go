@@ -44,6 +44,8 @@ type globalOptions struct {
 	Strict bool
 	// PodMaxPIDs is once's and watch's --pod-max-pids.
 	PodMaxPIDs int64
+	// AllowedUnsafeSysctls is once's and watch's --allowed-unsafe-sysctls.
+	AllowedUnsafeSysctls []string
 	// URL sources (watch --url, and URLs given to once, down, validate).
 	URLHeaders []string
 	URLCA      string

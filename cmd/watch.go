@@ -117,6 +117,7 @@ running (an upgrade of podrun is not an outage) unless --stop-pods-on-exit.`,
 		"node-pressure eviction thresholds, as the kubelet's flag (signal<quantity or signal<N%); empty: no eviction")
 	addExtendedResourceFlag(f, &opts.ExtendedResources)
 	addPodMaxPIDsFlag(f, g)
+	addSysctlFlag(f, g)
 	addGCFlags(f, &opts.GC)
 	addClusterFlags(f, &opts.Cluster)
 	return cmd
@@ -172,6 +173,8 @@ func watchRun(ctx context.Context, opts *watchOptions) error {
 		if kc != nil {
 			// Projected service-account tokens: TokenRequest, as the node.
 			c.Tokens = &source.TokenManager{Client: clientAs[source.TokenAPI](kc), Clock: opts.Clock}
+			// Service links: API pods wait for the Services (SetServices).
+			c.ClusterServices = true
 		}
 		c.SyncFrequency = opts.SyncFrequency
 		c.ExtendedResources = opts.ExtendedResources

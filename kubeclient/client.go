@@ -54,6 +54,7 @@ var (
 type (
 	Pods           = Resource[*corev1.Pod, *corev1.PodList]
 	Nodes          = Resource[*corev1.Node, *corev1.NodeList]
+	Services       = Resource[*corev1.Service, *corev1.ServiceList]
 	Leases         = Resource[*coordinationv1.Lease, *coordinationv1.LeaseList]
 	RuntimeClasses = Resource[*nodev1.RuntimeClass, *nodev1.RuntimeClassList]
 	// Reviews are only created: their lists are never asked for.
@@ -124,6 +125,12 @@ func (c *Client) CoreREST() rest.Interface { return c.core }
 // Pods are the pods in namespace ("": all namespaces, to list and watch).
 func (c *Client) Pods(namespace string) *Pods {
 	return newResource[corev1.Pod, corev1.PodList](c.core, "pods", namespace)
+}
+
+// Services are the Services in namespace ("": all namespaces, to list
+// and watch, as the kubelet's service lister).
+func (c *Client) Services(namespace string) *Services {
+	return newResource[corev1.Service, corev1.ServiceList](c.core, "services", namespace)
 }
 
 // Nodes are the cluster's nodes.

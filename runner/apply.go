@@ -313,6 +313,11 @@ func (r *Runner) killContainer(ctx context.Context, pod *v1.Pod, podIP string, k
 			grace = max(grace-r.clock.Since(start), minGracePeriod)
 		}
 	}
+	if err := ctx.Err(); err != nil {
+		// The stop was interrupted (a shorter grace period came): the
+		// next one stops the container.
+		return fmt.Errorf("stop %s: %w", c.Name, err)
+	}
 	if pod != nil && c.State == engine.StateRunning {
 		if k.Event != "" {
 			r.event(pod, c.Name, v1.EventTypeNormal, eventKilling, "%s", k.Event)
@@ -614,6 +619,7 @@ func (r *Runner) sandboxIP(ctx context.Context, uid, id string) (string, error) 
 
 func (r *Runner) podEnv(pod *v1.Pod, sb *engine.Sandbox) podEnv {
 	pe := podEnv{HostIP: r.cfg.HostIP, NodeMilliCPU: r.cfg.NodeMilliCPU, NodeMemory: r.cfg.NodeMemory}
+	pe.ServiceEnv, pe.ServiceErr = r.serviceEnv(pod)
 	if sb != nil {
 		pe.PodIP = sb.IP
 	}

@@ -32,6 +32,10 @@ type podEnv struct {
 	// Node capacity, for resourceFieldRef of a resource without a limit.
 	NodeMilliCPU int64
 	NodeMemory   int64
+	// ServiceEnv is the service links of the pod's containers
+	// (serviceenv.go); ServiceErr why they cannot be made yet.
+	ServiceEnv map[string]string
+	ServiceErr error
 	// Token gets the token of a projected volume's serviceAccountToken
 	// source (cluster mode); nil: podrun has none to give.
 	Token func(*v1.ServiceAccountTokenProjection) (string, error)
@@ -53,11 +57,15 @@ func makeEnv(pod *v1.Pod, c *v1.Container, objs *Objects, pe podEnv) ([]engine.E
 		index[name] = len(out)
 		out = append(out, engine.EnvVar{Name: name, Value: value})
 	}
+	if pe.ServiceErr != nil {
+		return nil, pe.ServiceErr
+	}
 	lookup := func(name string) (string, bool) {
 		if i, ok := index[name]; ok {
 			return out[i].Value, true
 		}
-		return "", false
+		v, ok := pe.ServiceEnv[name]
+		return v, ok
 	}
 
 	for _, from := range c.EnvFrom {
@@ -100,6 +108,13 @@ func makeEnv(pod *v1.Pod, c *v1.Container, objs *Objects, pe podEnv) ([]engine.E
 		}
 		if ok {
 			set(e.Name, v)
+		}
+	}
+	// The service links the container does not define itself, after its
+	// own, as the kubelet adds them.
+	for _, name := range sortedKeys(pe.ServiceEnv) {
+		if _, ok := index[name]; !ok {
+			set(name, pe.ServiceEnv[name])
 		}
 	}
 	return out, nil

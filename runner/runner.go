@@ -98,6 +98,13 @@ type Config struct {
 	// Images configures image pulls: the node's registry credentials,
 	// serialized pulls, the record of image use. nil: none of them.
 	Images *ImageOptions
+	// ClusterServices says the cluster's Services come (SetServices):
+	// pods from the apiserver wait for them before their containers
+	// start, as their environment has the service links.
+	ClusterServices bool
+	// Sysctls are the sysctls pods may set (SysctlForbidden otherwise);
+	// nil: the kubelet's safe sysctls alone.
+	Sysctls *SysctlAllowlist
 	// Admit, when set, is asked before a pod's sandbox is made (a new pod,
 	// or one whose sandbox must be made again); an error keeps the pod
 	// from starting, shown as its containers' waiting reason (an
@@ -175,6 +182,13 @@ type Runner struct {
 	mu      sync.Mutex
 	workers map[string]*podWorker
 	status  map[string]*v1.Pod // last published pod with status, by UID
+	// services are the cluster's Services, for service links
+	// (serviceenv.go); servicesSynced says they were set once.
+	services       []*v1.Service
+	servicesSynced bool
+	// final is the last status of pods removed because the API deleted
+	// them, by UID, until their source drops them (finalstatus.go).
+	final map[string]*v1.Pod
 	// converged says, by UID, whether the sync that computed status found
 	// nothing of the pod running that must not (podActions.Converged).
 	converged map[string]bool
@@ -212,6 +226,10 @@ func New(cfg Config) *Runner {
 	if cfg.AppArmor == nil {
 		cfg.AppArmor = apparmor.NewValidator()
 	}
+	if cfg.Sysctls == nil {
+		// The safe list is podrun's own: it cannot fail.
+		cfg.Sysctls, _ = NewSysctlAllowlist(nil)
+	}
 	if cfg.HousekeepingPeriod <= 0 {
 		cfg.HousekeepingPeriod = 2 * time.Second
 	}
@@ -225,6 +243,7 @@ func New(cfg Config) *Runner {
 		backoff:   newBackoff(cfg.Clock),
 		workers:   map[string]*podWorker{},
 		status:    map[string]*v1.Pod{},
+		final:     map[string]*v1.Pod{},
 		converged: map[string]bool{},
 		changed:   make(chan struct{}),
 		removing:  map[string]bool{},
@@ -392,6 +411,7 @@ func (r *Runner) apply(ctx context.Context, u PodUpdate) {
 		uid := string(pod.UID)
 		w := r.workers[uid]
 		if u.Op == OpRemove {
+			delete(r.final, uid)
 			r.wakeLocked(r.ports.remove(uid))
 			if w != nil {
 				w.remove()
@@ -490,6 +510,9 @@ func (r *Runner) publish(pod *v1.Pod, removed, converged bool) {
 	defer r.mu.Unlock()
 	uid := string(pod.UID)
 	if removed {
+		if last := r.status[uid]; last != nil && pod.DeletionTimestamp != nil {
+			r.final[uid] = last
+		}
 		delete(r.status, uid)
 		delete(r.converged, uid)
 		delete(r.workers, uid)

@@ -884,6 +884,13 @@ func (g *graceRecorder) StopContainer(ctx context.Context, id string, grace time
 	return g.Fake.StopContainer(ctx, id, grace)
 }
 
+// recorded is the graces of the stops so far.
+func (g *graceRecorder) recorded() []time.Duration {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Clone(g.graces)
+}
+
 // TestDeletingPodStopsWithinDeletionGrace: a pod the apiserver is deleting
 // (an update with deletionTimestamp) is stopped with its
 // deletionGracePeriodSeconds, not its spec's grace, and removed; one that
@@ -905,12 +912,29 @@ func TestDeletingPodStopsWithinDeletionGrace(t *testing.T) {
 		_, ok := h.r.Pod("u1")
 		return !ok && len(h.containers("u1")) == 0
 	})
-	rec.mu.Lock()
-	graces := slices.Clone(rec.graces)
-	rec.mu.Unlock()
+	graces := rec.recorded()
 	if !slices.Contains(graces, 7*time.Second) || slices.Contains(graces, time.Second) {
 		t.Errorf("containers stopped with grace %v, want the deletion grace 7s (not the spec's 1s)", graces)
 	}
+	// Its last status says how its container really ended, for the
+	// status manager to report before the API object goes.
+	final, ok := h.r.FinalPod("u1")
+	if !ok || len(final.Status.ContainerStatuses) != 1 {
+		t.Fatalf("no final status of the deleted pod: %v", final)
+	}
+	if term := final.Status.ContainerStatuses[0].State.Terminated; term == nil || term.ExitCode != 143 || term.Reason != "Error" ||
+		term.FinishedAt.IsZero() || term.StartedAt.IsZero() || term.ContainerID == "" {
+		t.Errorf("final container state %+v, want the engine's end (exit 143 of SIGTERM, started and finished times)", term)
+	}
+	if final.Status.Phase != v1.PodFailed {
+		t.Errorf("final phase %s, want Failed", final.Status.Phase)
+	}
+	// Its source drops it once the API object is gone: so does FinalPod.
+	h.updates <- runner.PodUpdate{Op: runner.OpRemove, Pods: []*v1.Pod{deleting}}
+	waitUntil(t, "the final status forgotten", func() bool {
+		_, ok := h.r.FinalPod("u1")
+		return !ok
+	})
 
 	// Already deleting when first seen (podrun restarted meanwhile):
 	// nothing is started.
@@ -925,6 +949,60 @@ func TestDeletingPodStopsWithinDeletionGrace(t *testing.T) {
 	}
 	if _, ok := h.r.Pod("u2"); ok {
 		t.Error("a pod deleted before it started has a status")
+	}
+}
+
+// blockingHooks is graceRecorder whose execs (preStop hooks) run until
+// their context ends, as a hook that hangs in Docker; started hears of
+// each.
+type blockingHooks struct {
+	*graceRecorder
+	started chan struct{}
+}
+
+func (b *blockingHooks) Exec(ctx context.Context, _ string, _ []string) (int, []byte, error) {
+	b.started <- struct{}{}
+	<-ctx.Done()
+	return -1, nil, ctx.Err()
+}
+
+// TestShorterDeletionGraceInterruptsTheStop: as the kubelet's pod worker,
+// a second delete with a shorter grace period interrupts the stop under
+// way (a preStop hook that hangs) and stops the pod again within the new
+// grace: the hook is given at most the new grace, and the container is
+// stopped with the least left after it, not with the first delete's hour.
+func TestShorterDeletionGraceInterruptsTheStop(t *testing.T) {
+	fake := newFake(t)
+	rec := &blockingHooks{graceRecorder: &graceRecorder{Fake: fake}, started: make(chan struct{}, 2)}
+	h := start(t, fake, func(c *runner.Config) { c.Runtime = rec })
+	pod := newPod("u1", "p", v1.RestartPolicyAlways, map[string][]string{"a": {"run"}})
+	pod.Spec.Containers[0].Lifecycle = &v1.Lifecycle{PreStop: &v1.LifecycleHandler{Exec: &v1.ExecAction{Command: []string{"hang"}}}}
+	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{pod}}
+	h.waitStatus("u1", "running", allRunning)
+
+	now := metav1.NewTime(time.Unix(1700000000, 0))
+	long, short := int64(3600), int64(1)
+	deleting := pod.DeepCopy()
+	deleting.DeletionTimestamp, deleting.DeletionGracePeriodSeconds = &now, &long
+	h.updates <- runner.PodUpdate{Op: runner.OpUpdate, Pods: []*v1.Pod{deleting}}
+	select {
+	case <-rec.started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the preStop hook did not start")
+	}
+	again := deleting.DeepCopy()
+	again.DeletionGracePeriodSeconds = &short
+	h.updates <- runner.PodUpdate{Op: runner.OpUpdate, Pods: []*v1.Pod{again}}
+	waitUntil(t, "the pod's removal", func() bool {
+		_, ok := h.r.Pod("u1")
+		return !ok && len(h.containers("u1")) == 0
+	})
+	graces := rec.recorded()
+	if len(graces) == 0 || slices.ContainsFunc(graces, func(g time.Duration) bool { return g > 2*time.Second }) {
+		t.Errorf("containers stopped with grace %v, want the minimum 2s left after the second delete's 1s", graces)
+	}
+	if final, ok := h.r.FinalPod("u1"); !ok || final.Status.ContainerStatuses[0].State.Terminated == nil {
+		t.Errorf("no final status of the pod stopped again: %v", final)
 	}
 }
 
@@ -945,9 +1023,7 @@ func TestRemovedPodStopsWithinDeletionGrace(t *testing.T) {
 		_, ok := h.r.Pod("u1")
 		return !ok && len(h.containers("u1")) == 0
 	})
-	rec.mu.Lock()
-	graces := slices.Clone(rec.graces)
-	rec.mu.Unlock()
+	graces := rec.recorded()
 	if len(graces) == 0 || slices.ContainsFunc(graces, func(g time.Duration) bool { return g != 4*time.Second }) {
 		t.Errorf("containers stopped with grace %v, want the deletion grace 4s (not the spec's 1s)", graces)
 	}

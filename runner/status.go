@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"fmt"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -116,13 +117,7 @@ func containerStatus(in statusInput, c *v1.Container, sandboxID string) v1.Conta
 	}
 	switch {
 	case cur == nil:
-		// As the kubelet's default: a pod with init containers is
-		// initializing until each of its containers has run.
-		reason := "ContainerCreating"
-		if len(in.Pod.Spec.InitContainers) > 0 {
-			reason = "PodInitializing"
-		}
-		cs.State.Waiting = &v1.ContainerStateWaiting{Reason: reason}
+		cs.State.Waiting = &v1.ContainerStateWaiting{Reason: defaultWaitingReason(in.Pod)}
 	case cur.State == engine.StateRunning:
 		cs.State.Running = &v1.ContainerStateRunning{StartedAt: metav1.NewTime(cur.StartedAt)}
 		started, ready := true, c.ReadinessProbe == nil
@@ -155,9 +150,30 @@ func containerStatus(in statusInput, c *v1.Container, sandboxID string) v1.Conta
 			cs.LastTerminationState.Terminated = cs.State.Terminated
 			cs.State.Terminated = nil
 		}
-		cs.State.Waiting = &v1.ContainerStateWaiting{Reason: w.Reason, Message: w.Message}
+		reason := w.Reason
+		if reason == reasonContainerCreating {
+			// The pod is not set up yet (a service account token, say):
+			// its containers wait with the default reason, as the
+			// kubelet's do while it cannot set up a pod's volumes.
+			reason = defaultWaitingReason(in.Pod)
+		}
+		cs.State.Waiting = &v1.ContainerStateWaiting{Reason: reason, Message: w.Message}
 	}
 	return cs
+}
+
+// reasonContainerCreating is the waiting reason of a container not made
+// yet.
+const reasonContainerCreating = "ContainerCreating"
+
+// defaultWaitingReason is why a container not made yet waits, as the
+// kubelet's default waiting state: every container of a pod with init
+// containers (init containers too) is PodInitializing until it has run.
+func defaultWaitingReason(pod *v1.Pod) string {
+	if len(pod.Spec.InitContainers) > 0 {
+		return "PodInitializing"
+	}
+	return reasonContainerCreating
 }
 
 // terminatedState is the terminated state of the finished run c; its
@@ -282,40 +298,48 @@ const reasonContainersNotReady = "ContainersNotReady"
 // Initialized, ContainersReady and Ready, keeping each condition's transition
 // time while its status holds.
 func podConditions(pod *v1.Pod, s *v1.PodStatus, sb *engine.Sandbox, prev *v1.PodStatus, now time.Time) []v1.PodCondition {
-	initialized, ready := true, len(s.ContainerStatuses) > 0
+	// The init containers not done, and the containers not ready, by name
+	// for the conditions' messages, as the kubelet's generate.go.
+	var incomplete, unready []string
 	for i := range pod.Spec.InitContainers {
 		c := &pod.Spec.InitContainers[i]
 		st := s.InitContainerStatuses[i]
 		if isSidecar(c) {
 			if (st.Started == nil || !*st.Started) && !anyAppStarted(s) {
-				initialized = false
+				incomplete = append(incomplete, c.Name)
 			}
 			// A sidecar's readiness counts for the pod's, as an app
 			// container's does (the kubelet, since sidecars).
 			if !st.Ready {
-				ready = false
+				unready = append(unready, c.Name)
 			}
 			continue
 		}
 		if t := st.State.Terminated; (t == nil || t.ExitCode != 0) && !anyAppStarted(s) {
-			initialized = false
+			incomplete = append(incomplete, c.Name)
 		}
 	}
 	for _, st := range s.ContainerStatuses {
 		if !st.Ready {
-			ready = false
+			unready = append(unready, st.Name)
 		}
+	}
+	initialized, ready := len(incomplete) == 0, len(unready) == 0 && len(s.ContainerStatuses) > 0
+	readyReason, readyMessage := reasonContainersNotReady, ""
+	if len(unready) > 0 {
+		readyMessage = fmt.Sprintf("containers with unready status: %s", unready)
 	}
 	// A finished pod is not ready, whatever its containers were.
 	if s.Phase == v1.PodSucceeded || s.Phase == v1.PodFailed {
 		ready = false
+		readyReason, readyMessage = "PodCompleted", ""
 	}
-	cond := func(t v1.PodConditionType, ok bool, reason string) v1.PodCondition {
+	cond := func(t v1.PodConditionType, ok bool, reason, message string) v1.PodCondition {
 		c := v1.PodCondition{Type: t, Status: v1.ConditionFalse, LastTransitionTime: metav1.NewTime(now)}
 		if ok {
 			c.Status = v1.ConditionTrue
 		} else {
-			c.Reason = reason
+			c.Reason, c.Message = reason, message
 		}
 		if prev != nil {
 			for _, p := range prev.Conditions {
@@ -328,10 +352,10 @@ func podConditions(pod *v1.Pod, s *v1.PodStatus, sb *engine.Sandbox, prev *v1.Po
 	}
 	sandboxReady := sb != nil && sb.State == engine.StateRunning
 	return []v1.PodCondition{
-		cond(v1.PodReadyToStartContainers, sandboxReady, ""),
-		cond(v1.PodInitialized, initialized, "ContainersNotInitialized"),
-		cond(v1.ContainersReady, ready, reasonContainersNotReady),
-		cond(v1.PodReady, ready, reasonContainersNotReady),
-		cond(v1.PodScheduled, true, ""),
+		cond(v1.PodReadyToStartContainers, sandboxReady, "", ""),
+		cond(v1.PodInitialized, initialized, "ContainersNotInitialized", fmt.Sprintf("containers with incomplete status: %s", incomplete)),
+		cond(v1.ContainersReady, ready, readyReason, readyMessage),
+		cond(v1.PodReady, ready, readyReason, readyMessage),
+		cond(v1.PodScheduled, true, "", ""),
 	}
 }

@@ -109,7 +109,8 @@ func (f *tokenFetch) get(tp *v1.ServiceAccountTokenProjection) (string, error) {
 // tokenError is a service account token the TokenSource did not give
 // (the apiserver unreachable or refusing, no kubeconfig yet). The pod's
 // containers wait as the kubelet shows a volume it cannot set up yet,
-// ContainerCreating, with this error as the message, and are tried again
+// with the default waiting reason (ContainerCreating, or PodInitializing
+// in a pod with init containers) and this error as the message, and are tried again
 // every 10 s: a start error with an AdmitReason (starterrors.go) is
 // shown with that reason and retried without an exponential back-off,
 // which suits a cause outside the pod that may end at any time.
@@ -117,4 +118,4 @@ type tokenError struct{ err error }
 
 func (e *tokenError) Error() string       { return e.err.Error() }
 func (e *tokenError) Unwrap() error       { return e.err }
-func (e *tokenError) AdmitReason() string { return "ContainerCreating" }
+func (e *tokenError) AdmitReason() string { return reasonContainerCreating }

@@ -42,6 +42,10 @@ type podWorker struct {
 	// way an edit makes a new pod of it.
 	deadlineSpec string
 	renewed      bool
+	// stopCancel interrupts the stop under way, whose grace period is
+	// stopGrace (beginStop); nil when none is.
+	stopCancel context.CancelFunc
+	stopGrace  time.Duration
 	// msgs are the termination messages of the pod's finished runs, by
 	// container ID (termmsg.go); only the worker's goroutine uses it.
 	msgs map[string]string
@@ -61,14 +65,38 @@ func (w *podWorker) update(pod *v1.Pod) {
 }
 
 // terminate stops and removes the pod, as remove, with pod (one the API
-// is deleting) as its last spec: its deletion grace period applies.
+// is deleting) as its last spec: its deletion grace period applies. A
+// grace period shorter than that of a stop under way interrupts it, and
+// the stop starts again with the shorter one (the kubelet's pod worker
+// does so too): preStop hooks included, each given at most the new grace.
 func (w *podWorker) terminate(pod *v1.Pod) {
 	w.mu.Lock()
 	w.pod = pod
 	w.removed = true
 	w.needNow = true
+	if w.stopCancel != nil && gracePeriod(pod) < w.stopGrace {
+		w.stopCancel()
+	}
 	w.mu.Unlock()
 	w.wake(0)
+}
+
+// beginStop returns the context of a stop of the pod within grace, which
+// a shorter grace period (terminate) cancels; shortened, called when the
+// stop is over, ends it and reports whether that is why it ended.
+func (w *podWorker) beginStop(ctx context.Context, grace time.Duration) (sctx context.Context, shortened func() bool) {
+	sctx, cancel := context.WithCancel(ctx)
+	w.mu.Lock()
+	w.stopCancel, w.stopGrace = cancel, grace
+	w.mu.Unlock()
+	return sctx, func() bool {
+		w.mu.Lock()
+		w.stopCancel = nil
+		w.mu.Unlock()
+		cut := sctx.Err() != nil && ctx.Err() == nil
+		cancel()
+		return cut
+	}
 }
 
 func (w *podWorker) remove() {
@@ -178,8 +206,23 @@ func (w *podWorker) run(ctx context.Context) {
 		if removed {
 			r.publishNotReady(w.uid)
 			grace := gracePeriod(pod)
-			if err := r.teardown(ctx, pod, st, grace); err != nil {
-				r.log.Error("remove pod", "pod", podKey(pod), "err", err)
+			sctx, shortened := w.beginStop(ctx, grace)
+			if pod.DeletionTimestamp != nil && err == nil {
+				st = w.stopForFinalStatus(sctx, pod, st, grace)
+			}
+			terr := sctx.Err()
+			if terr == nil {
+				terr = r.teardown(sctx, pod, st, grace)
+			}
+			if shortened() {
+				// A second delete with a shorter grace period: the stop
+				// starts again with it, at the pod's state as it is now.
+				r.log.Info("grace period shortened: stopping the pod again", "pod", podKey(pod))
+				fresh = true
+				continue
+			}
+			if terr != nil {
+				r.log.Error("remove pod", "pod", podKey(pod), "err", terr)
 			} else {
 				r.log.Info("pod removed", "pod", podKey(pod))
 				// The cache must not show the pod to housekeeping, as an
@@ -320,10 +363,14 @@ func (w *podWorker) sync(ctx context.Context, pod *v1.Pod, st *podState) (*podAc
 	if why != nil {
 		return w.syncRefused(ctx, pod, st, why)
 	}
-	// The OS and AppArmor are asked of a pod not running yet, as the
+	// The OS, sysctls and AppArmor are asked of a pod not running yet, as the
 	// kubelet's admission is of pending pods: one that runs keeps running.
 	if sb := st.latestSandbox(); sb == nil || sb.State != engine.StateRunning || sb.Hash != SandboxHash(pod) {
-		if why := osRejection(pod); why != nil {
+		why := osRejection(pod)
+		if why == nil {
+			why = sysctlRejection(pod, r.cfg.Sysctls)
+		}
+		if why != nil {
 			return w.stopAsFailed(ctx, pod, st, gracePeriod(pod), "pod refused: "+why.reason, v1.PodStatus{Phase: v1.PodFailed,
 				Reason: why.reason, Message: why.message})
 		}

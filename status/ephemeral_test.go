@@ -12,7 +12,7 @@ import (
 func TestMergeStatusTakesEphemeralStatuses(t *testing.T) {
 	node := &v1.PodStatus{Phase: v1.PodRunning, EphemeralContainerStatuses: []v1.ContainerStatus{
 		{Name: "debugger", State: v1.ContainerState{Running: &v1.ContainerStateRunning{}}}}}
-	out := mergeStatus(&v1.PodStatus{Phase: v1.PodRunning}, node)
+	out := mergeStatus(&v1.PodStatus{Phase: v1.PodRunning}, node, nil, time.Date(2025, 1, 2, 3, 0, 0, 0, time.UTC))
 	if len(out.EphemeralContainerStatuses) != 1 || out.EphemeralContainerStatuses[0].State.Running == nil {
 		t.Fatalf("ephemeral statuses %+v", out.EphemeralContainerStatuses)
 	}

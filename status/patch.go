@@ -39,10 +39,13 @@ func terminalPhase(p v1.PodPhase) bool { return p == v1.PodSucceeded || p == v1.
 // terminal phase (the API refuses to leave one), and a condition's
 // lastTransitionTime while its status is the same (a podrun restart does
 // not reset them). Container statuses are sorted by name, as the kubelet
-// sends them. Neither argument is modified.
-func mergeStatus(api, node *v1.PodStatus) v1.PodStatus {
+// sends them. The pod's readiness gates hold its Ready condition False
+// while the API's conditions they name are not True (gateReadiness); now
+// is when such a hold begins. Neither argument is modified.
+func mergeStatus(api, node *v1.PodStatus, gates []v1.PodReadinessGate, now time.Time) v1.PodStatus {
 	out := *api.DeepCopy()
 	n := node.DeepCopy()
+	gateReadiness(gates, api.Conditions, n.Conditions, now)
 
 	out.Phase, out.Reason, out.Message = n.Phase, n.Reason, n.Message
 	if terminalPhase(api.Phase) && api.Phase != n.Phase {
@@ -91,6 +94,36 @@ func mergeStatus(api, node *v1.PodStatus) v1.PodStatus {
 	return out
 }
 
+// gateReadiness holds the Ready condition of conds (the node's) False while
+// a readiness gate's condition in api (others write them) is missing or
+// not True, with the reason and message of the kubelet's
+// GeneratePodReadyCondition. A Ready that is already False (containers not
+// ready) keeps its own reason.
+func gateReadiness(gates []v1.PodReadinessGate, api, conds []v1.PodCondition, now time.Time) {
+	ready := findCondition(conds, v1.PodReady)
+	if len(gates) == 0 || ready == nil || ready.Status != v1.ConditionTrue {
+		return
+	}
+	var msgs []string
+	for _, g := range gates {
+		switch c := findCondition(api, g.ConditionType); {
+		case c == nil:
+			msgs = append(msgs, fmt.Sprintf("corresponding condition of pod readiness gate %q does not exist.", string(g.ConditionType)))
+		case c.Status != v1.ConditionTrue:
+			msgs = append(msgs, fmt.Sprintf("the status of pod readiness gate %q is not \"True\", but %v", string(g.ConditionType), c.Status))
+		}
+	}
+	if len(msgs) == 0 {
+		return
+	}
+	ready.Status, ready.Reason, ready.Message = v1.ConditionFalse, reasonGatesNotReady, strings.Join(msgs, ", ")
+	ready.LastTransitionTime = metav1.NewTime(now)
+}
+
+// reasonGatesNotReady is the kubelet's reason of a Ready condition that a
+// readiness gate holds False.
+const reasonGatesNotReady = "ReadinessGatesNotReady"
+
 func findCondition(conds []v1.PodCondition, t v1.PodConditionType) *v1.PodCondition {
 	for i := range conds {
 		if conds[i].Type == t {
@@ -134,7 +167,8 @@ func statusKey(s *v1.PodStatus) string {
 }
 
 // Why a container the node stopped because its pod was deleted shows no
-// exit code of its own: podrun removes a deleted pod's containers with it.
+// exit code of its own: the runner could not say how it ended (it could
+// not read the container before removing it with the pod).
 const (
 	reasonDeleted  = "ContainerStatusUnknown"
 	messageDeleted = "The container was stopped and removed with its pod, which was deleted; its exit code was not kept"

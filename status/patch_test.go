@@ -59,7 +59,7 @@ func nodeStatus() v1.PodStatus {
 func TestMergeStatusTakesTheNodesPart(t *testing.T) {
 	api, node := apiStatus(), nodeStatus()
 	apiBefore, nodeBefore := statusKey(&api), statusKey(&node)
-	got := mergeStatus(&api, &node)
+	got := mergeStatus(&api, &node, nil, t1.Time)
 	if statusKey(&api) != apiBefore || statusKey(&node) != nodeBefore {
 		t.Fatal("mergeStatus modified its arguments")
 	}
@@ -99,7 +99,7 @@ func TestMergeStatusTakesTheNodesPart(t *testing.T) {
 	}
 	// A start time the API has stays.
 	api.StartTime = &t0
-	if got := mergeStatus(&api, &node); !got.StartTime.Equal(&t0) {
+	if got := mergeStatus(&api, &node, nil, t1.Time); !got.StartTime.Equal(&t0) {
 		t.Errorf("start time %v, want the API's %v", got.StartTime, t0)
 	}
 }
@@ -107,7 +107,7 @@ func TestMergeStatusTakesTheNodesPart(t *testing.T) {
 func TestMergeStatusKeepsATerminalPhase(t *testing.T) {
 	api, node := apiStatus(), nodeStatus()
 	api.Phase, api.Reason = v1.PodFailed, "Evicted"
-	got := mergeStatus(&api, &node)
+	got := mergeStatus(&api, &node, nil, t1.Time)
 	if got.Phase != v1.PodFailed || got.Reason != "Evicted" {
 		t.Errorf("phase %s (%s): a terminal phase must stay", got.Phase, got.Reason)
 	}
@@ -115,7 +115,7 @@ func TestMergeStatusKeepsATerminalPhase(t *testing.T) {
 	node.Conditions[2].Status = v1.ConditionTrue
 	node.Phase = v1.PodSucceeded
 	api = apiStatus()
-	got = mergeStatus(&api, &node)
+	got = mergeStatus(&api, &node, nil, t1.Time)
 	if c := findCondition(got.Conditions, v1.PodReady); c == nil || c.Status != v1.ConditionFalse {
 		t.Errorf("Ready of a Succeeded pod: %v", c)
 	}
@@ -123,7 +123,7 @@ func TestMergeStatusKeepsATerminalPhase(t *testing.T) {
 
 func TestStatusPatch(t *testing.T) {
 	api, node := apiStatus(), nodeStatus()
-	merged := mergeStatus(&api, &node)
+	merged := mergeStatus(&api, &node, nil, t1.Time)
 	patch, unchanged, err := statusPatch("uid-1", &api, &merged)
 	if err != nil || unchanged {
 		t.Fatalf("statusPatch = %s, %v, %v", patch, unchanged, err)
@@ -194,5 +194,60 @@ func TestFinalStatus(t *testing.T) {
 	got = finalStatus(&done, now)
 	if got.Phase != v1.PodSucceeded || got.ContainerStatuses[0].State.Terminated.Reason != "Completed" {
 		t.Errorf("completed pod: %s, %+v", got.Phase, got.ContainerStatuses[0].State.Terminated)
+	}
+}
+
+// TestMergeStatusReadinessGates: as the kubelet's GeneratePodReadyCondition,
+// a pod whose containers are ready is Ready only when every readiness
+// gate's condition (written by others, kept from the API) is True.
+func TestMergeStatusReadinessGates(t *testing.T) {
+	gates := []v1.PodReadinessGate{{ConditionType: "k8s.io/test-condition1"}, {ConditionType: "k8s.io/test-condition2"}}
+	node := nodeStatus()
+	for i := range node.Conditions {
+		node.Conditions[i].Status = v1.ConditionTrue
+	}
+	tests := []struct {
+		name   string
+		conds  []v1.PodCondition
+		status v1.ConditionStatus
+		msg    string
+	}{
+		{"no gate condition", nil, v1.ConditionFalse,
+			`corresponding condition of pod readiness gate "k8s.io/test-condition1" does not exist., ` +
+				`corresponding condition of pod readiness gate "k8s.io/test-condition2" does not exist.`},
+		{"one True", []v1.PodCondition{cond("k8s.io/test-condition1", v1.ConditionTrue, t0)}, v1.ConditionFalse,
+			`corresponding condition of pod readiness gate "k8s.io/test-condition2" does not exist.`},
+		{"one False", []v1.PodCondition{cond("k8s.io/test-condition1", v1.ConditionFalse, t0), cond("k8s.io/test-condition2", v1.ConditionTrue, t0)},
+			v1.ConditionFalse, `the status of pod readiness gate "k8s.io/test-condition1" is not "True", but False`},
+		{"both True", []v1.PodCondition{cond("k8s.io/test-condition1", v1.ConditionTrue, t0), cond("k8s.io/test-condition2", v1.ConditionTrue, t0)},
+			v1.ConditionTrue, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			api := v1.PodStatus{Conditions: append(tt.conds, cond(v1.PodReady, v1.ConditionTrue, t0))}
+			got := mergeStatus(&api, &node, gates, t1.Time)
+			ready := findCondition(got.Conditions, v1.PodReady)
+			if ready == nil || ready.Status != tt.status || ready.Message != tt.msg {
+				t.Fatalf("Ready = %+v, want %s %q", ready, tt.status, tt.msg)
+			}
+			if tt.status == v1.ConditionFalse && (ready.Reason != "ReadinessGatesNotReady" || !ready.LastTransitionTime.Equal(&t1)) {
+				t.Errorf("Ready = %+v, want reason ReadinessGatesNotReady since %v", ready, t1)
+			}
+			if c := findCondition(got.Conditions, v1.ContainersReady); c == nil || c.Status != v1.ConditionTrue {
+				t.Errorf("ContainersReady = %+v: gates do not change it", c)
+			}
+			for _, g := range tt.conds {
+				if c := findCondition(got.Conditions, g.Type); c == nil || c.Status != g.Status {
+					t.Errorf("gate condition %s not kept: %v", g.Type, got.Conditions)
+				}
+			}
+		})
+	}
+	// Containers not ready: Ready keeps their reason.
+	notReady := nodeStatus()
+	api := v1.PodStatus{}
+	got := mergeStatus(&api, &notReady, gates, t1.Time)
+	if r := findCondition(got.Conditions, v1.PodReady); r.Reason == "ReadinessGatesNotReady" {
+		t.Errorf("Ready = %+v, want the containers' reason", r)
 	}
 }

@@ -86,6 +86,10 @@ type PodStatuses interface {
 	Pods() []*v1.Pod
 	// Changed returns a channel closed at the next change of a status.
 	Changed() <-chan struct{}
+	// FinalPod returns the last status of an API pod the runner stopped
+	// and removed because the API deleted it (how its containers ended),
+	// if the runner has it.
+	FinalPod(uid types.UID) (*v1.Pod, bool)
 }
 
 // Options are a Manager's dependencies and settings.
@@ -458,7 +462,7 @@ func (r *run) sync(ctx context.Context, all bool) {
 // differs from what the API has (all) or from what was sent last.
 func (r *run) syncStatus(ctx context.Context, target *v1.Pod, node *v1.PodStatus, all bool) {
 	uid := target.UID
-	merged := mergeStatus(&target.Status, node)
+	merged := mergeStatus(&target.Status, node, target.Spec.ReadinessGates, r.m.clock.Now())
 	key := statusKey(&merged)
 	base := &target.Status
 	if last := r.lastSent[uid]; last != nil {
@@ -690,6 +694,9 @@ func (r *run) release(ctx context.Context, apiPods []*v1.Pod, running map[types.
 			continue
 		}
 		last := r.lastRunner[uid]
+		if final, ok := m.opts.Pods.FinalPod(uid); ok {
+			last = final
+		}
 		if last == nil {
 			// Never seen in the runner: it may not have heard of it yet.
 			since, ok := r.absentSince[uid]
@@ -709,7 +716,7 @@ func (r *run) release(ctx context.Context, apiPods []*v1.Pod, running map[types.
 			node = &last.Status
 		}
 		final := finalStatus(node, now)
-		merged := mergeStatus(&p.Status, &final)
+		merged := mergeStatus(&p.Status, &final, p.Spec.ReadinessGates, now)
 		base := &p.Status
 		if s := r.lastSent[uid]; s != nil && olderRV(p.ResourceVersion, s.rv) {
 			base = &s.status

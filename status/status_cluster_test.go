@@ -41,11 +41,30 @@ const failAfter = 45 * time.Second
 type runnerPods struct {
 	mu      sync.Mutex
 	pods    map[types.UID]*v1.Pod
+	final   map[types.UID]*v1.Pod
 	changed chan struct{}
 }
 
 func newRunnerPods() *runnerPods {
-	return &runnerPods{pods: map[types.UID]*v1.Pod{}, changed: make(chan struct{})}
+	return &runnerPods{pods: map[types.UID]*v1.Pod{}, final: map[types.UID]*v1.Pod{}, changed: make(chan struct{})}
+}
+
+func (r *runnerPods) FinalPod(uid types.UID) (*v1.Pod, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p, ok := r.final[uid]
+	return p, ok
+}
+
+// finish removes the pod as the runner does one the API deleted: its last
+// status, final, stays for FinalPod.
+func (r *runnerPods) finish(final *v1.Pod) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.final[final.UID] = final.DeepCopy()
+	delete(r.pods, final.UID)
+	close(r.changed)
+	r.changed = make(chan struct{})
 }
 
 func (r *runnerPods) Pods() []*v1.Pod {
@@ -434,6 +453,33 @@ func TestAPIPodStatusAgainstAPIServer(t *testing.T) {
 		})
 	})
 
+	t.Run("readiness gate", func(t *testing.T) {
+		// As the conformance spec: another writes the gate's condition
+		// with a status patch; Ready follows it, the containers ready.
+		gate := func(status v1.ConditionStatus) {
+			patch := fmt.Sprintf(`{"status":{"conditions":[{"type":"example.com/gate","status":%q}]}}`, status)
+			if _, err := admin.CoreV1().Pods("default").Patch(ctx, "web", types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}, "status"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		readyIs := func(want v1.ConditionStatus, reason string) {
+			t.Helper()
+			eventually(t, "Ready "+string(want), func() (bool, string) {
+				p, err := getPod(t, admin, "default", "web")
+				if err != nil {
+					return false, err.Error()
+				}
+				c := findCondition(p.Status.Conditions, v1.PodReady)
+				return c != nil && c.Status == want && c.Reason == reason, fmt.Sprint(p.Status.Conditions)
+			})
+		}
+		readyIs(v1.ConditionTrue, "")
+		gate(v1.ConditionFalse)
+		readyIs(v1.ConditionFalse, "ReadinessGatesNotReady")
+		gate(v1.ConditionTrue)
+		readyIs(v1.ConditionTrue, "")
+	})
+
 	t.Run("apiserver away", func(t *testing.T) {
 		h.c.StopAPIServer()
 		// The runner goes on, and the Manager does not hold it up.
@@ -464,8 +510,15 @@ func TestAPIPodStatusAgainstAPIServer(t *testing.T) {
 		if err != nil || p.DeletionTimestamp == nil {
 			t.Fatalf("web while stopping: %v (deleting: %v)", err, p != nil && p.DeletionTimestamp != nil)
 		}
-		// The runner stopped and removed it: final status, then gone.
-		h.rp.remove(web.UID)
+		// The runner stopped and removed it, and says how its container
+		// ended: that is the final status, then the pod is gone.
+		final := running(asRunnerPod(web), "10.1.0.5", 4)
+		finished := metav1.NewTime(time.Now().Add(-time.Minute).Truncate(time.Second))
+		final.Status.Phase = v1.PodFailed
+		final.Status.ContainerStatuses[0].Ready = false
+		final.Status.ContainerStatuses[0].State = v1.ContainerState{Terminated: &v1.ContainerStateTerminated{
+			ExitCode: 143, Reason: "Error", StartedAt: finished, FinishedAt: finished, ContainerID: "docker://app-4"}}
+		h.rp.finish(final)
 		var last *v1.Pod
 		timeout := time.After(failAfter)
 		for deleted := false; !deleted; {
@@ -486,7 +539,12 @@ func TestAPIPodStatusAgainstAPIServer(t *testing.T) {
 			}
 		}
 		if last == nil || last.Status.Phase != v1.PodFailed || last.Status.ContainerStatuses[0].State.Terminated == nil {
-			t.Errorf("final status before deletion: %+v", last.Status)
+			t.Fatalf("final status before deletion: %+v", last.Status)
+		}
+		// As the kubelet: how it really ended, not a made-up end (the
+		// conformance prestop sleep specs read finishedAt).
+		if term := last.Status.ContainerStatuses[0].State.Terminated; term.ExitCode != 143 || !term.FinishedAt.Equal(&finished) {
+			t.Errorf("final container state %+v, want exit 143 finished at %v", term, finished)
 		}
 	})
 
