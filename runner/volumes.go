@@ -314,7 +314,9 @@ func makeEmptyDir(d *podDirs, name string, ed *v1.EmptyDirVolumeSource) (string,
 	if err != nil || mounted {
 		return p, err
 	}
-	opts := "mode=0777"
+	// The kubelet mounts tmpfs without a mode: tmpfs's own, 1777 (sticky
+	// and world-writable, as /tmp), which a subPath made in it takes on.
+	opts := "mode=1777"
 	if ed.SizeLimit != nil && !ed.SizeLimit.IsZero() {
 		opts += ",size=" + strconv.FormatInt(ed.SizeLimit.Value(), 10)
 	}

@@ -79,6 +79,13 @@ func TestVolumesAndTeardown(t *testing.T) {
 	if mounted, err := isMountPoint(vols["mem"].HostPath); err != nil || !mounted {
 		t.Fatalf("memory emptyDir is not a mount: %v %v", mounted, err)
 	}
+	// Modes as the kubelet's: a disk emptyDir 0777, a tmpfs tmpfs's own
+	// 1777 (a subPath made in it takes that on).
+	for name, want := range map[string]os.FileMode{"disk": 0o777, "mem": 0o777 | os.ModeSticky} {
+		if fi, err := os.Stat(vols[name].HostPath); err != nil || fi.Mode()&^os.ModeDir != want {
+			t.Errorf("emptyDir %s: mode %v (%v), want %v", name, fi.Mode(), err, want)
+		}
+	}
 	if b, _ := os.ReadFile(filepath.Join(vols["cfg"].HostPath, "sub/a.conf")); string(b) != "A" {
 		t.Errorf("configMap item: %q", b)
 	}
