@@ -48,8 +48,9 @@ import (
 
 // conformanceCISpecs are the specs CI runs: one or two of each kind the
 // first phase covers (volumes, env, exit codes and termination messages,
-// init containers, security context, the Kubelet specs), picked for
-// running in seconds each.
+// init containers, security context, the Kubelet specs), the managed
+// /etc/hosts and exec through the node API, picked for running in seconds
+// each.
 var conformanceCISpecs = []string{
 	`EmptyDir volumes should support \(root,0644,default\)`,
 	`ConfigMap should be consumable from pods in volume \[Conformance\]`,
@@ -60,6 +61,8 @@ var conformanceCISpecs = []string{
 	`InitContainer should invoke init containers on a RestartNever pod`,
 	`Security Context When creating a container with runAsUser should run the container with uid 65534`,
 	`Kubelet when scheduling a busybox command in a pod should print the output to logs`,
+	`Kubelet when scheduling an agnhost Pod with hostAliases should write entries to /etc/hosts`,
+	`Pods should support remote command execution over websockets`,
 }
 
 // conformanceProcs is how many specs run at once.
