@@ -552,6 +552,27 @@ func APIPod(api *v1.Pod, source string, seen time.Time) (*v1.Pod, error) {
 	if msgs := validation.IsDNS1123Subdomain(api.Name); len(msgs) > 0 || strings.Contains(api.Name, "..") {
 		return nil, fmt.Errorf("%s: metadata.name is invalid: %s: refused", what, strings.Join(msgs, "; "))
 	}
+	// Container names name log files and termination-message files, and
+	// volume names directories under the pod's; ephemeral containers come
+	// later, through a subresource, and are checked here all the same.
+	names := map[string]string{}
+	for _, c := range api.Spec.InitContainers {
+		names["spec.initContainers: "+c.Name] = c.Name
+	}
+	for _, c := range api.Spec.Containers {
+		names["spec.containers: "+c.Name] = c.Name
+	}
+	for _, c := range api.Spec.EphemeralContainers {
+		names["spec.ephemeralContainers: "+c.Name] = c.Name
+	}
+	for _, vol := range api.Spec.Volumes {
+		names["spec.volumes: "+vol.Name] = vol.Name
+	}
+	for field, name := range names {
+		if msgs := validation.IsDNS1123Label(name); len(msgs) > 0 {
+			return nil, fmt.Errorf("%s: %s: not a safe name: %s: refused", what, field, strings.Join(msgs, "; "))
+		}
+	}
 	p := api.DeepCopy()
 	p.ManagedFields = nil
 	p.ResourceVersion = ""

@@ -124,6 +124,12 @@ func TestAPIPodRefusesUnsafeNames(t *testing.T) {
 		"namespace":    func(p *v1.Pod) { p.Namespace = "../x" },
 		"name dotdot":  func(p *v1.Pod) { p.Name = "a..b" },
 		"name slashed": func(p *v1.Pod) { p.Name = "a/b" },
+		"container":    func(p *v1.Pod) { p.Spec.Containers[0].Name = "../../etc" },
+		"init":         func(p *v1.Pod) { p.Spec.InitContainers = []v1.Container{{Name: "a/b"}} },
+		"ephemeral": func(p *v1.Pod) {
+			p.Spec.EphemeralContainers = []v1.EphemeralContainer{{EphemeralContainerCommon: v1.EphemeralContainerCommon{Name: "../x"}}}
+		},
+		"volume": func(p *v1.Pod) { p.Spec.Volumes = []v1.Volume{{Name: ".."}} },
 	} {
 		t.Run(name, func(t *testing.T) {
 			api := apiPodFixture()
