@@ -181,6 +181,9 @@ func TestClusterInitContainerFailsRestartNever(t *testing.T) {
 			}
 			last = p
 		case <-timeout:
+			if last == nil {
+				t.Fatal("the pod did not finish: no update of it came")
+			}
 			t.Fatalf("the pod did not finish; last %+v", last.Status)
 		}
 	}

@@ -97,6 +97,9 @@ func (s *ResourceShortage) statusMessage() string {
 		for i, h := range s.Holders {
 			names[i] = h.Namespace + "/" + h.Name
 		}
+		// Sorted: holders come from a map of admitted pods, and a message
+		// that changes order on every sync would be a new status each time.
+		slices.Sort(names)
 		msg += "; held by " + strings.Join(names, ", ")
 	}
 	if s.Pod.Annotations[annotationConfigSource] != configSourceAPI && s.Capacity > 0 {

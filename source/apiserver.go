@@ -273,10 +273,23 @@ func (r *apiRun) connect(ctx context.Context) {
 	r.logger.Info("connected to the apiserver", "node", r.node)
 	r.runCtx, r.cancel = context.WithCancel(ctx)
 	r.pods = r.newPodInformer()
-	r.wg.Add(1)
+	r.wg.Add(2)
 	go func() {
 		defer r.wg.Done()
 		r.pods.RunWithContext(r.runCtx)
+	}()
+	go func() {
+		defer r.wg.Done()
+		// The handlers may see the first list's pods before the informer
+		// says it has synced (client-go marks it once they were handed
+		// over), and a snapshot is only sent once it has: one rebuild
+		// more when it does, or a node whose pods were all in that list
+		// would wait for the next change of one of them.
+		select {
+		case <-r.pods.HasSyncedChecker().Done():
+			r.signal()
+		case <-r.runCtx.Done():
+		}
 	}()
 	r.rebuild()
 }

@@ -353,10 +353,21 @@ func (r *run) connect(ctx context.Context) {
 	var wctx context.Context
 	wctx, r.cancel = context.WithCancel(ctx)
 	r.informer = r.newInformer()
-	r.wg.Add(1)
+	r.wg.Add(2)
 	go func() {
 		defer r.wg.Done()
 		r.informer.RunWithContext(wctx)
+	}()
+	go func() {
+		defer r.wg.Done()
+		// As the apiserver source's: the first list's events may come
+		// before the informer says it has synced, and a round before then
+		// does nothing.
+		select {
+		case <-r.informer.HasSyncedChecker().Done():
+			r.pokeNow()
+		case <-wctx.Done():
+		}
 	}()
 }
 
@@ -382,18 +393,21 @@ func (r *run) newInformer() cache.SharedIndexInformer {
 		}
 		return obj, nil
 	})
-	poke := func() {
-		select {
-		case r.poke <- struct{}{}:
-		default:
-		}
-	}
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { poke() },
-		UpdateFunc: func(any, any) { poke() },
-		DeleteFunc: func(any) { poke() },
+		AddFunc:    func(any) { r.pokeNow() },
+		UpdateFunc: func(any, any) { r.pokeNow() },
+		DeleteFunc: func(any) { r.pokeNow() },
 	})
 	return inf
+}
+
+// pokeNow asks the loop for a round without blocking: one pending poke is
+// enough.
+func (r *run) pokeNow() {
+	select {
+	case r.poke <- struct{}{}:
+	default:
+	}
 }
 
 // sync is one round: mirror pods, statuses, deleted pods. all compares
