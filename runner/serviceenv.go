@@ -23,14 +23,33 @@ import (
 // masterServices are the Services of namespace default every pod sees.
 var masterServices = []string{"kubernetes"}
 
+// errServicesNotRead is the kubelet's words for a pod whose environment
+// waits for the Services.
+var errServicesNotRead error = &configError{msg: "services have not yet been read at least once, cannot construct envvars"}
+
+// servicesRead reports whether the Services were set once.
+func (r *Runner) servicesRead() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.servicesSynced
+}
+
 // SetServices replaces the cluster's Services (cluster mode): containers
 // started from now on see them in their environment; running ones keep
 // theirs, as with the kubelet. Until the first call, pods from the
-// apiserver do not start (their environment cannot be made yet).
+// apiserver do not start (their environment cannot be made yet); the
+// first call starts them at once rather than at the end of their
+// back-off: at start-up the Services often come a moment after the pods.
 func (r *Runner) SetServices(services []*v1.Service) {
 	r.mu.Lock()
+	defer r.mu.Unlock()
+	first := !r.servicesSynced
 	r.services, r.servicesSynced = services, true
-	r.mu.Unlock()
+	if first {
+		for _, w := range r.workers {
+			w.retryConfigErrorsNow()
+		}
+	}
 }
 
 // serviceEnv is the service links of pod's containers, by variable name.
@@ -41,7 +60,7 @@ func (r *Runner) serviceEnv(pod *v1.Pod) (map[string]string, error) {
 	services, synced := r.services, r.servicesSynced
 	r.mu.Unlock()
 	if r.cfg.ClusterServices && !synced && pod.Annotations[manifest.AnnotationConfigSource] == manifest.ConfigSourceAPI {
-		return nil, configErrorf("services have not yet been read at least once, cannot construct envvars")
+		return nil, errServicesNotRead
 	}
 	links := pod.Spec.EnableServiceLinks == nil || *pod.Spec.EnableServiceLinks
 	return serviceEnvVars(services, pod.Namespace, links), nil

@@ -1,13 +1,15 @@
 package runner_test
 
 import (
+	"context"
 	"strings"
 	"testing"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/podrun/podrun/engine"
+	"github.com/podrun/podrun/engine/enginetest"
 	"github.com/podrun/podrun/manifest"
 	"github.com/podrun/podrun/runner"
 )
@@ -37,8 +39,9 @@ func TestServiceLinksInTheEnvironment(t *testing.T) {
 	}
 	h.r.SetServices([]*v1.Service{svc("default", "kubernetes", "10.96.0.1"), svc("default", "fooservice", "10.96.0.7"),
 		svc("other", "elsewhere", "10.96.0.9")})
-	// The config error's retry comes with the clock.
-	h.stepUntilStatus("u1", "running", time.Second, allRunning)
+	// The first Services start the waiting pod at once: the clock (its
+	// back-off) does not move.
+	h.waitStatus("u1", "running", allRunning)
 	p, _ := h.r.Pod("u1")
 	env := map[string]string{}
 	for _, e := range fake.ContainerConfig(strings.TrimPrefix(p.Status.ContainerStatuses[0].ContainerID, "fake://")).Env {
@@ -54,4 +57,37 @@ func TestServiceLinksInTheEnvironment(t *testing.T) {
 			t.Errorf("%s = %q, want %q", k, env[k], v)
 		}
 	}
+}
+
+// gatedSandbox holds RunSandbox until released: a sync in the middle.
+type gatedSandbox struct {
+	*enginetest.Fake
+	entered, release chan struct{}
+}
+
+func (g *gatedSandbox) RunSandbox(ctx context.Context, cfg *engine.SandboxConfig) (string, error) {
+	close(g.entered)
+	<-g.release
+	return g.Fake.RunSandbox(ctx, cfg)
+}
+
+// TestServicesArrivingMidSyncStartThePodAtOnce: the Services come while
+// the pod's first sync runs, after it made the environment without them
+// (at podrun's start the pods and the Services come together). The
+// container's config error holds no back-off: it starts in the next sync,
+// the clock (the back-off) never moving.
+func TestServicesArrivingMidSyncStartThePodAtOnce(t *testing.T) {
+	fake := newFake(t)
+	gate := &gatedSandbox{Fake: fake, entered: make(chan struct{}), release: make(chan struct{})}
+	h := start(t, fake, func(c *runner.Config) {
+		c.ClusterServices = true
+		c.Runtime = gate
+	})
+	pod := newPod("u1", "p", v1.RestartPolicyAlways, map[string][]string{"a": {"run"}})
+	pod.Annotations = map[string]string{manifest.AnnotationConfigSource: manifest.ConfigSourceAPI}
+	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{pod}}
+	<-gate.entered
+	h.r.SetServices(nil)
+	close(gate.release)
+	h.waitStatus("u1", "running", allRunning)
 }

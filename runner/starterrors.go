@@ -56,9 +56,15 @@ func (w *podWorker) recordStartError(pod *v1.Pod, c *v1.Container, err error) {
 		r.backoff.Next(key, now)
 		retry = r.backoff.Get(key)
 	}
+	until := now.Add(retry)
+	if errors.Is(err, errServicesNotRead) && r.servicesRead() {
+		// The Services came while this sync made the environment without
+		// them: no back-off, the sync SetServices asked for starts it.
+		until = now
+	}
 	reason := errorReason(err)
 	w.mu.Lock()
-	w.errs[c.Name] = startError{waiting: waiting{Reason: reason, Message: err.Error()}, at: now, until: now.Add(retry)}
+	w.errs[c.Name] = startError{waiting: waiting{Reason: reason, Message: err.Error()}, at: now, until: until}
 	w.mu.Unlock()
 	r.event(pod, c.Name, v1.EventTypeWarning, eventFailed, "Error: %s: %v", reason, err)
 }

@@ -191,9 +191,15 @@ func (w *podWorker) objectsChanged(changed map[objectRef]bool) {
 	w.vols.gen++
 	w.vols.retryAt, w.vols.failures = time.Time{}, 0
 	w.vols.mu.Unlock()
+	w.retryConfigErrorsNow()
+}
+
+// retryConfigErrorsNow: what the pod's containers' configuration waited
+// for (an object, the Services) came. Their CreateContainerConfigErrors
+// are forgotten and the pod synced as a new spec would be: at once,
+// ending an error back-off.
+func (w *podWorker) retryConfigErrorsNow() {
 	w.clearStartErrors(reasonCreateContainerConfigError)
-	// As a new spec would: at once, ending an error back-off (a sync
-	// that failed for want of the object).
 	w.mu.Lock()
 	w.needNow = true
 	w.mu.Unlock()
