@@ -158,13 +158,14 @@ func (r *Runner) applyActions(ctx context.Context, pod *v1.Pod, st *podState, a 
 		r.metrics.podStarted()
 		r.log.Info("sandbox started", "pod", podKey(pod), "id", shortID(id), "attempt", sbCfg.Attempt,
 			"reason", a.SandboxReason)
-		ip, err := r.sandboxIP(ctx, string(pod.UID), id)
-		if err != nil {
-			return err
-		}
-		pe.PodIP = ip
 		if pod.Spec.HostNetwork {
 			pe.PodIP = r.cfg.HostIP
+		} else {
+			ip, err := r.sandboxIP(ctx, string(pod.UID), id)
+			if err != nil {
+				return err
+			}
+			pe.PodIP = ip
 		}
 		// The new sandbox has no containers yet: attempts still count on
 		// from the old ones.
@@ -594,11 +595,26 @@ func recordedGrace(pod *v1.Pod, st *podState) time.Duration {
 	return gracePeriod(nil)
 }
 
-// sandboxIP returns the address of the pod's new sandbox id. It comes
-// from a list of that pod alone where the runtime can make one: a list of
-// every sandbox here would make a bring-up of N pods cost O(N^2) (N
-// concurrent lists of up to N sandboxes each).
+// sandboxIPReader is a runtime that reads one sandbox's address by its ID,
+// as the kubelet asks PodSandboxStatus right after RunPodSandbox: one call
+// where a list of the pod is three on CRI (sandboxes, their status,
+// containers).
+type sandboxIPReader interface {
+	SandboxIP(ctx context.Context, id string) (string, error)
+}
+
+// sandboxIP returns the address of the pod's new sandbox id. Without a
+// sandboxIPReader it comes from a list of that pod alone where the runtime
+// can make one: a list of every sandbox here would make a bring-up of N
+// pods cost O(N^2) (N concurrent lists of up to N sandboxes each).
 func (r *Runner) sandboxIP(ctx context.Context, uid, id string) (string, error) {
+	if r.ipReader != nil {
+		ip, err := r.ipReader.SandboxIP(ctx, id)
+		if err != nil {
+			return "", fmt.Errorf("sandbox %s address: %w", shortID(id), err)
+		}
+		return ip, nil
+	}
 	var sbs []*engine.Sandbox
 	var err error
 	if l := r.cache.lister; l != nil {

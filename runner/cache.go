@@ -151,6 +151,17 @@ func (c countingLister) ListPodObjects(ctx context.Context, uid string) ([]*engi
 	return c.PodObjectLister.ListPodObjects(ctx, uid)
 }
 
+// countingIPReader counts SandboxIP calls with the runtime's other calls.
+type countingIPReader struct {
+	sandboxIPReader
+	m *Metrics
+}
+
+func (c countingIPReader) SandboxIP(ctx context.Context, id string) (string, error) {
+	c.m.runtimeCall("SandboxIP")
+	return c.sandboxIPReader.SandboxIP(ctx, id)
+}
+
 // invalidate marks everything known so far as stale and returns the
 // generation a relist must reach to be fresh.
 func (c *podCache) invalidate() uint64 {

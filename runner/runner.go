@@ -172,7 +172,10 @@ type Runner struct {
 	clock   clock.WithTicker
 	backoff *flowcontrol.Backoff
 	cache   *podCache
-	pulls   singleflight.Group
+	// ipReader reads a new sandbox's address in one call, when the
+	// runtime can (apply.go); nil otherwise.
+	ipReader sandboxIPReader
+	pulls    singleflight.Group
 	// copies are the image volumes' copies of image filesystems
 	// (imagevolumes.go).
 	copies imageCopies
@@ -263,6 +266,9 @@ func New(cfg Config) *Runner {
 	var lister engine.PodObjectLister
 	if l, ok := cfg.Runtime.(engine.PodObjectLister); ok {
 		lister = countingLister{PodObjectLister: l, m: cfg.Metrics}
+	}
+	if ir, ok := cfg.Runtime.(sandboxIPReader); ok {
+		r.ipReader = countingIPReader{sandboxIPReader: ir, m: cfg.Metrics}
 	}
 	r.cache = newPodCache(r.rt, lister, cfg.Log, cfg.Clock, cfg.RelistPeriod, cfg.RelistMaxPeriod, r.wakePods)
 	r.cache.recovered = r.wakeAllNow

@@ -1061,3 +1061,41 @@ func TestResourcesUpdatedWhileAStartWaits(t *testing.T) {
 		return fake.ContainerConfig(id).Resources.MemoryLimit == 96<<20
 	})
 }
+
+// TestNewSandboxAddressReadByID: a new sandbox's address, which its
+// containers' status.podIP variables take, is read by the sandbox's ID in
+// one call (as the kubelet's PodSandboxStatus after RunPodSandbox); a pod
+// on the host's network has the node's and reads none.
+func TestNewSandboxAddressReadByID(t *testing.T) {
+	fake := newFake(t)
+	h := start(t, fake, nil)
+	podIPEnv := []v1.EnvVar{{Name: "POD_IP", ValueFrom: &v1.EnvVarSource{FieldRef: &v1.ObjectFieldSelector{FieldPath: "status.podIP"}}}}
+	pod := newPod("u1", "p-node1", v1.RestartPolicyAlways, map[string][]string{"a": {"run"}})
+	pod.Spec.Containers[0].Env = podIPEnv
+	host := newPod("u2", "h-node1", v1.RestartPolicyAlways, map[string][]string{"a": {"run"}})
+	host.Spec.HostNetwork = true
+	host.Spec.Containers[0].Env = podIPEnv
+	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{pod}}
+	p := h.waitStatus("u1", "running", allRunning)
+	if n := fake.Calls("SandboxIP"); n != 1 {
+		t.Errorf("SandboxIP called %d times for one new sandbox, want 1", n)
+	}
+	envOf := func(p *v1.Pod) map[string]string {
+		env := map[string]string{}
+		for _, e := range fake.ContainerConfig(strings.TrimPrefix(p.Status.ContainerStatuses[0].ContainerID, "fake://")).Env {
+			env[e.Name] = e.Value
+		}
+		return env
+	}
+	if got := envOf(p)["POD_IP"]; got == "" || got != p.Status.PodIP {
+		t.Errorf("POD_IP = %q, want the sandbox's %q", got, p.Status.PodIP)
+	}
+	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{host}}
+	p = h.waitStatus("u2", "running", allRunning)
+	if n := fake.Calls("SandboxIP"); n != 1 {
+		t.Errorf("SandboxIP called for a pod on the host's network (%d calls in all)", n)
+	}
+	if got := envOf(p)["POD_IP"]; got != "192.0.2.10" {
+		t.Errorf("host-network POD_IP = %q, want the node's 192.0.2.10", got)
+	}
+}

@@ -291,7 +291,7 @@ func (r *Runtime) listSandboxes(ctx context.Context, uid string) ([]*engine.Sand
 		}
 		if sb.State == runtimeapi.PodSandboxState_SANDBOX_READY {
 			s.State = engine.StateRunning
-			ip, err := r.sandboxIP(ctx, sb.Id)
+			ip, err := r.SandboxIP(ctx, sb.Id)
 			if isNotFound(err) {
 				continue // removed since the list
 			}
@@ -305,9 +305,10 @@ func (r *Runtime) listSandboxes(ctx context.Context, uid string) ([]*engine.Sand
 	return out, nil
 }
 
-// sandboxIP is a running sandbox's IP ("" on the host's network), asked once
-// per sandbox.
-func (r *Runtime) sandboxIP(ctx context.Context, id string) (string, error) {
+// SandboxIP is a running sandbox's IP ("" on the host's network), asked
+// once per sandbox (PodSandboxStatus): the runner reads a new sandbox's
+// address with it rather than by a list of its pod.
+func (r *Runtime) SandboxIP(ctx context.Context, id string) (string, error) {
 	r.mu.Lock()
 	ip, ok := r.sandboxIPs[id]
 	r.mu.Unlock()

@@ -648,6 +648,24 @@ func (f *Fake) ListSandboxes(ctx context.Context) ([]*engine.Sandbox, error) {
 	return out, nil
 }
 
+// SandboxIP returns a sandbox's IP ("" when stopped or on the host's
+// network), as CRI's PodSandboxStatus tells it.
+func (f *Fake) SandboxIP(ctx context.Context, id string) (string, error) {
+	f.s.mu.Lock()
+	defer f.s.mu.Unlock()
+	if err := f.call("SandboxIP"); err != nil {
+		return "", err
+	}
+	sb, err := f.sandbox(id)
+	if err != nil {
+		return "", err
+	}
+	if sb.sb.State != engine.StateRunning {
+		return "", nil
+	}
+	return sb.ip, nil
+}
+
 // CreateContainer creates a container, or returns the one of the same (pod
 // UID, name, attempt).
 func (f *Fake) CreateContainer(ctx context.Context, sandboxID string, sandbox *engine.SandboxConfig, cfg *engine.ContainerConfig) (string, error) {

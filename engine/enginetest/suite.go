@@ -404,6 +404,15 @@ func testSandboxLifecycle(t *testing.T, s *suite) {
 	if sb.IP == "" {
 		t.Errorf("a running sandbox on its own network has no IP")
 	}
+	// An engine that reads one sandbox's IP by its ID (the runner's
+	// sandboxIPReader) reads the one its list shows.
+	if ir, ok := rt.(interface {
+		SandboxIP(context.Context, string) (string, error)
+	}); ok {
+		if ip, err := ir.SandboxIP(ctx, id); err != nil || ip != sb.IP {
+			t.Errorf("SandboxIP = %q, %v; want the listed %q", ip, err, sb.IP)
+		}
+	}
 	if sb.CreatedAt.Before(before) || sb.CreatedAt.After(time.Now().Add(2*time.Second)) {
 		t.Errorf("CreatedAt = %v, want about now", sb.CreatedAt)
 	}
