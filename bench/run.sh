@@ -5,10 +5,12 @@
 # (the Engine-API lower bound) and bench/harness, runs the micro-benchmarks
 # (go test -bench, -benchmem) of the manifest decoder and compute-actions,
 # then the harness: bring-up, update reaction, steady state and teardown against the
-# real dockerd, each measured next to its reference in the same run; and
-# bring-up on containerd (podrun's CRI engine) next to the CRI bound, in the
-# same rotation, when podrun's private containerd answers (hack/containerd.sh
-# sets it up; without it the doc says that part was skipped).
+# real dockerd, each measured next to its reference in the same run; and,
+# when podrun's private containerd answers (hack/containerd.sh sets it up;
+# without it the doc says that part was skipped), the same on containerd
+# (podrun's CRI engine): bring-up next to the CRI bound in the same
+# rotation, update reaction next to containerd's own create + start and
+# stop, idle cost next to containerd's CPU alone.
 #
 # Environment:
 #   BENCH_RUNS=5            repetitions of each measurement
@@ -30,8 +32,8 @@
 #   BENCH_OUT=docs/benchmarks.md   where the doc goes ('' prints it)
 #   BENCH_ONLY=bringup,update,steady,stuck,teardown
 #   BENCH_CRI_ENDPOINT=unix:///run/podrun-containerd/containerd.sock
-#                           the CRI runtime bring-up is also measured on
-#                           ('' for none)
+#                           the CRI runtime bring-up, update reaction and
+#                           idle cost are also measured on ('' for none)
 #   BENCH_SHORT=1           a quick look: 3 runs, sizes 1,10, 15 s windows
 #                           of 10 and 50 pods, 3 edits of 20 pods, 10 s
 #                           stuck pods, a teardown of 20 pods

@@ -13,29 +13,30 @@ import (
 	"github.com/podrun/podrun/bench/benchkit"
 )
 
-// DockerdCPU is the CPU dockerd spent in a steady-state window with podrun
-// watching, and over a window as long with the same containers and podrun
-// stopped: the difference is what podrun makes dockerd spend. dockerd is
-// shared with whatever else runs on the machine, so both include its
-// noise.
-type DockerdCPU struct {
+// DaemonCPU is the CPU an engine's daemon (dockerd, containerd) spent in
+// a steady-state window with podrun watching, and over a window as long
+// with the same containers and podrun stopped: the difference is what
+// podrun makes it spend. The daemon is shared with whatever else runs on
+// the machine, so both include its noise.
+type DaemonCPU struct {
 	WithPodrun, Alone float64 // % of one core
 }
 
-// Caused is the CPU podrun makes dockerd spend (% of one core).
-func (d DockerdCPU) Caused() float64 { return d.WithPodrun - d.Alone }
+// Caused is the CPU podrun makes the daemon spend (% of one core).
+func (d DaemonCPU) Caused() float64 { return d.WithPodrun - d.Alone }
 
-// dockerdCPUMeter reads dockerd's CPU time at the start of a window and
-// returns its use over the window, in % of one core, when called again.
-func dockerdCPUMeter() (func() (float64, error), error) {
+// dockerdPID is the pid of the machine's dockerd.
+func dockerdPID() (int, error) {
 	out, err := exec.Command("pidof", "dockerd").Output()
 	if err != nil {
-		return nil, fmt.Errorf("find dockerd: %w", err)
+		return 0, fmt.Errorf("find dockerd: %w", err)
 	}
-	pid, err := strconv.Atoi(strings.Fields(string(out))[0])
-	if err != nil {
-		return nil, err
-	}
+	return strconv.Atoi(strings.Fields(string(out))[0])
+}
+
+// daemonCPUMeter reads pid's CPU time at the start of a window and returns
+// its use over the window, in % of one core, when called again.
+func daemonCPUMeter(pid int) (func() (float64, error), error) {
 	p0, err := benchkit.ReadProc(pid)
 	if err != nil {
 		return nil, err
@@ -50,14 +51,14 @@ func dockerdCPUMeter() (func() (float64, error), error) {
 	}, nil
 }
 
-// dockerdAlone stops podrun (SIGTERM: its pods keep running) and measures
-// dockerd's CPU over window with the same containers and no podrun.
-func dockerdAlone(pr *benchkit.Proc, window time.Duration) (float64, error) {
+// daemonAlone stops podrun (SIGTERM: its pods keep running) and measures
+// the daemon pid's CPU over window with the same containers and no podrun.
+func daemonAlone(pr *benchkit.Proc, pid int, window time.Duration) (float64, error) {
 	if err := pr.Stop(syscall.SIGTERM, 30*time.Second); err != nil {
 		return 0, fmt.Errorf("stop podrun watch: %w", err)
 	}
-	time.Sleep(5 * time.Second) // podrun's stop (its last requests) is not dockerd alone
-	meter, err := dockerdCPUMeter()
+	time.Sleep(5 * time.Second) // podrun's stop (its last requests) is not the daemon alone
+	meter, err := daemonCPUMeter(pid)
 	if err != nil {
 		return 0, err
 	}
@@ -66,7 +67,7 @@ func dockerdAlone(pr *benchkit.Proc, window time.Duration) (float64, error) {
 }
 
 // logDockerdCPU logs a steady state's CPU with dockerd's share.
-func logDockerdCPU(n int, label string, podrunCPU float64, d DockerdCPU) {
+func logDockerdCPU(n int, label string, podrunCPU float64, d DaemonCPU) {
 	log.Printf("steady %3d pods %-18s: podrun CPU %.2f%%, dockerd CPU %.2f%% with podrun, %.2f%% alone: podrun + what it causes %.2f%% of one core",
 		n, label, podrunCPU, d.WithPodrun, d.Alone, podrunCPU+d.Caused())
 }

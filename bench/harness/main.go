@@ -130,8 +130,12 @@ type Results struct {
 	Steady   []Steady
 	Stuck    []Stuck
 	Teardown []Teardown
-	// CRISkipped says why bring-up was not measured on containerd ("" when
-	// it was).
+	// CRIUpdate and CRIIdle are update reaction and idle cost on
+	// containerd (containerd.go).
+	CRIUpdate []Update
+	CRIIdle   []CRIIdle
+	// CRISkipped says why nothing was measured on containerd ("" when it
+	// was).
 	CRISkipped string
 	Micro      []Micro
 	Load       []string
@@ -248,14 +252,16 @@ func run(c config) error {
 	res.Load = append(res.Load, "start: "+loadNote())
 	log.Printf("benchmarks: %s; infra image %s", res.Machine.String(), infra)
 
-	if c.only["bringup"] {
+	if c.only["bringup"] || c.only["update"] || c.only["steady"] {
 		rs, skipped := connectCRI(ctx, c.criEndpoint)
 		if rs != nil {
 			defer rs.Close(ctx)
 		} else {
-			log.Printf("bring-up on containerd skipped: %s", skipped)
+			log.Printf("containerd skipped: %s", skipped)
 		}
 		e.rs, res.CRISkipped = rs, skipped
+	}
+	if c.only["bringup"] {
 		for _, n := range c.sizes {
 			b, err := e.bringUp(ctx, n)
 			if err != nil {
@@ -272,6 +278,16 @@ func run(c config) error {
 			}
 			res.Update = append(res.Update, u)
 		}
+		for _, s := range e.subs {
+			if e.rs == nil {
+				break
+			}
+			u, err := again(e, "update reaction on containerd ("+s.Label+")", func() (Update, error) { return e.criUpdate(ctx, s) })
+			if err != nil {
+				return fmt.Errorf("update reaction on containerd (%s): %w", s.Label, err)
+			}
+			res.CRIUpdate = append(res.CRIUpdate, u)
+		}
 	}
 	if c.only["steady"] {
 		for _, n := range c.steadySizes {
@@ -281,6 +297,18 @@ func run(c config) error {
 					return fmt.Errorf("steady state of %d pods (%s): %w", n, s.Label, err)
 				}
 				res.Steady = append(res.Steady, st)
+			}
+		}
+		for _, n := range c.steadySizes {
+			for _, s := range e.subs {
+				if e.rs == nil {
+					break
+				}
+				st, err := again(e, fmt.Sprintf("idle on containerd, %d pods (%s)", n, s.Label), func() (CRIIdle, error) { return e.criIdle(ctx, s, n) })
+				if err != nil {
+					return fmt.Errorf("idle on containerd, %d pods (%s): %w", n, s.Label, err)
+				}
+				res.CRIIdle = append(res.CRIIdle, st)
 			}
 		}
 	}

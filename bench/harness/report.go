@@ -325,6 +325,7 @@ func render(r *Results, c config) string {
 		p("\n")
 		restartVerdict(&b, r.Steady)
 	}
+	containerdSection(&b, r)
 
 	if len(r.Stuck) > 0 {
 		p("## A pod that cannot start\n\n")

@@ -68,3 +68,28 @@ func TestConnectCRIUnreachable(t *testing.T) {
 		t.Errorf("reason with no endpoint = %q", why)
 	}
 }
+
+// Update reaction and idle cost on containerd have their own section, with
+// the reaction's margin over containerd's own stop + create + start and
+// the CPU podrun makes containerd spend.
+func TestRenderContainerdUpdateAndIdle(t *testing.T) {
+	r := &Results{Config: map[string]string{"update pods": "50", "steady": "1m0s"},
+		CRIUpdate: []Update{{Subject: "podrun", Pods: 50, Reaction: []float64{0.40, 0.30, 0.35},
+			Seen: []float64{0.42, 0.32, 0.37}, CreateStart: []float64{0.10, 0.12, 0.11}, Kill: []float64{0.05, 0.05, 0.06}}},
+		CRIIdle: []CRIIdle{{Subject: "podrun", Pods: 10, CPUPercent: 0.10, RSS: 30 << 20, RuntimePerMin: 12,
+			Containerd: DaemonCPU{WithPodrun: 0.50, Alone: 0.30}}},
+	}
+	doc := render(r, config{})
+	for _, want := range []string{
+		"## On containerd: update reaction and idle cost",
+		"| podrun | 0.350 | 0.370 | 0.110 | 0.050 | +0.190 | 0.40 0.30 0.35 |",
+		"| 10 | podrun | 0.10 | 0.50 | 0.30 | 0.30 | 30.0 | 12.0 |",
+	} {
+		if !strings.Contains(doc, want) {
+			t.Errorf("doc lacks %q:\n%s", want, doc)
+		}
+	}
+	if doc := render(&Results{Config: map[string]string{}}, config{}); strings.Contains(doc, "On containerd") {
+		t.Errorf("a containerd section without its figures:\n%s", doc)
+	}
+}

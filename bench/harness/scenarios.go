@@ -329,50 +329,91 @@ func (e *env) update(ctx context.Context, s subject) (Update, error) {
 		return u, err
 	}
 	time.Sleep(3 * time.Second) // let the bring-up's stragglers (events, relists) pass
+	ops := updateOps{
+		engine: "docker",
+		appOf: func(ctx context.Context, pod, not string) (string, error) {
+			id, _, err := e.appOf(ctx, node, pod, not)
+			return id, err
+		},
+		startedAt: func(ctx context.Context, id string) (time.Time, error) {
+			ins, err := e.cli.ContainerInspect(ctx, id)
+			if err != nil {
+				return time.Time{}, err
+			}
+			return time.Parse(time.RFC3339Nano, ins.State.StartedAt)
+		},
+		reference: func(ctx context.Context, pod, id string, _ []string) (float64, float64, error) {
+			_, sandbox, err := e.appOf(ctx, node, pod, "")
+			if err != nil {
+				return 0, 0, err
+			}
+			ins, err := e.cli.ContainerInspect(ctx, id)
+			if err != nil {
+				return 0, 0, err
+			}
+			return e.reference(ctx, node, sandbox, ins.Config.Image, ins.Config.Entrypoint, ins.Config.Cmd)
+		},
+	}
+	return u, e.updateTrials(ctx, &u, s.Label, node, dir, pr, ops)
+}
 
+// updateOps are what an update trial asks of the engine its pods run on.
+type updateOps struct {
+	engine string // for the log
+	// appOf is the running app container of pod other than not ("" when
+	// there is none).
+	appOf func(ctx context.Context, pod, not string) (string, error)
+	// startedAt is when the engine says container id started.
+	startedAt func(ctx context.Context, id string) (time.Time, error)
+	// reference times the engine's own create + start of the container
+	// the edit made (id of pod, running cmd), then its stop.
+	reference func(ctx context.Context, pod, id string, cmd []string) (createStart, kill float64, err error)
+}
+
+// updateTrials edits one pod's manifest per trial (a new command) and
+// records into u the time from the write to the new container's start,
+// with the engine's own create + start and kill as the reference.
+func (e *env) updateTrials(ctx context.Context, u *Update, label, node, dir string, pr *benchkit.Proc, ops updateOps) error {
+	n := e.cfg.updatePods
 	for trial := 0; trial < e.cfg.updateTrials; trial++ {
 		name := fmt.Sprintf("p-%03d", (trial*17+5)%n)
 		podName := name + "-" + node
-		old, sandbox, err := e.appOf(ctx, node, podName, "")
+		old, err := ops.appOf(ctx, podName, "")
 		if err != nil {
-			return u, err
+			return err
 		}
-		manifest := benchkit.Pod{Name: name, Command: []string{"sleep", strconv.Itoa(3601 + trial)}}.YAML()
+		cmd := []string{"sleep", strconv.Itoa(3601 + trial)}
 		t0 := time.Now()
-		if err := benchkit.WriteFile(filepath.Join(dir, name+".yaml"), manifest); err != nil {
-			return u, err
+		if err := benchkit.WriteFile(filepath.Join(dir, name+".yaml"), benchkit.Pod{Name: name, Command: cmd}.YAML()); err != nil {
+			return err
 		}
 		var newID string
 		_, err = benchkit.WaitFor(ctx, time.Minute, 5*time.Millisecond, "the edited container to run", func() (bool, error) {
-			id, _, err := e.appOf(ctx, node, podName, old)
+			id, err := ops.appOf(ctx, podName, old)
 			newID = id
 			return err == nil && id != "", nil
 		})
 		seen := time.Since(t0)
 		if err != nil {
-			return u, fmt.Errorf("%s: %w\n%s", name, err, lastLines(pr.Stderr(4000), 20))
+			return fmt.Errorf("%s: %w\n%s", name, err, lastLines(pr.Stderr(4000), 20))
 		}
-		ins, err := e.cli.ContainerInspect(ctx, newID)
+		started, err := ops.startedAt(ctx, newID)
 		if err != nil {
-			return u, err
+			return err
 		}
-		started, err := time.Parse(time.RFC3339Nano, ins.State.StartedAt)
+		cs, kill, err := ops.reference(ctx, podName, newID, cmd)
 		if err != nil {
-			return u, err
-		}
-		cs, kill, err := e.reference(ctx, node, sandbox, ins.Config.Image, ins.Config.Entrypoint, ins.Config.Cmd)
-		if err != nil {
-			return u, err
+			return err
 		}
 		u.Reaction = append(u.Reaction, started.Sub(t0).Seconds())
 		u.Seen = append(u.Seen, seen.Seconds())
 		u.CreateStart = append(u.CreateStart, cs)
 		u.Kill = append(u.Kill, kill)
-		log.Printf("update %-18s trial %d: reaction %.3f s (seen %.3f s); docker create+start %.3f s, kill %.3f s",
-			s.Label, trial+1, started.Sub(t0).Seconds(), seen.Seconds(), cs, kill)
+		log.Printf("update on %s %-18s trial %d: reaction %.3f s (seen %.3f s); %s create+start %.3f s, kill %.3f s",
+			ops.engine, label, trial+1, started.Sub(t0).Seconds(), seen.Seconds(), ops.engine, cs, kill)
 		time.Sleep(2 * time.Second)
 	}
-	return u, nil
+	return nil
 }
 
 // appOf returns the running app container of pod other than not, and the
@@ -447,7 +488,7 @@ type Steady struct {
 	// Events are the costs of one container killed under watch.
 	Events []EventCost
 	// Dockerd is dockerd's CPU in the window, and alone (dockerd.go).
-	Dockerd DockerdCPU
+	Dockerd DaemonCPU
 }
 
 // EventCost is what one runtime event (a container killed) cost podrun:
@@ -503,7 +544,11 @@ func (e *env) steadyState(ctx context.Context, s subject, n int) (Steady, error)
 	if err != nil {
 		return st, err
 	}
-	dockerdMeter, err := dockerdCPUMeter()
+	dockerd, err := dockerdPID()
+	if err != nil {
+		return st, err
+	}
+	dockerdMeter, err := daemonCPUMeter(dockerd)
 	if err != nil {
 		return st, err
 	}
@@ -612,7 +657,7 @@ func (e *env) steadyState(ctx context.Context, s subject, n int) (Steady, error)
 	}
 	log.Printf("steady %3d pods %-18s: RSS %.1f MiB (max %.1f), CPU %.2f%%, runtime calls %.1f/min, docker requests %.1f/min %v",
 		n, s.Label, mib(st.RSS), mib(st.MaxRSS), st.CPUPercent, st.RuntimePerMin, st.DockerPerMin, st.DockerCalls)
-	if st.Dockerd.Alone, err = dockerdAlone(pr, el); err != nil {
+	if st.Dockerd.Alone, err = daemonAlone(pr, dockerd, el); err != nil {
 		return st, err
 	}
 	logDockerdCPU(n, s.Label, st.CPUPercent, st.Dockerd)
