@@ -58,16 +58,12 @@ func (e *env) criWatch(s subject, node, root, dir string) (*benchkit.Proc, int, 
 	return e.watch(p, dir)
 }
 
-// criWaitUp waits until want app containers of node run on the CRI runtime.
-func (e *env) criWaitUp(ctx context.Context, pr *benchkit.Proc, node string, want int) error {
-	_, err := benchkit.WaitFor(ctx, 10*time.Minute, 200*time.Millisecond, fmt.Sprintf("%d containers to run on containerd", want), func() (bool, error) {
-		if pr.Exited() {
-			return false, fmt.Errorf("podrun watch exited:\n%s", lastLines(pr.Stderr(4000), 20))
-		}
+// criRunning counts node's running app containers on the CRI runtime.
+func (e *env) criRunning(ctx context.Context, node string) func() (int, error) {
+	return func() (int, error) {
 		running, _, _, err := benchkit.RunningCRI(ctx, e.rs, node)
-		return running == want, err
-	})
-	return err
+		return running, err
+	}
 }
 
 // criUpdate is update on containerd: an edited manifest's new container,
@@ -89,7 +85,7 @@ func (e *env) criUpdate(ctx context.Context, s subject) (Update, error) {
 		return u, err
 	}
 	defer pr.Stop(syscall.SIGTERM, 30*time.Second)
-	if err := e.criWaitUp(ctx, pr, node, n); err != nil {
+	if err := waitUp(ctx, pr, n, e.criRunning(ctx, node)); err != nil {
 		return u, err
 	}
 	// The reference's sandbox is another node's: podrun would remove a
@@ -217,7 +213,7 @@ func (e *env) criIdle(ctx context.Context, s subject, n int) (CRIIdle, error) {
 		return st, err
 	}
 	defer pr.Stop(syscall.SIGTERM, 30*time.Second)
-	if err := e.criWaitUp(ctx, pr, node, n); err != nil {
+	if err := waitUp(ctx, pr, n, e.criRunning(ctx, node)); err != nil {
 		return st, err
 	}
 	// The bring-up's tail is not the steady state. The relist period is

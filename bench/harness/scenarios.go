@@ -297,16 +297,26 @@ func (e *env) watch(p *benchkit.Podrun, dir string) (*benchkit.Proc, int, error)
 	return pr, port, err
 }
 
-// waitUp waits until want containers of node run.
-func (e *env) waitUp(ctx context.Context, pr *benchkit.Proc, node string, want int) error {
+// waitUp waits until count says want containers run, or the podrun
+// watch pr exits.
+func waitUp(ctx context.Context, pr *benchkit.Proc, want int, count func() (int, error)) error {
 	_, err := benchkit.WaitFor(ctx, 10*time.Minute, 200*time.Millisecond, fmt.Sprintf("%d containers to run", want), func() (bool, error) {
 		if pr.Exited() {
 			return false, fmt.Errorf("podrun watch exited:\n%s", lastLines(pr.Stderr(4000), 20))
 		}
-		running, _, err := benchkit.Running(ctx, e.cli, node)
-		return len(running) == want, err
+		running, err := count()
+		return running == want, err
 	})
 	return err
+}
+
+// dockerRunning counts node's running containers on Docker (sandboxes
+// included).
+func (e *env) dockerRunning(ctx context.Context, node string) func() (int, error) {
+	return func() (int, error) {
+		running, _, err := benchkit.Running(ctx, e.cli, node)
+		return len(running), err
+	}
 }
 
 func (e *env) update(ctx context.Context, s subject) (Update, error) {
@@ -325,7 +335,7 @@ func (e *env) update(ctx context.Context, s subject) (Update, error) {
 		return u, err
 	}
 	defer pr.Stop(syscall.SIGTERM, 30*time.Second)
-	if err := e.waitUp(ctx, pr, node, 2*n); err != nil {
+	if err := waitUp(ctx, pr, 2*n, e.dockerRunning(ctx, node)); err != nil {
 		return u, err
 	}
 	time.Sleep(3 * time.Second) // let the bring-up's stragglers (events, relists) pass
@@ -525,7 +535,7 @@ func (e *env) steadyState(ctx context.Context, s subject, n int) (Steady, error)
 	}
 	defer proxy.Close()
 	defer pr.Stop(syscall.SIGTERM, 30*time.Second)
-	if err := e.waitUp(ctx, pr, node, 2*n); err != nil {
+	if err := waitUp(ctx, pr, 2*n, e.dockerRunning(ctx, node)); err != nil {
 		return st, err
 	}
 	st.BringUpSeconds = time.Since(start).Seconds()
