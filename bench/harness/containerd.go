@@ -255,14 +255,7 @@ func (e *env) criIdle(ctx context.Context, s subject, n int) (CRIIdle, error) {
 	perMin := 60 / el.Seconds()
 	st.Seconds, st.RSS = el.Seconds(), p1.RSS
 	st.CPUPercent = 100 * (p1.CPU - p0.CPU).Seconds() / el.Seconds()
-	st.RuntimeCalls = map[string]float64{}
-	for k, v := range m1 {
-		if d := v - m0[k]; d > 0 {
-			method := strings.TrimSuffix(strings.TrimPrefix(k, `method="`), `"`)
-			st.RuntimeCalls[method] = d * perMin
-			st.RuntimePerMin += d * perMin
-		}
-	}
+	st.RuntimeCalls, st.RuntimePerMin = callsPerMin(m0, m1, perMin)
 	if st.Containerd.Alone, err = daemonAlone(pr, pid, el); err != nil {
 		return st, err
 	}

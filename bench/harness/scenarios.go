@@ -595,14 +595,7 @@ func (e *env) steadyState(ctx context.Context, s subject, n int) (Steady, error)
 	st.RSS, st.HWM, st.Threads = p1.RSS, p1.HWM, p1.Threads
 	st.MaxRSS = max(st.MaxRSS, p1.RSS)
 	st.CPUPercent = 100 * (p1.CPU - p0.CPU).Seconds() / el.Seconds()
-	st.RuntimeCalls = map[string]float64{}
-	for k, v := range m1 {
-		if d := v - m0[k]; d > 0 {
-			method := strings.TrimSuffix(strings.TrimPrefix(k, `method="`), `"`)
-			st.RuntimeCalls[method] = d * perMin
-			st.RuntimePerMin += d * perMin
-		}
-	}
+	st.RuntimeCalls, st.RuntimePerMin = callsPerMin(m0, m1, perMin)
 	st.DockerCalls = map[string]float64{}
 	keys, diff := benchkit.Diff(d0, d1)
 	for _, k := range keys {
@@ -672,6 +665,21 @@ func (e *env) steadyState(ctx context.Context, s subject, n int) (Steady, error)
 	}
 	logDockerdCPU(n, s.Label, st.CPUPercent, st.Dockerd)
 	return st, nil
+}
+
+// callsPerMin is podrun_runtime_calls_total's growth from m0 to m1 by
+// method, scaled by perMin, and its sum.
+func callsPerMin(m0, m1 map[string]float64, perMin float64) (map[string]float64, float64) {
+	out := map[string]float64{}
+	var total float64
+	for k, v := range m1 {
+		if d := v - m0[k]; d > 0 {
+			method := strings.TrimSuffix(strings.TrimPrefix(k, `method="`), `"`)
+			out[method] = d * perMin
+			total += d * perMin
+		}
+	}
+	return out, total
 }
 
 func mib(b int64) float64 { return float64(b) / (1 << 20) }
