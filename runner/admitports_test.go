@@ -2,6 +2,7 @@ package runner_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -178,4 +179,34 @@ func TestMissingSecretIsAConfigError(t *testing.T) {
 		t.Errorf("waiting message %q", w.Message)
 	}
 	h.waitStatus("u2", "running without its pull secret", allRunning)
+}
+
+// TestHostPortRunningPodIsNeverRefusedAmongMany: the running pod comes
+// last of many in one update. Every pod's claim is recorded before any
+// worker decides, so the first worker cannot admit its pod before the
+// running one's claim is known (it did: apply started each worker as it
+// went, and a busy machine let the first decide alone).
+func TestHostPortRunningPodIsNeverRefusedAmongMany(t *testing.T) {
+	fake := newFake(t)
+	h := start(t, fake, nil)
+	z := portPod("z", "z-node1", hostPort(8080))
+	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{z}}
+	h.waitStatus("z", "z running", allRunning)
+	h.stop()
+
+	fake.ResetCalls()
+	h2 := start(t, fake, nil)
+	var pods []*v1.Pod
+	for i := range 60 {
+		uid := fmt.Sprintf("p%02d", i)
+		pods = append(pods, portPod(uid, uid+"-node1", hostPort(8080)))
+	}
+	h2.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: append(pods, z.DeepCopy())}
+	for _, p := range pods {
+		h2.waitStatus(string(p.UID), p.Name+" refused", refused)
+	}
+	h2.waitStatus("z", "z running", allRunning)
+	if n := fake.Calls("RunSandbox"); n != 0 {
+		t.Errorf("RunSandbox called %d times", n)
+	}
 }

@@ -413,12 +413,27 @@ func (r *Runner) apply(ctx context.Context, u PodUpdate) {
 		r.log.Error("pod update without a valid op ignored", "op", int(u.Op), "pods", len(u.Pods))
 		return
 	}
+	// Every pod's host-port and resource claim is recorded before any
+	// worker of the update starts: admission decides the undecided claims
+	// together, in the sources' order, and a worker that began while the
+	// loop went on could decide its pod before a later pod's claim (one
+	// that runs already and must keep its port) was known.
+	var wake []string
+	for _, pod := range u.Pods {
+		uid := string(pod.UID)
+		switch {
+		case u.Op == OpRemove, pod.DeletionTimestamp != nil:
+			// A pod the apiserver is deleting holds nothing either.
+			wake = append(wake, r.ports.remove(uid)...)
+		default:
+			wake = append(wake, r.ports.set(pod)...)
+		}
+	}
 	for _, pod := range u.Pods {
 		uid := string(pod.UID)
 		w := r.workers[uid]
 		if u.Op == OpRemove {
 			delete(r.final, uid)
-			r.wakeLocked(r.ports.remove(uid))
 			if w != nil {
 				w.remove()
 			}
@@ -429,11 +444,6 @@ func (r *Runner) apply(ctx context.Context, u PodUpdate) {
 		// kubelet handles a graceful delete; its source drops it once
 		// the API object is gone.
 		deleting := pod.DeletionTimestamp != nil
-		if deleting {
-			r.wakeLocked(r.ports.remove(uid))
-		} else {
-			r.wakeLocked(r.ports.set(pod))
-		}
 		if w == nil {
 			w = newPodWorker(r, pod)
 			w.removed = deleting
@@ -451,6 +461,7 @@ func (r *Runner) apply(ctx context.Context, u PodUpdate) {
 		}
 		w.update(pod)
 	}
+	r.wakeLocked(wake)
 }
 
 // wakePods asks the workers of the given pods to sync now.
