@@ -55,8 +55,11 @@ const (
 	DefaultBatchDelay = 500 * time.Millisecond
 	// DefaultMaxBackoff caps the back-off between attempts to get a client.
 	DefaultMaxBackoff = 30 * time.Second
-	// DefaultMirrorRetry is how long a mirror pod the apiserver refused is
-	// not asked for again, unless its static pod changes.
+	// DefaultMirrorRetry caps the back-off between attempts to make a
+	// mirror pod the apiserver refused (unless its static pod changes).
+	// The first retry is after a second: a refusal may pass (kubeadm's
+	// pods name system-node-critical, which the apiserver makes a moment
+	// after it serves), and the kubelet asks again at each pod sync.
 	DefaultMirrorRetry = 5 * time.Minute
 	// DefaultReleaseAfter is how long an API pod being deleted that the
 	// runner does not have (and was not seen to have) waits before it is
@@ -240,7 +243,9 @@ type run struct {
 	client     Client
 	backoff    time.Duration
 	retryTimer clock.Timer
-	nodeUID    types.UID // read from the Node when Options.NodeUID is nil
+	// mirrorTimer ends the earliest back-off of a refused mirror pod.
+	mirrorTimer clock.Timer
+	nodeUID     types.UID // read from the Node when Options.NodeUID is nil
 
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
@@ -276,7 +281,11 @@ type refusal struct {
 	hash string
 	msg  string
 	at   time.Time
+	wait time.Duration // before it is asked for again
 }
+
+// retryAt is when the mirror pod is asked for again.
+func (f refusal) retryAt() time.Time { return f.at.Add(f.wait) }
 
 func (r *run) loop(ctx context.Context) {
 	m := r.m
@@ -300,6 +309,9 @@ func (r *run) loop(ctx context.Context) {
 		case <-timerC(r.batchTimer):
 			r.batchTimer = nil
 			r.sync(ctx, false)
+		case <-timerC(r.mirrorTimer):
+			r.mirrorTimer = nil
+			r.sync(ctx, false)
 		case <-ticker.C():
 			r.sync(ctx, true)
 		}
@@ -318,7 +330,7 @@ func (r *run) stop() {
 		r.cancel()
 	}
 	r.wg.Wait()
-	for _, t := range []clock.Timer{r.retryTimer, r.batchTimer} {
+	for _, t := range []clock.Timer{r.retryTimer, r.batchTimer, r.mirrorTimer} {
 		if t != nil {
 			t.Stop()
 		}
@@ -587,9 +599,14 @@ func (r *run) syncMirrors(ctx context.Context, runnerPods, apiPods []*v1.Pod) ma
 		}
 	}
 	errs := map[types.UID]string{}
+	var retry time.Time
 	for uid, ref := range r.refused {
 		errs[uid] = ref.msg
+		if retry.IsZero() || ref.retryAt().Before(retry) {
+			retry = ref.retryAt()
+		}
 	}
+	r.armMirrorRetry(retry)
 	for uid, msg := range blocked {
 		errs[uid] = msg
 	}
@@ -600,12 +617,24 @@ func (r *run) syncMirrors(ctx context.Context, runnerPods, apiPods []*v1.Pod) ma
 	return deleted
 }
 
+// armMirrorRetry has a round run at retry, the end of the earliest
+// refusal's back-off; zero: none is waiting.
+func (r *run) armMirrorRetry(retry time.Time) {
+	if r.mirrorTimer != nil {
+		r.mirrorTimer.Stop()
+		r.mirrorTimer = nil
+	}
+	if !retry.IsZero() {
+		r.mirrorTimer = r.m.clock.NewTimer(max(retry.Sub(r.m.clock.Now()), 0))
+	}
+}
+
 // createMirror creates the mirror pod of the static pod st, unless the
-// apiserver refused it lately.
+// apiserver refused it and its back-off has not ended.
 func (r *run) createMirror(ctx context.Context, st *v1.Pod, reason string, now time.Time) {
 	m := r.m
 	hash := staticHash(st)
-	if ref, ok := r.refused[st.UID]; ok && ref.hash == hash && now.Sub(ref.at) < m.opts.MirrorRetry {
+	if ref, ok := r.refused[st.UID]; ok && ref.hash == hash && now.Before(ref.retryAt()) {
 		return
 	}
 	key := "mirror " + podName(st)
@@ -632,10 +661,15 @@ func (r *run) createMirror(ctx context.Context, st *v1.Pod, reason string, now t
 		r.problems.set(key, fmt.Errorf("create the mirror pod of %s: %w", podName(st), err), "mirror pod not made")
 	case apierrors.IsForbidden(err) || apierrors.IsInvalid(err) || apierrors.IsBadRequest(err):
 		msg := fmt.Sprintf("the apiserver refused the mirror pod: %v", err)
-		if old, ok := r.refused[st.UID]; !ok || old.msg != msg || old.hash != hash {
+		old, ok := r.refused[st.UID]
+		if !ok || old.msg != msg || old.hash != hash {
 			m.logger.Warn("mirror pod refused; the static pod runs without one", "pod", podName(st), "err", err)
 		}
-		r.refused[st.UID] = refusal{hash: hash, msg: msg, at: now}
+		wait := minBackoff
+		if ok && old.hash == hash {
+			wait = min(2*old.wait, m.opts.MirrorRetry)
+		}
+		r.refused[st.UID] = refusal{hash: hash, msg: msg, at: now, wait: wait}
 		r.problems.set(key, nil, "mirror pod not made")
 	default:
 		if ctx.Err() == nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	v1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -370,6 +371,41 @@ func TestMirrorPodsAgainstAPIServer(t *testing.T) {
 		eventually(t, "the refusal forgotten", func() (bool, string) {
 			_, ok := h.mgr.MirrorErrors()[withCM.UID]
 			return !ok, ""
+		})
+	})
+
+	t.Run("refused mirror asked again", func(t *testing.T) {
+		// The Priority admission plugin refuses a pod naming a
+		// PriorityClass that does not exist yet, as it refuses kubeadm's
+		// system-node-critical pods until the apiserver has made that
+		// class: once it exists, the mirror pod is made within the
+		// back-off's first steps, not after its cap.
+		const class = "podrun-made-later"
+		later := kubeadmStatic(t, "kube-scheduler.yaml", func(s string) string {
+			return strings.Replace(s, "  priority: 2000001000\n  priorityClassName: system-node-critical\n", "  priorityClassName: "+class+"\n", 1)
+		})
+		h.rp.set(running(later, "192.0.2.10", 0))
+		t.Cleanup(func() { h.rp.remove(later.UID) })
+		eventually(t, "the refusal", func() (bool, string) {
+			msg, ok := h.mgr.MirrorErrors()[later.UID]
+			return ok && strings.Contains(msg, class), msg
+		})
+		pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: class}, Value: 1000}
+		if _, err := admin.SchedulingV1().PriorityClasses().Create(ctx, pc, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = admin.SchedulingV1().PriorityClasses().Delete(context.Background(), class, metav1.DeleteOptions{})
+		})
+		eventually(t, "the mirror pod, once its PriorityClass exists", func() (bool, string) {
+			m, err := getPod(t, admin, "kube-system", later.Name)
+			if err != nil {
+				return false, err.Error()
+			}
+			if msg, ok := h.mgr.MirrorErrors()[later.UID]; ok {
+				return false, "made, but the refusal is still shown: " + msg
+			}
+			return m.Spec.PriorityClassName == class, m.Spec.PriorityClassName
 		})
 	})
 
