@@ -27,13 +27,6 @@ var masterServices = []string{"kubernetes"}
 // waits for the Services.
 var errServicesNotRead error = &configError{msg: "services have not yet been read at least once, cannot construct envvars"}
 
-// servicesRead reports whether the Services were set once.
-func (r *Runner) servicesRead() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.servicesSynced
-}
-
 // SetServices replaces the cluster's Services (cluster mode): containers
 // started from now on see them in their environment; running ones keep
 // theirs, as with the kubelet. Until the first call, pods from the

@@ -50,19 +50,23 @@ const reasonRunContainerError = "RunContainerError"
 func (w *podWorker) recordStartError(pod *v1.Pod, c *v1.Container, err error) {
 	r := w.r
 	now := r.clock.Now()
-	retry := admitRetry
-	if _, refused := AdmitReason(err); !refused {
+	reason := errorReason(err)
+	w.mu.Lock()
+	// What the configuration waited for (an object, the Services) came
+	// while this sync made it without: no back-off, the sync its arrival
+	// asked for starts the container.
+	arrived := reason == reasonCreateContainerConfigError && w.configGen != w.syncConfigGen
+	w.mu.Unlock()
+	until := now
+	switch _, refused := AdmitReason(err); {
+	case arrived:
+	case refused:
+		until = now.Add(admitRetry)
+	default:
 		key := backoffKey(pod, c) + "/start"
 		r.backoff.Next(key, now)
-		retry = r.backoff.Get(key)
+		until = now.Add(r.backoff.Get(key))
 	}
-	until := now.Add(retry)
-	if errors.Is(err, errServicesNotRead) && r.servicesRead() {
-		// The Services came while this sync made the environment without
-		// them: no back-off, the sync SetServices asked for starts it.
-		until = now
-	}
-	reason := errorReason(err)
 	w.mu.Lock()
 	w.errs[c.Name] = startError{waiting: waiting{Reason: reason, Message: err.Error()}, at: now, until: until}
 	w.mu.Unlock()

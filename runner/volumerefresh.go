@@ -202,6 +202,7 @@ func (w *podWorker) retryConfigErrorsNow() {
 	w.clearStartErrors(reasonCreateContainerConfigError)
 	w.mu.Lock()
 	w.needNow = true
+	w.configGen++
 	w.mu.Unlock()
 	w.signal()
 }

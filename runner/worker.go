@@ -33,6 +33,11 @@ type podWorker struct {
 	needNow bool
 	// errs are why containers could not start, with when to try again.
 	errs map[string]startError
+	// configGen counts the arrivals of what containers' configuration
+	// waits for (retryConfigErrorsNow); syncConfigGen is its value when
+	// the sync under way began. A configuration error of a sync that began
+	// before the latest arrival holds no back-off (recordStartError).
+	configGen, syncConfigGen uint64
 	// vols is what the files of the pod's volumes hold (volumerefresh.go).
 	vols volumeState
 	// evicted, when set, keeps the pod stopped and Failed (evict.go).
@@ -346,11 +351,20 @@ func soonest(ds ...time.Duration) time.Duration {
 	return out
 }
 
+// syncBegins marks the start of a sync: what the containers' configuration
+// waits for and arrives from now on is news to it (recordStartError).
+func (w *podWorker) syncBegins() {
+	w.mu.Lock()
+	w.syncConfigGen = w.configGen
+	w.mu.Unlock()
+}
+
 // sync computes and applies one round of actions, then publishes the pod's
 // status. It reports whether there was anything to do, and what of it
 // failed.
 func (w *podWorker) sync(ctx context.Context, pod *v1.Pod, st *podState) (*podActions, bool, error) {
 	r := w.r
+	w.syncBegins()
 	if msg, ok := w.evictedMessage(pod); ok {
 		return w.syncEvicted(ctx, pod, st, msg)
 	}
