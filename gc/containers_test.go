@@ -383,8 +383,14 @@ func TestContainerGCCollect(t *testing.T) {
 		t.Errorf("before the sources are ready: %s, want %s", got, want)
 	}
 	ready = true
+	w.f.ResetCalls()
 	if _, err := g.Collect(ctx); err != nil {
 		t.Fatal(err)
+	}
+	// A runtime that lists a node's sandboxes and containers at once is
+	// listed once a pass: an idle node pays this every minute.
+	if l, c, s := w.f.Calls("ListPodObjects"), w.f.Calls("ListContainers"), w.f.Calls("ListSandboxes"); l != 1 || c != 0 || s != 0 {
+		t.Errorf("a pass listed %d times at once, %d containers, %d sandboxes; want one list at once", l, c, s)
 	}
 	if got, want := fmt.Sprint(count(w.f)), fmt.Sprint(map[string]int{
 		"a": 2, "a/sandboxes": 1, "kept": 1, "kept/sandboxes": 1,
