@@ -3,6 +3,7 @@ package status
 import (
 	"slices"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -142,5 +143,30 @@ func TestMirrorPod(t *testing.T) {
 	}
 	if !isMirrorOf(apiMirror("etcd", "h1"), st) || isMirrorOf(apiMirror("etcd", "h2"), st) {
 		t.Error("isMirrorOf")
+	}
+}
+
+// TestNextMirrorRetry: the retry timer is armed for the earliest back-off
+// still running; one already over is left to the next round (a timer for
+// it would fire at once, and the loop spin while its mirror is not asked
+// for or its attempt fails otherwise).
+func TestNextMirrorRetry(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	ref := func(ago, wait time.Duration) refusal { return refusal{at: now.Add(-ago), wait: wait} }
+	for _, tc := range []struct {
+		name    string
+		refused map[types.UID]refusal
+		want    time.Time
+	}{
+		{"none", nil, time.Time{}},
+		{"running", map[types.UID]refusal{"a": ref(0, time.Second)}, now.Add(time.Second)},
+		{"earliest of two", map[types.UID]refusal{"a": ref(0, 4*time.Second), "b": ref(time.Second, 2*time.Second)}, now.Add(time.Second)},
+		{"over", map[types.UID]refusal{"a": ref(2*time.Second, time.Second)}, time.Time{}},
+		{"ending now", map[types.UID]refusal{"a": ref(time.Second, time.Second)}, time.Time{}},
+		{"over and running", map[types.UID]refusal{"a": ref(time.Minute, time.Second), "b": ref(0, 8*time.Second)}, now.Add(8 * time.Second)},
+	} {
+		if got := nextMirrorRetry(tc.refused, now); !got.Equal(tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }

@@ -588,25 +588,30 @@ func (r *run) syncMirrors(ctx context.Context, runnerPods, apiPods []*v1.Pod) ma
 		}
 	}
 
-	// What is refused or blocked now, for MirrorErrors.
+	// What is refused or blocked now, for MirrorErrors. A refusal goes
+	// with its static pod, or its version, or once the mirror exists (made
+	// by an attempt whose answer was lost, say).
 	static := map[types.UID]*v1.Pod{}
 	for _, p := range in.Static {
 		static[p.UID] = p
 	}
+	apiByName := map[string]*v1.Pod{}
+	for _, p := range apiPods {
+		apiByName[podName(p)] = p
+	}
 	for uid, ref := range r.refused {
-		if st := static[uid]; st == nil || staticHash(st) != ref.hash {
+		st := static[uid]
+		if st == nil || staticHash(st) != ref.hash {
+			delete(r.refused, uid)
+		} else if mp := apiByName[podName(st)]; mp != nil && isMirrorOf(mp, st) {
 			delete(r.refused, uid)
 		}
 	}
 	errs := map[types.UID]string{}
-	var retry time.Time
 	for uid, ref := range r.refused {
 		errs[uid] = ref.msg
-		if retry.IsZero() || ref.retryAt().Before(retry) {
-			retry = ref.retryAt()
-		}
 	}
-	r.armMirrorRetry(retry)
+	r.armMirrorRetry(nextMirrorRetry(r.refused, m.clock.Now()))
 	for uid, msg := range blocked {
 		errs[uid] = msg
 	}
@@ -615,6 +620,20 @@ func (r *run) syncMirrors(ctx context.Context, runnerPods, apiPods []*v1.Pod) ma
 	m.mu.Unlock()
 	m.opts.Metrics.refused(len(errs))
 	return deleted
+}
+
+// nextMirrorRetry is when the first back-off of the refusals that is
+// still running at now ends; zero: none is. One already over (its static
+// pod not asked for in the round, or the attempt failed otherwise) waits
+// for the next round: a timer for it would fire at once, again and again.
+func nextMirrorRetry(refused map[types.UID]refusal, now time.Time) time.Time {
+	var next time.Time
+	for _, ref := range refused {
+		if at := ref.retryAt(); at.After(now) && (next.IsZero() || at.Before(next)) {
+			next = at
+		}
+	}
+	return next
 }
 
 // armMirrorRetry has a round run at retry, the end of the earliest
@@ -655,6 +674,7 @@ func (r *run) createMirror(ctx context.Context, st *v1.Pod, reason string, now t
 	case apierrors.IsAlreadyExists(err):
 		// Made meanwhile (by a podrun before this one): the informer shows
 		// it at the next round.
+		delete(r.refused, st.UID)
 	case apierrors.IsForbidden(err) && strings.Contains(err.Error(), "UID mismatch"):
 		// The Node was made again: read its UID again.
 		r.nodeUID = ""
