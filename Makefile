@@ -7,7 +7,7 @@ export PATH := /usr/local/go/bin:$(PATH)
 # whole binary: 30 MB more binary and about 9 MiB more RSS (docs/memory.md).
 GO_TAGS ?= grpcnotrace
 
-.PHONY: build test setup k8s example bench bench-nodes chaos conformance
+.PHONY: build test setup k8s example bench bench-nodes chaos conformance conformance-kubelet
 build:
 	go build -tags $(GO_TAGS) -o bin/podrun .
 setup:
@@ -26,3 +26,5 @@ chaos:
 	bash test/chaos/run.sh
 conformance:
 	bash hack/conformance.sh
+conformance-kubelet:
+	bash hack/conformance-kubelet.sh
