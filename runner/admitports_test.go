@@ -10,6 +10,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/podrun/podrun/engine"
+	"github.com/podrun/podrun/engine/enginetest"
 	"github.com/podrun/podrun/runner"
 )
 
@@ -63,19 +64,26 @@ func TestHostPortConflictRefusesTheLaterPod(t *testing.T) {
 	}
 }
 
+// runThenRestart runs pod until it is running, stops that runner, and
+// returns a new one on the same fake, its call counts reset: podrun
+// restarted with the pod running.
+func runThenRestart(t *testing.T, fake *enginetest.Fake, pod *v1.Pod) *harness {
+	t.Helper()
+	h := start(t, fake, nil)
+	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{pod}}
+	h.waitStatus(string(pod.UID), pod.Name+" running", allRunning)
+	h.stop()
+	fake.ResetCalls()
+	return start(t, fake, nil)
+}
+
 // TestHostPortRunningPodIsNeverRefused: a restarted runner keeps the pod
 // that runs with the port, although a pod given before it asks for the
 // port too: that one is refused, and nothing is stopped.
 func TestHostPortRunningPodIsNeverRefused(t *testing.T) {
 	fake := newFake(t)
-	h := start(t, fake, nil)
 	b := portPod("b", "b-node1", hostPort(8080))
-	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{b}}
-	h.waitStatus("b", "b running", allRunning)
-	h.stop()
-
-	fake.ResetCalls()
-	h2 := start(t, fake, nil)
+	h2 := runThenRestart(t, fake, b)
 	a := portPod("a", "a-node1", hostPort(8080))
 	h2.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{a, b.DeepCopy()}}
 	p := h2.waitStatus("a", "a refused", refused)
@@ -188,14 +196,8 @@ func TestMissingSecretIsAConfigError(t *testing.T) {
 // went, and a busy machine let the first decide alone).
 func TestHostPortRunningPodIsNeverRefusedAmongMany(t *testing.T) {
 	fake := newFake(t)
-	h := start(t, fake, nil)
 	z := portPod("z", "z-node1", hostPort(8080))
-	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{z}}
-	h.waitStatus("z", "z running", allRunning)
-	h.stop()
-
-	fake.ResetCalls()
-	h2 := start(t, fake, nil)
+	h2 := runThenRestart(t, fake, z)
 	var pods []*v1.Pod
 	for i := range 60 {
 		uid := fmt.Sprintf("p%02d", i)
