@@ -442,14 +442,14 @@ func (r *run) sync(ctx context.Context, all bool) {
 			apiPods = append(apiPods, p)
 		}
 	}
-	deleted := r.syncMirrors(ctx, runnerPods, apiPods)
-
 	byUID := map[types.UID]*v1.Pod{}
 	byName := map[string]*v1.Pod{}
 	for _, p := range apiPods {
 		byUID[p.UID] = p
 		byName[podName(p)] = p
 	}
+	deleted := r.syncMirrors(ctx, runnerPods, apiPods, byName)
+
 	running := map[types.UID]bool{}
 	for _, p := range runnerPods {
 		var target *v1.Pod
@@ -548,9 +548,10 @@ func olderRV(a, b string) bool {
 	return err1 == nil && err2 == nil && x < y
 }
 
-// syncMirrors makes, remakes and deletes mirror pods; it returns the UIDs
-// of the API pods it deleted.
-func (r *run) syncMirrors(ctx context.Context, runnerPods, apiPods []*v1.Pod) map[types.UID]bool {
+// syncMirrors makes, remakes and deletes mirror pods (apiByName indexes
+// apiPods by namespace/name); it returns the UIDs of the API pods it
+// deleted.
+func (r *run) syncMirrors(ctx context.Context, runnerPods, apiPods []*v1.Pod, apiByName map[string]*v1.Pod) map[types.UID]bool {
 	m := r.m
 	in := mirrorInput{Node: m.node, API: apiPods}
 	for _, p := range runnerPods {
@@ -594,10 +595,6 @@ func (r *run) syncMirrors(ctx context.Context, runnerPods, apiPods []*v1.Pod) ma
 	static := map[types.UID]*v1.Pod{}
 	for _, p := range in.Static {
 		static[p.UID] = p
-	}
-	apiByName := map[string]*v1.Pod{}
-	for _, p := range apiPods {
-		apiByName[podName(p)] = p
 	}
 	for uid, ref := range r.refused {
 		st := static[uid]
