@@ -87,11 +87,11 @@ func connect(ctx context.Context, g *globalOptions) (watchEngine, error) {
 	if err := checkNodeName(g.NodeName); err != nil {
 		return nil, err
 	}
-	if g.RuntimeEndpoint != "" {
-		return connectCRI(ctx, g)
-	}
 	progress, endProgress := g.Images.pullProgress(g.ErrOut)
 	g.endPullProgress = endProgress
+	if g.RuntimeEndpoint != "" {
+		return connectCRI(ctx, g, progress)
+	}
 	rt, err := docker.New(docker.Options{Host: g.DockerHost, NodeName: g.NodeName, Logger: g.Log, PullProgress: progress,
 		InfraProgram: pause.Program()})
 	if err != nil {
@@ -108,8 +108,8 @@ func connect(ctx context.Context, g *globalOptions) (watchEngine, error) {
 }
 
 // connectCRI opens the CRI runtime at g.RuntimeEndpoint, its pods' log
-// files kept under the root dir.
-func connectCRI(ctx context.Context, g *globalOptions) (watchEngine, error) {
+// files kept under the root dir, its pulls shown by progress.
+func connectCRI(ctx context.Context, g *globalOptions, progress func(string, engine.PullProgress)) (watchEngine, error) {
 	endpoint, err := criEndpoint(g.RuntimeEndpoint)
 	if err != nil {
 		return nil, err
@@ -120,7 +120,8 @@ func connectCRI(ctx context.Context, g *globalOptions) (watchEngine, error) {
 	klog.SetSlogLogger(slog.New(debugOnly{g.Log.Handler()}).With("component", "cri-client"))
 	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	rt, err := cri.New(pingCtx, cri.Options{Endpoint: endpoint, NodeName: g.NodeName, LogDir: filepath.Join(g.RootDir, "logs"), Logger: g.Log})
+	rt, err := cri.New(pingCtx, cri.Options{Endpoint: endpoint, NodeName: g.NodeName, LogDir: filepath.Join(g.RootDir, "logs"), Logger: g.Log,
+		PullProgress: progress})
 	if err != nil {
 		return nil, unreachable(fmt.Errorf("cannot reach the CRI runtime at %s (see --container-runtime-endpoint): %w", endpoint, err))
 	}

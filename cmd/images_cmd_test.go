@@ -13,13 +13,14 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/vbauerster/mpb/v8"
 
+	"github.com/podrun/podrun/engine"
 	"github.com/podrun/podrun/engine/docker"
 	"github.com/podrun/podrun/node"
 )
 
 // pullMessages is a pull of two layers as Docker reports it.
-func pullMessages(ref string) []docker.PullProgress {
-	return []docker.PullProgress{
+func pullMessages(ref string) []engine.PullProgress {
+	return []engine.PullProgress{
 		{Status: "Pulling from " + ref, ID: "test"},
 		{ID: "l1", Status: "Pulling fs layer"},
 		{ID: "l2", Status: "Pulling fs layer"},
@@ -45,11 +46,23 @@ func TestPullProgressLines(t *testing.T) {
 	for _, m := range pullMessages("reg:5000/app:1") {
 		update("reg:5000/app:1", m)
 	}
-	update("broken:1", docker.PullProgress{ID: "l9", Status: "Pulling fs layer"})
+	// As the CRI engine reports a pull too fast to see downloading: the
+	// sizes come with each layer's "Pull complete".
+	for _, m := range []engine.PullProgress{
+		{Status: "Pulling cri:1"},
+		{ID: "c1", Status: "Pull complete", Current: 2000, Total: 2000},
+		{ID: "c2", Status: "Pull complete", Current: 3000, Total: 3000},
+		{Status: "Status: Downloaded newer image for cri:1"},
+	} {
+		update("cri:1", m)
+	}
+	update("broken:1", engine.PullProgress{ID: "l9", Status: "Pulling fs layer"})
 	done()
 	got := out.String()
 	want := "pulling image reg:5000/app:1\n" +
 		"pulled reg:5000/app:1: 4kB in 2 layers, 500ms\n" +
+		"pulling image cri:1\n" +
+		"pulled cri:1: 5kB in 2 layers, 500ms\n" +
 		"pulling image broken:1\n" +
 		"pull of broken:1 did not finish\n"
 	if got != want {
@@ -61,7 +74,7 @@ func TestPullProgressLines(t *testing.T) {
 	}
 	out.Reset()
 	f, closeF := newPullProgress(&out, false)
-	f("x:1", docker.PullProgress{Status: "Status: Image is up to date for x:1"})
+	f("x:1", engine.PullProgress{Status: "Status: Image is up to date for x:1"})
 	closeF()
 	if !strings.Contains(out.String(), "pulling image x:1") || !strings.Contains(out.String(), "up to date") {
 		t.Errorf("off a terminal: %q", out.String())
@@ -77,7 +90,7 @@ func TestPullProgressBars(t *testing.T) {
 		update("reg:5000/app:1", m)
 		time.Sleep(2 * time.Millisecond)
 	}
-	update("other:2", docker.PullProgress{ID: "z", Status: "Downloading", Current: 10, Total: 100})
+	update("other:2", engine.PullProgress{ID: "z", Status: "Downloading", Current: 10, Total: 100})
 	done()
 	got := out.String()
 	for _, want := range []string{"reg:5000/app:1", "2/2 layers", "3.9 KiB / 3.9 KiB", "other:2", "0/1 layers"} {

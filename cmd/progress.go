@@ -14,7 +14,7 @@ import (
 	"github.com/vbauerster/mpb/v8/decor"
 	"golang.org/x/term"
 
-	"github.com/podrun/podrun/engine/docker"
+	"github.com/podrun/podrun/engine"
 )
 
 // newPullProgress returns the docker.Options.PullProgress callback that
@@ -24,7 +24,7 @@ import (
 // done); elsewhere (a log file, a pipe) a plain line when a pull starts and
 // one when it is done, with its size, layer count and duration. quiet shows
 // nothing: the callback is nil.
-func newPullProgress(out io.Writer, quiet bool) (func(ref string, p docker.PullProgress), func()) {
+func newPullProgress(out io.Writer, quiet bool) (func(ref string, p engine.PullProgress), func()) {
 	if quiet || out == nil {
 		return nil, func() {}
 	}
@@ -50,7 +50,7 @@ type layerState struct {
 // update applies one progress message and reports whether it ends the pull
 // (Docker's last message: "Status: Downloaded newer image for ..." or
 // "Status: Image is up to date for ...").
-func (s *pullState) update(p docker.PullProgress) bool {
+func (s *pullState) update(p engine.PullProgress) bool {
 	if p.ID == "" {
 		return strings.HasPrefix(p.Status, "Status:")
 	}
@@ -63,9 +63,12 @@ func (s *pullState) update(p docker.PullProgress) bool {
 		s.layers[p.ID] = l
 		s.order = append(s.order, p.ID)
 	}
+	// Docker gives sizes only while downloading; the CRI engine gives
+	// them in its summary too ("Pull complete" of each layer).
+	l.total = max(l.total, p.Total)
 	switch p.Status {
 	case "Downloading":
-		l.current, l.total = p.Current, max(p.Total, l.total)
+		l.current = p.Current
 	case "Download complete", "Verifying Checksum":
 		l.current = l.total
 	case "Pull complete", "Already exists":
@@ -105,11 +108,11 @@ func newLineProgress(out io.Writer) *lineProgress {
 	return &lineProgress{out: out, pulls: map[string]*pullState{}, now: time.Now}
 }
 
-func (l *lineProgress) callbacks() (func(string, docker.PullProgress), func()) {
+func (l *lineProgress) callbacks() (func(string, engine.PullProgress), func()) {
 	return l.update, l.close
 }
 
-func (l *lineProgress) update(ref string, p docker.PullProgress) {
+func (l *lineProgress) update(ref string, p engine.PullProgress) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	s := l.pulls[ref]
@@ -163,11 +166,11 @@ func newBarProgress(out io.Writer, opts ...mpb.ContainerOption) *barProgress {
 	}
 }
 
-func (b *barProgress) callbacks() (func(string, docker.PullProgress), func()) {
+func (b *barProgress) callbacks() (func(string, engine.PullProgress), func()) {
 	return b.update, b.close
 }
 
-func (b *barProgress) update(ref string, p docker.PullProgress) {
+func (b *barProgress) update(ref string, p engine.PullProgress) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	s := b.pulls[ref]

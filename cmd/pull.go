@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/pflag"
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/podrun/podrun/engine"
 	"github.com/podrun/podrun/engine/docker"
 	"github.com/podrun/podrun/gc"
 	"github.com/podrun/podrun/node"
@@ -47,7 +48,7 @@ func (o *imageOptions) validate() error {
 
 // pullProgress is docker.Options.PullProgress for these options, writing to
 // out (standard error), and the function that ends the display.
-func (o *imageOptions) pullProgress(out io.Writer) (func(string, docker.PullProgress), func()) {
+func (o *imageOptions) pullProgress(out io.Writer) (func(string, engine.PullProgress), func()) {
 	return newPullProgress(out, o.Quiet)
 }
 

@@ -197,6 +197,35 @@ func TestCRIOnceDownPsLogs(t *testing.T) {
 	}
 }
 
+// TestCRIPullWithPullSecret: on containerd, once pulls a private image
+// with the pod's imagePullSecret (a Docker config keyed "127.0.0.1:port",
+// as users write it) and shows the pull as on Docker: a line when it
+// starts and one when it is done, with the layers' size from containerd.
+func TestCRIPullWithPullSecret(t *testing.T) {
+	reg := startRegistry(t)
+	ref := reg.push(t, "e2e/cri-"+randSuffix())
+	e := newCRIEnv(t)
+	sock := strings.TrimPrefix(criEndpoint, "unix://")
+	t.Cleanup(func() { exec.Command("ctr", "-a", sock, "-n", "k8s.io", "images", "rm", ref).Run() })
+	e.write("secret.yaml", reg.pullSecret("regcred", reg.pass))
+	e.write("pod.yaml", privatePod("private", ref, "regcred"))
+
+	res := e.podrun(3*time.Minute, "once", e.dir, "--timeout", "2m")
+	if res.code != 0 {
+		t.Fatalf("once: exit %d\n%s\n%s", res.code, res.stdout, res.stderr)
+	}
+	if e.runningByName()["app"] == "" {
+		t.Errorf("the pod does not run on containerd: %v", e.runningByName())
+	}
+	contains(t, "once's stderr", res.stderr, "pulling image "+ref, "pulled "+ref+": ", " in 1 layers")
+	if strings.Contains(res.stderr, "pulled "+ref+": 0B") {
+		t.Errorf("the pull's size is not known:\n%s", res.stderr)
+	}
+	if r := e.podrun(2*time.Minute, "down", e.dir); r.code != 0 {
+		t.Fatalf("down: exit %d\n%s", r.code, r.stderr)
+	}
+}
+
 // TestCRIWatch: watch on containerd replaces the one container whose spec
 // changed (the sandbox stays), restarts a container that dies, and removes
 // the pod when its manifest goes.

@@ -83,6 +83,17 @@ type ImageManager interface {
 	PullImage(ctx context.Context, ref string, auth *AuthConfig) (*Image, error)
 }
 
+// PullProgress is one progress message of an image pull, in the terms of
+// Docker's pull stream (which the CRI engine speaks too, from containerd's
+// content store): a status per layer, then one for the image. A runtime
+// reports them to the callback its options name, for a progress display.
+type PullProgress struct {
+	ID      string // the layer, or "" for the image as a whole
+	Status  string // "Downloading", "Pull complete", "Status: Downloaded newer image for ...", ...
+	Current int64  // bytes done, when known
+	Total   int64  // bytes in all, when known
+}
+
 // ResourceUpdater is implemented by runtimes that can change a running
 // container's resources in place (Docker's update).
 type ResourceUpdater interface {

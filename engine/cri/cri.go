@@ -19,6 +19,7 @@
 package cri
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -56,6 +57,12 @@ type Options struct {
 	Logger *slog.Logger
 	// CallTimeout bounds each CRI call but pulls; 0 means 2 minutes.
 	CallTimeout time.Duration
+	// PullProgress, when set, receives the progress of pulls, as Docker's
+	// pull stream words it (from containerd's content store: pullprogress.go).
+	PullProgress func(ref string, p engine.PullProgress)
+	// PullProgressInterval is how often a running pull's downloads are
+	// asked; 0 means DefaultPullProgressInterval.
+	PullProgressInterval time.Duration
 }
 
 // Runtime is the engine on a CRI runtime, for one node.
@@ -65,6 +72,8 @@ type Runtime struct {
 	node   string
 	logDir string
 	log    *slog.Logger
+	// pulls reports pulls' progress; nil when no one asked for it.
+	pulls *pullWatch
 
 	// locks serializes the calls that make one identity (a sandbox's or a
 	// container's), so that this process's concurrent callers make one.
@@ -146,20 +155,29 @@ func New(ctx context.Context, opts Options) (*Runtime, error) {
 		}
 		return nil, fmt.Errorf("cri image service %s: %w: %v", opts.Endpoint, engine.ErrUnavailable, isErr)
 	}
-	return &Runtime{
+	r := &Runtime{
 		rs: rs, is: is, node: opts.NodeName, logDir: opts.LogDir, log: log,
 		owned:        map[string]bool{},
 		statuses:     map[string]*runtimeapi.ContainerStatus{},
 		sandboxIPs:   map[string]string{},
 		imageCreated: map[string]time.Time{},
 		infraPresent: map[string]bool{},
-	}, nil
+	}
+	if opts.PullProgress != nil {
+		r.pulls = &pullWatch{endpoint: opts.Endpoint, report: opts.PullProgress, log: log,
+			interval: cmp.Or(opts.PullProgressInterval, DefaultPullProgressInterval)}
+	}
+	return r, nil
 }
 
 // Close lets go of the connections.
 func (r *Runtime) Close() error {
 	ctx := context.Background()
-	return errors.Join(r.rs.Close(ctx), r.is.Close(ctx))
+	errs := []error{r.rs.Close(ctx), r.is.Close(ctx)}
+	if r.pulls != nil {
+		errs = append(errs, r.pulls.close())
+	}
+	return errors.Join(errs...)
 }
 
 // Ping checks the runtime answers and its runtime is ready.

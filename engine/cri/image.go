@@ -59,19 +59,38 @@ func repoTags(tags []string) []string {
 
 // PullImage pulls ref through the runtime's image service (auth nil:
 // anonymously) and returns the local image.
+//
+// The credentials go without their server address, as the kubelet sends
+// them: they were chosen for ref's registry already, and containerd reads
+// the address as a URL, so a Docker config's "host:port" key is an error
+// there and a bare "host" matches no registry (the pull goes anonymous).
 func (r *Runtime) PullImage(ctx context.Context, ref string, auth *engine.AuthConfig) (*engine.Image, error) {
 	var a *runtimeapi.AuthConfig
 	if auth != nil {
 		a = &runtimeapi.AuthConfig{
 			Username: auth.Username, Password: auth.Password, Auth: auth.Auth,
-			ServerAddress: auth.ServerAddress, IdentityToken: auth.IdentityToken, RegistryToken: auth.RegistryToken,
+			IdentityToken: auth.IdentityToken, RegistryToken: auth.RegistryToken,
 		}
 	}
-	r.log.Info("pulling image", "image", ref)
-	if _, err := r.is.PullImage(ctx, &runtimeapi.ImageSpec{Image: ref}, a, nil); err != nil {
-		return nil, fmt.Errorf("pull %s: %w", ref, wrap(err))
+	pull := func() (*engine.Image, error) {
+		// The runner logs the pull's start and end (with its duration).
+		if _, err := r.is.PullImage(ctx, &runtimeapi.ImageSpec{Image: ref}, a, nil); err != nil {
+			return nil, fmt.Errorf("pull %s: %w", ref, wrap(err))
+		}
+		img, err := r.ImageStatus(ctx, ref)
+		if err != nil {
+			return nil, fmt.Errorf("pull %s: %w", ref, err)
+		}
+		return img, nil
 	}
-	return r.ImageStatus(ctx, ref)
+	if r.pulls == nil {
+		return pull()
+	}
+	var existed string
+	if img, err := r.ImageStatus(ctx, ref); err == nil {
+		existed = img.ID
+	}
+	return r.pulls.pull(ctx, ref, existed, pull)
 }
 
 // ListImages returns every image of the runtime, with the time each was

@@ -76,15 +76,7 @@ type Options struct {
 	InfraProgram []byte
 	// PullProgress, when set, receives every progress message of a pull (as
 	// Docker reports them: a status per layer), for a progress display.
-	PullProgress func(ref string, p PullProgress)
-}
-
-// PullProgress is one progress message of an image pull.
-type PullProgress struct {
-	ID      string // the layer, or "" for the image as a whole
-	Status  string // "Downloading", "Pull complete", ...
-	Current int64  // bytes done, when known
-	Total   int64  // bytes in all, when known
+	PullProgress func(ref string, p engine.PullProgress)
 }
 
 // Runtime is engine.Runtime on Docker, bound to one node name.
@@ -94,7 +86,7 @@ type Runtime struct {
 	log              *slog.Logger
 	infraPullTimeout time.Duration
 	infraProgram     []byte
-	pullProgress     func(string, PullProgress)
+	pullProgress     func(string, engine.PullProgress)
 
 	mu sync.Mutex
 	// kinds remembers the type label of IDs known to be this node's, so

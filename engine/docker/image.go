@@ -103,10 +103,10 @@ func (r *Runtime) readPullProgress(rd io.Reader, ref string) error {
 	if r.pullProgress == nil {
 		return r.consumeProgress(rd, nil)
 	}
-	return r.consumeProgress(rd, func(p PullProgress) { r.pullProgress(ref, p) })
+	return r.consumeProgress(rd, func(p engine.PullProgress) { r.pullProgress(ref, p) })
 }
 
-func (r *Runtime) consumeProgress(rd io.Reader, hook func(PullProgress)) error {
+func (r *Runtime) consumeProgress(rd io.Reader, hook func(engine.PullProgress)) error {
 	dec := json.NewDecoder(rd)
 	for {
 		var m jsonMessage
@@ -122,7 +122,7 @@ func (r *Runtime) consumeProgress(rd io.Reader, hook func(PullProgress)) error {
 			return errors.New(m.Error)
 		}
 		if hook != nil {
-			hook(PullProgress{
+			hook(engine.PullProgress{
 				ID:      m.ID,
 				Status:  m.Status,
 				Current: m.ProgressDetail.Current,
