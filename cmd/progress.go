@@ -17,7 +17,7 @@ import (
 	"github.com/podrun/podrun/engine"
 )
 
-// newPullProgress returns the docker.Options.PullProgress callback that
+// newPullProgress returns the engines' PullProgress callback that
 // shows image pulls on out, and a function to call once no more pulls will
 // be made (it ends the display). On a terminal each pulling image gets a
 // progress bar (bytes downloaded of the layers known so far, and layers

@@ -46,7 +46,7 @@ func (o *imageOptions) validate() error {
 	return nil
 }
 
-// pullProgress is docker.Options.PullProgress for these options, writing to
+// pullProgress is the engines' PullProgress callback for these options, writing to
 // out (standard error), and the function that ends the display.
 func (o *imageOptions) pullProgress(out io.Writer) (func(string, engine.PullProgress), func()) {
 	return newPullProgress(out, o.Quiet)

@@ -86,6 +86,9 @@ func (r *Runtime) PullImage(ctx context.Context, ref string, auth *engine.AuthCo
 	if r.pulls == nil {
 		return pull()
 	}
+	// What ref names now, if anything: a pull that ends with the same ID
+	// (imagePullPolicy Always of a tag that has not moved) downloaded
+	// nothing and is reported up to date, as Docker reports it.
 	var existed string
 	if img, err := r.ImageStatus(ctx, ref); err == nil {
 		existed = img.ID

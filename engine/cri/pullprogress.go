@@ -7,14 +7,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	contentapi "github.com/containerd/containerd/api/services/content/v1"
 	imagesapi "github.com/containerd/containerd/api/services/images/v1"
-	"github.com/distribution/reference"
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"google.golang.org/grpc"
@@ -49,33 +48,60 @@ const DefaultPullProgressInterval = 500 * time.Millisecond
 // maxManifestSize bounds the manifest and index read for a pull's summary.
 const maxManifestSize = 4 << 20
 
+// contentStore is what pull progress asks of containerd's content service.
+type contentStore interface {
+	ListStatuses(ctx context.Context, in *contentapi.ListStatusesRequest, opts ...grpc.CallOption) (*contentapi.ListStatusesResponse, error)
+	Read(ctx context.Context, in *contentapi.ReadContentRequest, opts ...grpc.CallOption) (contentapi.Content_ReadClient, error)
+}
+
+// imageStore is what pull progress asks of containerd's image service.
+type imageStore interface {
+	Get(ctx context.Context, in *imagesapi.GetImageRequest, opts ...grpc.CallOption) (*imagesapi.GetImageResponse, error)
+}
+
+// pullCallTimeout bounds each call of the progress and the summary: they
+// must never hold up a pull that is done.
+const pullCallTimeout = 10 * time.Second
+
 // pullWatch reports pulls' progress from containerd's content store.
 type pullWatch struct {
 	endpoint string
 	report   func(ref string, p engine.PullProgress)
 	interval time.Duration
 	log      *slog.Logger
+	// unavailable is set once the runtime has refused the services (not
+	// containerd): later pulls report their start and end only.
+	unavailable atomic.Bool
 
-	dialOnce sync.Once
-	conn     *grpc.ClientConn
-	content  contentapi.ContentClient
-	images   imagesapi.ImagesClient
-	dialErr  error
+	mu      sync.Mutex
+	closed  bool
+	conn    *grpc.ClientConn
+	content contentStore
+	images  imageStore
 }
 
 // clients dials containerd's services on the runtime's socket, once.
-func (w *pullWatch) clients() (contentapi.ContentClient, imagesapi.ImagesClient, error) {
-	w.dialOnce.Do(func() {
-		w.conn, w.dialErr = grpc.NewClient(w.endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if w.dialErr == nil {
-			w.content = contentapi.NewContentClient(w.conn)
-			w.images = imagesapi.NewImagesClient(w.conn)
-		}
-	})
-	return w.content, w.images, w.dialErr
+func (w *pullWatch) clients() (contentStore, imageStore, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case w.closed:
+		return nil, nil, errors.New("runtime closed")
+	case w.content != nil:
+		return w.content, w.images, nil
+	}
+	conn, err := grpc.NewClient(w.endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, nil, fmt.Errorf("dial %s: %w", w.endpoint, err)
+	}
+	w.conn, w.content, w.images = conn, contentapi.NewContentClient(conn), imagesapi.NewImagesClient(conn)
+	return w.content, w.images, nil
 }
 
 func (w *pullWatch) close() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.closed = true
 	if w.conn == nil {
 		return nil
 	}
@@ -86,37 +112,41 @@ func (w *pullWatch) close() error {
 // message when it starts, the layers' bytes while it runs, each layer and
 // the image's status once it is done. existed is the image's ID before the
 // pull ("" when there was none): the same ID after it means it was up to
-// date.
+// date, and no layer is reported.
 func (w *pullWatch) pull(ctx context.Context, ref, existed string, do func() (*engine.Image, error)) (*engine.Image, error) {
 	w.report(ref, engine.PullProgress{Status: "Pulling " + ref})
 	nsCtx := metadata.AppendToOutgoingContext(ctx, "containerd-namespace", criNamespace)
-	stop := make(chan struct{})
+	pollCtx, stopPolling := context.WithCancel(nsCtx)
 	polled := make(chan struct{})
 	go func() {
 		defer close(polled)
-		w.poll(nsCtx, ref, stop)
+		w.poll(pollCtx, ref)
 	}()
 	img, err := do()
-	close(stop)
+	stopPolling()
 	<-polled
 	if err != nil {
 		return nil, err
 	}
-	for _, l := range w.layers(nsCtx, ref) {
+	if existed == img.ID {
+		w.report(ref, engine.PullProgress{Status: "Status: Image is up to date for " + ref})
+		return img, nil
+	}
+	for _, l := range w.layers(nsCtx, ref, img.ID) {
 		w.report(ref, engine.PullProgress{ID: layerID(string(l.Digest)), Status: "Pull complete", Current: l.Size, Total: l.Size})
 	}
-	st := "Status: Downloaded newer image for " + ref
-	if existed != "" && existed == img.ID {
-		st = "Status: Image is up to date for " + ref
-	}
-	w.report(ref, engine.PullProgress{Status: st})
+	w.report(ref, engine.PullProgress{Status: "Status: Downloaded newer image for " + ref})
 	return img, nil
 }
 
-// poll reports the layer ingests that started since the pull did, every
-// interval until stop is closed. A runtime without a content service, or
-// one that refuses, ends the polling (logged once).
-func (w *pullWatch) poll(ctx context.Context, ref string, stop <-chan struct{}) {
+// poll reports the layer ingests written to since the pull started (a
+// retried pull resumes an older ingest), every interval until ctx ends. A
+// runtime without a content service ends the polling, for every later
+// pull too.
+func (w *pullWatch) poll(ctx context.Context, ref string) {
+	if w.unavailable.Load() {
+		return
+	}
 	content, _, err := w.clients()
 	if err != nil {
 		w.log.Debug("pull progress unavailable", "image", ref, "err", err)
@@ -127,21 +157,27 @@ func (w *pullWatch) poll(ctx context.Context, ref string, stop <-chan struct{}) 
 	defer tick.Stop()
 	for {
 		select {
-		case <-stop:
+		case <-ctx.Done():
 			return
 		case <-tick.C:
 		}
-		resp, err := content.ListStatuses(ctx, &contentapi.ListStatusesRequest{})
+		callCtx, cancel := context.WithTimeout(ctx, pullCallTimeout)
+		resp, err := content.ListStatuses(callCtx, &contentapi.ListStatusesRequest{})
+		cancel()
 		if err != nil {
-			if c := status.Code(err); c == codes.Unimplemented || c == codes.PermissionDenied || c == codes.Unavailable {
-				w.log.Debug("pull progress unavailable", "image", ref, "err", err)
+			if c := status.Code(err); c == codes.Unimplemented || c == codes.PermissionDenied {
+				w.unavailable.Store(true)
+				w.log.Info("the runtime has no containerd content service: pulls show no progress", "err", err)
 				return
+			}
+			if ctx.Err() == nil {
+				w.log.Debug("pull progress", "image", ref, "err", err)
 			}
 			continue
 		}
 		for _, s := range resp.GetStatuses() {
 			digest, isLayer := strings.CutPrefix(s.GetRef(), "layer-")
-			if !isLayer || s.GetStartedAt().AsTime().Before(started) {
+			if !isLayer || s.GetUpdatedAt().AsTime().Before(started) {
 				continue
 			}
 			w.report(ref, engine.PullProgress{ID: layerID(digest), Status: "Downloading", Current: s.GetOffset(), Total: s.GetTotal()})
@@ -149,62 +185,82 @@ func (w *pullWatch) poll(ctx context.Context, ref string, stop <-chan struct{}) 
 	}
 }
 
-// layers are the layers of the image ref names in containerd, for this
-// machine's platform; none when they cannot be read (the summary then
-// holds the layers seen downloading).
-func (w *pullWatch) layers(ctx context.Context, ref string) []ocispec.Descriptor {
+// layers are the layers of the image id (as containerd's CRI plugin names
+// every image it pulls by its ID too, besides ref) that containerd
+// unpacked: those of the manifest whose config is id. None when they
+// cannot be read: the summary then holds the layers seen downloading.
+func (w *pullWatch) layers(ctx context.Context, ref, id string) []ocispec.Descriptor {
+	if w.unavailable.Load() {
+		return nil
+	}
 	content, images, err := w.clients()
 	if err != nil {
 		return nil
 	}
-	named, err := reference.ParseNormalizedNamed(ref)
-	if err != nil {
-		return nil
-	}
-	resp, err := images.Get(ctx, &imagesapi.GetImageRequest{Name: reference.TagNameOnly(named).String()})
+	ctx, cancel := context.WithTimeout(ctx, pullCallTimeout)
+	defer cancel()
+	resp, err := images.Get(ctx, &imagesapi.GetImageRequest{Name: id})
 	if err != nil || resp.GetImage().GetTarget() == nil {
+		w.log.Debug("pull summary: image", "image", ref, "id", id, "err", err)
 		return nil
 	}
 	target := resp.GetImage().GetTarget()
 	desc := ocispec.Descriptor{MediaType: target.GetMediaType(), Digest: digest.Digest(target.GetDigest()), Size: target.GetSize()}
 	for range 2 { // an index, then its manifest
-		var m struct {
-			MediaType string               `json:"mediaType"`
-			Manifests []ocispec.Descriptor `json:"manifests"`
-			Layers    []ocispec.Descriptor `json:"layers"`
-		}
+		var m manifestOrIndex
 		if err := readJSON(ctx, content, desc, &m); err != nil {
-			w.log.Debug("pull summary: read manifest", "image", ref, "err", err)
+			w.log.Debug("pull summary: manifest", "image", ref, "err", err)
 			return nil
 		}
 		if len(m.Manifests) == 0 {
 			return m.Layers
 		}
-		desc = platformManifest(m.Manifests)
+		var found bool
+		if desc, found = w.manifestOf(ctx, content, m.Manifests, id); !found {
+			return nil
+		}
 	}
 	return nil
 }
 
-// platformManifest is the manifest of an index for this machine (linux
-// and its architecture), else the first.
-func platformManifest(list []ocispec.Descriptor) ocispec.Descriptor {
+// manifestOrIndex is an OCI image manifest or index, or Docker's manifest
+// or manifest list: the fields the summary reads of each.
+type manifestOrIndex struct {
+	Config    ocispec.Descriptor   `json:"config"`
+	Manifests []ocispec.Descriptor `json:"manifests"`
+	Layers    []ocispec.Descriptor `json:"layers"`
+}
+
+// manifestOf is the manifest of an index whose config is the image id:
+// the one containerd unpacked (the platform alone does not say which,
+// with variants). Only manifests of Linux, or of no platform, are read.
+func (w *pullWatch) manifestOf(ctx context.Context, content contentStore, list []ocispec.Descriptor, id string) (ocispec.Descriptor, bool) {
 	for _, d := range list {
-		if p := d.Platform; p != nil && p.OS == "linux" && p.Architecture == runtime.GOARCH {
-			return d
+		if d.Platform != nil && d.Platform.OS != "linux" {
+			continue
+		}
+		var m manifestOrIndex
+		if err := readJSON(ctx, content, d, &m); err != nil {
+			continue // another platform's, not fetched
+		}
+		if string(m.Config.Digest) == id {
+			return d, true
 		}
 	}
-	return list[0]
+	return ocispec.Descriptor{}, false
 }
 
 // readJSON reads the blob desc names from the content store and decodes
 // it, refusing one larger than maxManifestSize.
-func readJSON(ctx context.Context, content contentapi.ContentClient, desc ocispec.Descriptor, into any) error {
+func readJSON(ctx context.Context, content contentStore, desc ocispec.Descriptor, into any) error {
 	if desc.Size <= 0 || desc.Size > maxManifestSize {
 		return fmt.Errorf("blob %s: size %d out of range", desc.Digest, desc.Size)
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // ends the stream on every return
 	stream, err := content.Read(ctx, &contentapi.ReadContentRequest{Digest: string(desc.Digest)})
 	if err != nil {
-		return err
+		return fmt.Errorf("read %s: %w", desc.Digest, err)
 	}
 	var data []byte
 	for {
@@ -213,14 +269,17 @@ func readJSON(ctx context.Context, content contentapi.ContentClient, desc ocispe
 			break
 		}
 		if err != nil {
-			return err
+			return fmt.Errorf("read %s: %w", desc.Digest, err)
 		}
 		data = append(data, chunk.GetData()...)
 		if int64(len(data)) > desc.Size {
 			return fmt.Errorf("blob %s: longer than its %d bytes", desc.Digest, desc.Size)
 		}
 	}
-	return json.Unmarshal(data, into)
+	if err := json.Unmarshal(data, into); err != nil {
+		return fmt.Errorf("blob %s: %w", desc.Digest, err)
+	}
+	return nil
 }
 
 // layerID is a layer as Docker's pull stream names it: the first 12 hex

@@ -81,8 +81,12 @@ func TestPullProgress(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	sock := strings.TrimPrefix(endpoint, "unix://")
-	t.Cleanup(func() { exec.Command("ctr", "-a", sock, "-n", criNamespace, "images", "rm", ref).Run() })
+	t.Cleanup(func() {
+		// By ID: every name the pull made goes (ref, its digest, the ID).
+		if img, err := r.ImageStatus(context.Background(), ref); err == nil {
+			r.RemoveImage(context.Background(), img.ID)
+		}
+	})
 
 	auth := &engine.AuthConfig{Username: reg.user, Password: reg.pass, ServerAddress: ln.Addr().String()}
 	// The proxy releases the layer by itself after a while, so that a
