@@ -42,13 +42,14 @@ const (
 )
 
 // startKubeadmCluster is the real `kubeadm init` with podrun in the
-// kubelet's place: `podrun watch` started first (with watchArgs added),
-// then kubeadm. It returns the cluster as the later steps use it, and
+// kubelet's place: `podrun watch` started first (on Docker, or with onCRI
+// on the private containerd, whose images the caller has imported), then
+// kubeadm. It returns the cluster as the later steps use it, and
 // kubeadm's error (the test has failed then). It takes the machine's
 // kubeadm paths (/etc/kubernetes, /var/lib/kubelet) and the control
 // plane's fixed ports, refuses to run when they are in use, and removes
 // everything it made when the test ends.
-func startKubeadmCluster(t *testing.T, watchArgs ...string) (*cluster, error) {
+func startKubeadmCluster(t *testing.T, onCRI bool) (*cluster, error) {
 	kubeadm := clustertest.Binary(t, "kubeadm")
 	clustertest.Binary(t, "kubectl")
 	e := newEnv(t)
@@ -69,7 +70,11 @@ func startKubeadmCluster(t *testing.T, watchArgs ...string) (*cluster, error) {
 		"--kubeconfig", filepath.Join(kubeadmEtc, "kubelet.conf"), "--node-ip", clusterNodeIP,
 		"--allow-privileged", "--address", clusterNodeIP,
 		"--client-ca-file", filepath.Join(dir, "pki", "ca.crt")}
-	args = append(args, watchArgs...)
+	if onCRI {
+		e.extra = append(e.extra, "--container-runtime-endpoint", criEndpoint)
+		// The images were imported: none can be pulled again here.
+		args = append(args, "--image-gc-high-threshold", "100")
+	}
 	podrunLog := filepath.Join(t.TempDir(), "podrun.log")
 	watch := startLogged(t, podrunLog, podrunBin, e.args("watch", args...)...)
 	t.Cleanup(func() {
@@ -80,7 +85,11 @@ func startKubeadmCluster(t *testing.T, watchArgs ...string) (*cluster, error) {
 		if r := e.podrun(3*time.Minute, "down", "--all", "--grace-period", "5s"); r.code != 0 {
 			t.Errorf("podrun down --all: exit %d\n%s", r.code, r.stderr)
 		}
-		if left := e.containers(); len(left) > 0 {
+		if onCRI {
+			if sbs, cs := criObjects(t, e); sbs+cs > 0 {
+				t.Errorf("podrun down --all left %d sandboxes and %d containers of node %s on containerd", sbs, cs, e.node)
+			}
+		} else if left := e.containers(); len(left) > 0 {
 			var names []string
 			for _, c := range left {
 				names = append(names, strings.Join(c.Names, ",")+" "+c.State)
@@ -161,7 +170,7 @@ etcd:
 // builds it and the control-plane images) exits 0; the node is Ready in the
 // API, and the four control-plane static pods are mirror pods, Running.
 func TestKubeadmInitWithPodrun(t *testing.T) {
-	c, err := startKubeadmCluster(t)
+	c, err := startKubeadmCluster(t, false)
 	e, cs := c.e, c.cs
 	// The cheap checks of issue 12's first "Done when", polled together
 	// until all pass (each reports its own last state), for at most two

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/docker/docker/api/types/image"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -114,8 +115,23 @@ func TestNodeConformance(t *testing.T) {
 		})
 	}
 
+	// PODRUN_CONFORMANCE_RUNTIME=containerd runs the node on the private
+	// containerd (hack/containerd.sh), with every registry.k8s.io image of
+	// the local dockerd imported into it.
+	onCRI := false
+	switch rt := os.Getenv("PODRUN_CONFORMANCE_RUNTIME"); rt {
+	case "", "docker":
+	case "containerd":
+		onCRI = true
+		if err := importRegistryImages(); err != nil {
+			t.Fatal(err)
+		}
+	default:
+		t.Fatalf("PODRUN_CONFORMANCE_RUNTIME=%q: docker or containerd", rt)
+	}
+
 	var err error
-	c, err = startKubeadmCluster(t)
+	c, err = startKubeadmCluster(t, onCRI)
 	if err != nil {
 		t.Fatalf("kubeadm init: %v", err)
 	}
@@ -201,6 +217,25 @@ func TestNodeConformance(t *testing.T) {
 }
 
 // copyFileTo copies the file at src to dst (made or truncated).
+// importRegistryImages sets the private containerd up and imports into it
+// the images of the local dockerd named registry.k8s.io/...: the control
+// plane's (hack/k8s.sh) and the specs' (hack/conformance-build.sh).
+func importRegistryImages() error {
+	list, err := docker.ImageList(context.Background(), image.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("list docker images: %w", err)
+	}
+	refs := []string{"import"}
+	for _, img := range list {
+		for _, tag := range img.RepoTags {
+			if strings.HasPrefix(tag, "registry.k8s.io/") {
+				refs = append(refs, tag)
+			}
+		}
+	}
+	return containerdScript(refs...)
+}
+
 func copyFileTo(src, dst string) error {
 	in, err := os.Open(src)
 	if err != nil {

@@ -3,7 +3,9 @@
 # tests: installs Debian's containerd and containernetworking-plugins when
 # missing, writes a containerd config of podrun's own (its own root, state and
 # socket, so the system containerd that dockerd may use is never touched;
-# cgroupfs; the CRI plugin with a bridge CNI network on a private subnet),
+# cgroupfs; the CRI plugin with a bridge CNI network on a private subnet,
+# and CNI's firewall plugin to let the pods' traffic through iptables'
+# FORWARD chain, whose policy dockerd sets to DROP),
 # starts it when it is not running, waits for its socket, and imports the
 # local test images into its k8s.io namespace (no registry is reachable: the
 # images come from the local dockerd, which hack/setup.sh prepares).
@@ -116,6 +118,7 @@ cni=$(
         "dataDir": "$ROOT/cni-ipam"
       }
     },
+    {"type": "firewall"},
     {"type": "portmap", "capabilities": {"portMappings": true}},
     {"type": "loopback"}
   ]
