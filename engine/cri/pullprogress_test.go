@@ -80,7 +80,7 @@ func TestPullProgress(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer r.Close()
+	t.Cleanup(func() { r.Close() }) // after the image's removal below
 	t.Cleanup(func() {
 		// By ID: every name the pull made goes (ref, its digest, the ID).
 		if img, err := r.ImageStatus(context.Background(), ref); err == nil {
