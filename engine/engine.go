@@ -379,6 +379,11 @@ type SandboxConfig struct {
 	DNS         *DNSConfig        // nil: the runtime's default
 	Sysctls     map[string]string // namespaced sysctls for the pod
 	Labels      map[string]string // the pod's own labels, for people reading `docker ps`
+	// Privileged says a container of the pod is privileged: a CRI runtime
+	// refuses a privileged container in a sandbox not made privileged
+	// (containerd: "no privileged container allowed in sandbox"), so the
+	// kubelet marks the sandbox so when any container of the pod asks.
+	Privileged bool
 	// ShareProcessNamespace puts the pod's containers in the sandbox's PID
 	// namespace (spec.shareProcessNamespace); otherwise each container has
 	// its own PID namespace (unless HostPID).

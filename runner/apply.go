@@ -662,6 +662,9 @@ func (r *Runner) sandboxConfig(pod *v1.Pod, attempt int) *engine.SandboxConfig {
 		GracePeriod:           gracePeriod(pod),
 		QOSClass:              string(podQOS(pod)),
 		OOMScoreAdj:           sandboxOOMScore(r.cfg.OOMScoreAdjFloor),
+		// Ephemeral containers too, as the kubelet counts them: those
+		// already added when the sandbox is made again.
+		Privileged: hasPrivileged(allContainers(pod)) || hasPrivileged(ephemeralContainers(pod)),
 	}
 	for _, c := range allContainers(pod) {
 		for _, p := range c.Ports {

@@ -52,6 +52,11 @@ type sandboxSpec struct {
 	// RuntimeClass: the sandbox and its containers run with its runtime
 	// (omitted when unset: the hash of a pod without one is as before).
 	RuntimeClass *string `json:"runtimeClassName,omitempty"`
+	// Privileged: a CRI sandbox is made privileged for a privileged
+	// container (engine.SandboxConfig), so an edit that makes the first
+	// container privileged, or the last one not, needs a new sandbox.
+	// Omitted when false: the hash of a pod without one is as before.
+	Privileged bool `json:"privileged,omitempty"`
 }
 
 // SandboxHash is the hash of the sandbox-level part of a pod spec: network
@@ -105,7 +110,18 @@ func sandboxSpecOf(pod *v1.Pod) sandboxSpec {
 			}
 		}
 	}
+	s.Privileged = hasPrivileged(allContainers(pod))
 	return s
+}
+
+// hasPrivileged reports whether one of cs is privileged.
+func hasPrivileged(cs []*v1.Container) bool {
+	for _, c := range cs {
+		if sc := c.SecurityContext; sc != nil && sc.Privileged != nil && *sc.Privileged {
+			return true
+		}
+	}
+	return false
 }
 
 func hashJSON(v any) string {

@@ -129,7 +129,7 @@ func (r *Runtime) sandboxConfig(cfg *engine.SandboxConfig) (*runtimeapi.PodSandb
 		Linux: &runtimeapi.LinuxPodSandboxConfig{
 			CgroupParent:    cfg.CgroupParent,
 			Sysctls:         cfg.Sysctls,
-			SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{NamespaceOptions: namespaceOptions(cfg)},
+			SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{NamespaceOptions: namespaceOptions(cfg), Privileged: cfg.Privileged},
 		},
 	}
 	if !cfg.HostNetwork {
