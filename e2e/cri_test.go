@@ -316,6 +316,35 @@ spec:
 	}
 }
 
+// TestCRIPrivileged: a privileged container runs on containerd with
+// --allow-privileged: its sandbox is made privileged, as the kubelet makes
+// it (containerd refuses the container in any other).
+func TestCRIPrivileged(t *testing.T) {
+	e := newCRIEnv(t)
+	e.write("priv.yaml", `apiVersion: v1
+kind: Pod
+metadata:
+  name: priv
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: app
+    image: `+testImage+`
+    command: ["sleep", "3600"]
+    securityContext:
+      privileged: true
+`)
+	if r := e.podrun(2*time.Minute, "once", e.dir, "--allow-privileged", "--timeout", "90s"); r.code != 0 {
+		t.Fatalf("once: exit %d\n%s", r.code, r.stderr)
+	}
+	if e.runningByName()["app"] == "" {
+		t.Fatalf("the privileged container does not run: %v", e.runningByName())
+	}
+	if r := e.podrun(2*time.Minute, "down", e.dir); r.code != 0 {
+		t.Fatalf("down: exit %d\n%s", r.code, r.stderr)
+	}
+}
+
 // TestCRIWatch: watch on containerd replaces the one container whose spec
 // changed (the sandbox stays), restarts a container that dies, and removes
 // the pod when its manifest goes.
