@@ -272,17 +272,7 @@ spec:
     image: `+testImage+`
     command: ["sh", "-c", "mkdir -p /www && echo hello-from-the-other-pod > /www/index.html && exec httpd -f -p 8080 -h /www"]
 `)
-	e.write("client.yaml", `apiVersion: v1
-kind: Pod
-metadata:
-  name: client
-spec:
-  terminationGracePeriodSeconds: 1
-  containers:
-  - name: client
-    image: `+testImage+`
-    command: ["sleep", "3600"]
-`)
+	e.write("client.yaml", sleepPod("client", 1))
 	if r := e.podrun(2*time.Minute, "once", e.dir, "--timeout", "90s"); r.code != 0 {
 		t.Fatalf("once: exit %d\n%s", r.code, r.stderr)
 	}
@@ -293,7 +283,7 @@ spec:
 			serverIP = sb.IP
 		}
 	}
-	client := e.runningByName()["client"]
+	client := e.runningByName()["c0"]
 	if serverIP == "" || client == "" {
 		t.Fatalf("server address %q, client container %q: %+v", serverIP, client, sbs)
 	}
