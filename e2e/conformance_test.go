@@ -33,7 +33,8 @@ import (
 // minutes, and fails when one of them does not pass. With
 // PODRUN_CONFORMANCE=all (`make conformance`) it runs every
 // [NodeConformance] spec that is not [Slow] and fails when a spec fails
-// that testdata/conformance-known-failures.txt does not list (each line
+// that testdata/conformance-known-failures.txt (on containerd:
+// conformance-known-failures-containerd.txt) does not list (each line
 // there says why podrun cannot pass it yet), or when a listed one passes;
 // with
 // PODRUN_CONFORMANCE_REPORT=FILE it writes the report (docs/conformance.md).
@@ -119,10 +120,14 @@ func TestNodeConformance(t *testing.T) {
 	// containerd (hack/containerd.sh), with every registry.k8s.io image of
 	// the local dockerd imported into it.
 	onCRI := false
+	engineName, knownFailures := "Docker", "conformance-known-failures.txt"
 	switch rt := os.Getenv("PODRUN_CONFORMANCE_RUNTIME"); rt {
 	case "", "docker":
 	case "containerd":
 		onCRI = true
+		// What fails depends on the engine (Docker cannot start a
+		// privileged container here, containerd can), so each has its list.
+		engineName, knownFailures = "containerd", "conformance-known-failures-containerd.txt"
 		if err := importRegistryImages(); err != nil {
 			t.Fatal(err)
 		}
@@ -195,7 +200,7 @@ func TestNodeConformance(t *testing.T) {
 	}
 	known := map[string]string{}
 	if judgeKnown {
-		known = readKnownFailures(t, filepath.Join("testdata", "conformance-known-failures.txt"))
+		known = readKnownFailures(t, filepath.Join("testdata", knownFailures))
 	}
 	for _, s := range specs {
 		_, isKnown := known[s.Name]
@@ -203,11 +208,11 @@ func TestNodeConformance(t *testing.T) {
 		case s.failed() && !isKnown:
 			t.Errorf("spec failed (%s): %s\n%s", s.State, s.Name, s.Message)
 		case s.State == "passed" && isKnown:
-			t.Errorf("spec passed, but testdata/conformance-known-failures.txt says it fails: remove it there: %s", s.Name)
+			t.Errorf("spec passed, but testdata/%s says it fails: remove it there: %s", knownFailures, s.Name)
 		}
 	}
 	if path := os.Getenv("PODRUN_CONFORMANCE_REPORT"); path != "" {
-		if err := os.WriteFile(path, []byte(conformanceReport(specs, known)), 0o644); err != nil {
+		if err := os.WriteFile(path, []byte(conformanceReport(specs, known, engineName)), 0o644); err != nil {
 			t.Error(err)
 		}
 	}
@@ -373,8 +378,9 @@ func readKnownFailures(t *testing.T, path string) map[string]string {
 
 var areaOfSpec = regexp.MustCompile(`^\[(sig-[a-z]+)\]`)
 
-// conformanceReport renders the run as docs/conformance.md.
-func conformanceReport(specs []specResult, known map[string]string) string {
+// conformanceReport renders the run as docs/conformance.md (on Docker) or
+// docs/conformance-containerd.md; engineName names the node's engine.
+func conformanceReport(specs []specResult, known map[string]string, engineName string) string {
 	var b strings.Builder
 	counts := map[string]int{}
 	for _, s := range specs {
@@ -384,9 +390,9 @@ func conformanceReport(specs []specResult, known map[string]string) string {
 	fmt.Fprintf(&b, "# Node conformance\n\n")
 	fmt.Fprintf(&b, "Kubernetes %s's own [NodeConformance] specs (k8s.io/kubernetes/test/e2e, not [Slow], [Serial], "+
 		"[Disruptive], [Flaky], [Feature:...] or [Alpha]) against a podrun node: the real `kubeadm init` with "+
-		"`podrun watch` in the kubelet's place, on Docker, on one machine. Made by `make conformance` "+
+		"`podrun watch` in the kubelet's place, on %s, on one machine. Made by `make conformance` "+
 		"(e2e TestNodeConformance with PODRUN_CONFORMANCE=all); the images the specs name are built locally by "+
-		"hack/conformance-build.sh.\n\n", clustertest.Version)
+		"hack/conformance-build.sh.\n\n", clustertest.Version, engineName)
 	fmt.Fprintf(&b, "**%d of %d passed** (%d failed, %d skipped by the suite itself).\n\n",
 		counts["passed"], ran, ran-counts["passed"], counts["skipped"])
 	byArea := map[string][2]int{}
