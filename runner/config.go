@@ -372,10 +372,16 @@ func securityConfig(pod *v1.Pod, c *v1.Container, seccompRoot string) (engine.Se
 // makes; commands apply it to a pod before handing it over, to refuse it
 // as bad input.
 func CheckPrivileged(c *v1.Container, allow bool) error {
-	if allow || c.SecurityContext == nil || c.SecurityContext.Privileged == nil || !*c.SecurityContext.Privileged {
+	if allow || !isPrivileged(c) {
 		return nil
 	}
 	return configErrorf("container %s is privileged; pass --allow-privileged to run it", c.Name)
+}
+
+// isPrivileged reports whether c asks to be privileged.
+func isPrivileged(c *v1.Container) bool {
+	sc := c.SecurityContext
+	return sc != nil && sc.Privileged != nil && *sc.Privileged
 }
 
 func findContainer(pod *v1.Pod, name string) *v1.Container {

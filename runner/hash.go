@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"slices"
 
 	v1 "k8s.io/api/core/v1"
 )
@@ -116,12 +117,7 @@ func sandboxSpecOf(pod *v1.Pod) sandboxSpec {
 
 // hasPrivileged reports whether one of cs is privileged.
 func hasPrivileged(cs []*v1.Container) bool {
-	for _, c := range cs {
-		if sc := c.SecurityContext; sc != nil && sc.Privileged != nil && *sc.Privileged {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(cs, isPrivileged)
 }
 
 func hashJSON(v any) string {
