@@ -79,6 +79,9 @@ type gcSources struct {
 	// Evicted are the pods evicted, whose dead containers all go; nil:
 	// none.
 	Evicted func() map[string]bool
+	// Recent is the node's objects as the runner last listed them
+	// (gc.ContainerGC.Recent); nil: the collector lists them itself.
+	Recent func(maxAge time.Duration) ([]*engine.Sandbox, []*engine.Container, bool)
 }
 
 // gcEngine is what garbage collection needs of the engine: its
@@ -104,7 +107,7 @@ func startGC(ctx context.Context, o *gcOptions, rt gcEngine, infraImage string, 
 	}
 	cgc := &gc.ContainerGC{
 		Runtime: rt, Policy: o.containerPolicy(), SourcesReady: src.Ready, Desired: src.Desired,
-		KeepSource: src.Keep, Evicted: src.Evicted, Usage: usage, Log: log,
+		KeepSource: src.Keep, Evicted: src.Evicted, Recent: src.Recent, Usage: usage, Log: log,
 	}
 	igc := &gc.ImageGC{Runtime: rt, Images: rt, Policy: o.imagePolicy(), InfraImage: infraImage, Usage: usage,
 		InUse: src.ImagesInUse, Log: log}

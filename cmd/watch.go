@@ -235,7 +235,7 @@ func watchRun(ctx context.Context, opts *watchOptions) error {
 	}()
 	waitGC, reclaim := startGC(runCtx, &opts.GC, rt, opts.InfraImage, opts.imageUsage,
 		gcSources{Ready: mux.Ready, Desired: mux.Desired, Keep: mux.Keep, ImagesInUse: r.ImageVolumeImages,
-			Evicted: r.EvictedPods}, opts.Log)
+			Evicted: r.EvictedPods, Recent: r.RecentObjects}, opts.Log)
 	wg.Add(1)
 	go func() {
 		defer wg.Done()

@@ -259,8 +259,19 @@ type ContainerGC struct {
 	// Usage, when set, records the images the containers seen use, before
 	// any is removed, for image GC's least-recently-used order.
 	Usage *ImageUsage
-	Log   *slog.Logger
-	Clock clock.WithTicker
+	// Recent, when set, returns the node's sandboxes and containers as a
+	// list of the node begun at most maxAge ago saw them, kept current
+	// since (the runner's pod cache: its relist and the runtime's
+	// events); ok false when there is none that recent. The periodic pass
+	// (Run) takes them rather than listing the node itself: on an idle
+	// node that list is most of what the collector costs. A list that old
+	// is safe to act on: only dead containers and sandboxes are chosen,
+	// and podrun never starts either again, so what was dead then is dead
+	// now or gone (removing it again is not an error). Collect, what
+	// eviction calls under disk pressure, always lists anew.
+	Recent func(maxAge time.Duration) (sbs []*engine.Sandbox, cs []*engine.Container, ok bool)
+	Log    *slog.Logger
+	Clock  clock.WithTicker
 
 	mu sync.Mutex
 	// failures counts, per ID, the passes in a row that failed to remove
@@ -276,11 +287,16 @@ type ContainerGC struct {
 // could not be removed (it is not empty). What could not be removed is
 // still dead, so the next pass selects it again: that is its retry.
 func (g *ContainerGC) Collect(ctx context.Context) (int, error) {
-	clk, log := g.clock(), g.log()
 	cs, sbs, err := g.list(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("container gc: %w", err)
 	}
+	return g.collect(ctx, cs, sbs)
+}
+
+// collect is one pass over the node's containers cs and sandboxes sbs.
+func (g *ContainerGC) collect(ctx context.Context, cs []*engine.Container, sbs []*engine.Sandbox) (int, error) {
+	clk, log := g.clock(), g.log()
 	now := clk.Now()
 	if g.Usage != nil {
 		g.Usage.ObserveContainers(cs, now)
@@ -444,15 +460,29 @@ type removalErrors []error
 func (e removalErrors) Error() string   { return errors.Join(e...).Error() }
 func (e removalErrors) Unwrap() []error { return e }
 
-// Run collects at once and then every period until ctx ends.
+// Run collects at once and then every period until ctx ends (see
+// periodicCollect).
 func (g *ContainerGC) Run(ctx context.Context, period time.Duration) {
 	every(ctx, g.clock(), period, func() {
-		_, err := g.Collect(ctx)
+		_, err := g.periodicCollect(ctx, period)
 		var logged removalErrors
 		if err != nil && ctx.Err() == nil && !errors.As(err, &logged) {
 			g.log().Warn("container gc failed", "err", err)
 		}
 	})
+}
+
+// periodicCollect is one pass of Run: on what Recent returns when it has a
+// list begun at most two periods ago (the runner's relist, at its longest
+// a minute apart, stays under that at the default period), else on a list
+// of its own.
+func (g *ContainerGC) periodicCollect(ctx context.Context, period time.Duration) (int, error) {
+	if g.Recent != nil {
+		if sbs, cs, ok := g.Recent(2 * period); ok {
+			return g.collect(ctx, cs, sbs)
+		}
+	}
+	return g.Collect(ctx)
 }
 
 func (g *ContainerGC) clock() clock.WithTicker {

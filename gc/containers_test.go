@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"sort"
 	"strings"
@@ -590,5 +591,77 @@ func TestContainerGCRetriesStuckRemovals(t *testing.T) {
 	}
 	if strings.Contains(logs.String(), "container gc failed") {
 		t.Errorf("the failures are logged twice:\n%s", logs.String())
+	}
+}
+
+// TestPeriodicCollectTakesRecentList: the periodic pass works on the
+// runner's recent list of the node rather than listing it again, even
+// when something it lists was removed since; without a recent list, and
+// in Collect (eviction's reclaim), it lists the node itself.
+func TestPeriodicCollectTakesRecentList(t *testing.T) {
+	w := newWorld(t)
+	a := w.pod("a")
+	attempts := a.crashLoop("app", 3, true) // 0, 1, 2 dead; 3 running
+	ctx := context.Background()
+	sbs, cs, err := w.f.ListPodObjects(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Gone since that list: removing it again is not an error.
+	if err := w.f.RemoveContainer(ctx, attempts[0]); err != nil {
+		t.Fatal(err)
+	}
+	recent, asked := true, time.Duration(0)
+	g := &ContainerGC{
+		Runtime: w.f,
+		Policy:  DefaultContainerPolicy,
+		Recent: func(maxAge time.Duration) ([]*engine.Sandbox, []*engine.Container, bool) {
+			asked = maxAge
+			return sbs, cs, recent
+		},
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	}
+	left := func() []string {
+		t.Helper()
+		cs, err := w.f.ListContainers(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sort.Slice(cs, func(i, j int) bool { return cs[i].Attempt < cs[j].Attempt })
+		return ids(cs)
+	}
+
+	w.f.ResetCalls()
+	if _, err := g.periodicCollect(ctx, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if n := w.f.Calls("ListPodObjects") + w.f.Calls("ListContainers"); n != 0 {
+		t.Errorf("with a recent list the pass listed the node %d times, want 0", n)
+	}
+	if asked != 2*time.Minute {
+		t.Errorf("asked for a list at most %s old, want two periods", asked)
+	}
+	sameIDs(t, "containers left", left(), attempts[2:])
+
+	// No recent list: the pass lists the node.
+	recent = false
+	fifth := a.run("app", 4, false)
+	w.f.ResetCalls()
+	if _, err := g.periodicCollect(ctx, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if n := w.f.Calls("ListPodObjects"); n != 1 {
+		t.Errorf("without a recent list the pass listed the node %d times, want 1", n)
+	}
+	sameIDs(t, "containers left after a pass on its own list", left(), []string{attempts[3], fifth})
+
+	// Collect lists the node whatever Recent has.
+	recent = true
+	w.f.ResetCalls()
+	if _, err := g.Collect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := w.f.Calls("ListPodObjects"); n != 1 {
+		t.Errorf("Collect listed the node %d times, want 1", n)
 	}
 }

@@ -57,11 +57,13 @@ type podCache struct {
 	pods      map[string]*podState
 	// seq numbers lists as they begin; stamp is, by pod, the seq of the
 	// list its state (or its absence) comes from.
-	seq     uint64
-	stamp   map[string]uint64
-	err     error
-	updated chan struct{} // closed and replaced after every relist
-	kick    chan struct{}
+	seq   uint64
+	stamp map[string]uint64
+	err   error
+	// listedAt is when the last relist that succeeded began.
+	listedAt time.Time
+	updated  chan struct{} // closed and replaced after every relist
+	kick     chan struct{}
 	// evented: an event stream is connected, so the relist is a safety
 	// net; period is the wait before the next periodic relist.
 	evented bool
@@ -241,6 +243,22 @@ func (c *podCache) all() map[string]*podState {
 	return out
 }
 
+// objects returns every sandbox and container the cache holds, when its
+// last relist succeeded and began at most maxAge ago; ok false otherwise.
+// What refreshes and events stored since is included.
+func (c *podCache) objects(maxAge time.Duration) (sbs []*engine.Sandbox, cs []*engine.Container, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err != nil || c.listedAt.IsZero() || c.clock.Since(c.listedAt) > maxAge {
+		return nil, nil, false
+	}
+	for _, st := range c.pods {
+		sbs = append(sbs, st.Sandboxes...)
+		cs = append(cs, st.Containers...)
+	}
+	return sbs, cs, true
+}
+
 // run relists every period (see podCache), and at once when asked, until
 // ctx ends.
 func (c *podCache) run(ctx context.Context) {
@@ -278,6 +296,7 @@ func (c *podCache) relist(ctx context.Context) {
 	c.seq++
 	seq := c.seq
 	c.mu.Unlock()
+	began := c.clock.Now()
 
 	var pods map[string]*podState
 	var err error
@@ -297,6 +316,7 @@ func (c *podCache) relist(ctx context.Context) {
 	c.mu.Lock()
 	var changed []string
 	if err == nil {
+		c.listedAt = began
 		for uid, st := range pods {
 			if c.stamp[uid] > seq {
 				continue // refreshed since this list began: that is newer

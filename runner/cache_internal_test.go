@@ -2,8 +2,11 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -125,4 +128,94 @@ func TestRelistsOnItsClock(t *testing.T) {
 	<-waits
 	clk.Step(time.Minute)
 	next("relist after another period")
+}
+
+// scriptedLister answers every list with what the test last set.
+type scriptedLister struct {
+	sbs []*engine.Sandbox
+	cs  []*engine.Container
+	err error
+}
+
+func (s *scriptedLister) ListPodObjects(_ context.Context, uid string) ([]*engine.Sandbox, []*engine.Container, error) {
+	if s.err != nil {
+		return nil, nil, s.err
+	}
+	var sbs []*engine.Sandbox
+	var cs []*engine.Container
+	for _, sb := range s.sbs {
+		if uid == "" || sb.Pod.UID == uid {
+			sbs = append(sbs, sb)
+		}
+	}
+	for _, c := range s.cs {
+		if uid == "" || c.Pod.UID == uid {
+			cs = append(cs, c)
+		}
+	}
+	return sbs, cs, nil
+}
+
+// TestObjectsOnlyFromARecentRelist: the node's objects are handed out (to
+// the container GC) only while the last relist succeeded and is recent,
+// with what refreshes saw since.
+func TestObjectsOnlyFromARecentRelist(t *testing.T) {
+	u1, u2 := engine.PodRef{UID: "u1"}, engine.PodRef{UID: "u2"}
+	l := &scriptedLister{
+		sbs: []*engine.Sandbox{{ID: "s1", Pod: u1, State: engine.StateRunning}},
+		cs:  []*engine.Container{{ID: "c1", Pod: u1, Name: "app", State: engine.StateExited}},
+	}
+	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	c := newPodCache(nil, l, slog.New(slog.NewTextHandler(io.Discard, nil)), clk, time.Second, time.Minute, nil)
+	ctx := context.Background()
+	ids := func() string {
+		t.Helper()
+		sbs, cs, ok := c.objects(2 * time.Minute)
+		if !ok {
+			return "none"
+		}
+		var out []string
+		for _, sb := range sbs {
+			out = append(out, sb.ID)
+		}
+		for _, ct := range cs {
+			out = append(out, ct.ID)
+		}
+		slices.Sort(out)
+		return strings.Join(out, ",")
+	}
+	if got := ids(); got != "none" {
+		t.Fatalf("before any relist: %s, want none", got)
+	}
+	c.relist(ctx)
+	if got := ids(); got != "c1,s1" {
+		t.Fatalf("after a relist: %s, want c1,s1", got)
+	}
+	// A pod refreshed since (its worker synced it, or an event named it)
+	// is handed out as the refresh saw it.
+	l.sbs = append(l.sbs, &engine.Sandbox{ID: "s2", Pod: u2, State: engine.StateRunning})
+	l.cs = append(l.cs, &engine.Container{ID: "c2", Pod: u2, Name: "app", State: engine.StateRunning})
+	if _, err := c.refresh(ctx, "u2"); err != nil {
+		t.Fatal(err)
+	}
+	if got := ids(); got != "c1,c2,s1,s2" {
+		t.Fatalf("after a refresh: %s, want c1,c2,s1,s2", got)
+	}
+	clk.Step(2 * time.Minute)
+	if got := ids(); got != "c1,c2,s1,s2" {
+		t.Fatalf("a relist begun maxAge ago: %s, want still handed out", got)
+	}
+	clk.Step(time.Second)
+	if got := ids(); got != "none" {
+		t.Fatalf("a relist older than maxAge: %s, want none", got)
+	}
+	c.relist(ctx)
+	if got := ids(); got != "c1,c2,s1,s2" {
+		t.Fatalf("after a new relist: %s", got)
+	}
+	l.err = errors.New("runtime down")
+	c.relist(ctx)
+	if got := ids(); got != "none" {
+		t.Fatalf("after a failed relist: %s, want none", got)
+	}
 }

@@ -277,6 +277,15 @@ func New(cfg Config) *Runner {
 	return r
 }
 
+// RecentObjects returns the node's sandboxes and containers as the
+// runner knows them (its last relist, with what events and its own syncs
+// saw since), when that relist succeeded and began at most maxAge ago; ok
+// false otherwise. For the container GC, which then need not list the
+// node itself. The objects are shared: never modify them.
+func (r *Runner) RecentObjects(maxAge time.Duration) (sbs []*engine.Sandbox, cs []*engine.Container, ok bool) {
+	return r.cache.objects(maxAge)
+}
+
 // Healthy reports an error when the sync loop has not turned for two sync
 // periods: podrun is stuck and should be restarted.
 func (r *Runner) Healthy() error {
