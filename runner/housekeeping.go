@@ -2,8 +2,12 @@ package runner
 
 import (
 	"context"
+	"errors"
+	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/podrun/podrun/engine"
 )
@@ -57,17 +61,42 @@ func (r *Runner) housekeeping(ctx context.Context) {
 			r.cache.invalidate()
 		}()
 	}
-	r.removeOrphanDirs(known)
+	if now := r.clock.Now(); r.dirScan.due(known, now) {
+		r.dirScan = orphanDirScan{known: known, at: now, clean: r.removeOrphanDirs(known)}
+	}
 	r.reclaimImageCopiesAsync(ctx)
+}
+
+// orphanDirPeriod is how often the pods directory is read although the
+// pods known did not change: a pod directory is orphaned by a pod going
+// (the known set changes) or by a removal that failed (the scan was not
+// clean), and this catches anything else, such as a directory made by
+// hand, on an idle node that would otherwise read the directory every
+// housekeeping round for nothing.
+const orphanDirPeriod = time.Minute
+
+// orphanDirScan is the last time removeOrphanDirs read the pods directory
+// (housekeeping's goroutine only).
+type orphanDirScan struct {
+	known map[string]bool // the pods known then
+	at    time.Time
+	clean bool // it left no orphaned directory behind
+}
+
+// due reports whether the pods directory should be read now, with known
+// the pods known now.
+func (s orphanDirScan) due(known map[string]bool, now time.Time) bool {
+	return !s.clean || now.Sub(s.at) >= orphanDirPeriod || !maps.Equal(known, s.known)
 }
 
 // removeOrphanDirs removes pod directories of pods neither desired nor in
 // the runtime.
-func (r *Runner) removeOrphanDirs(known map[string]bool) {
+func (r *Runner) removeOrphanDirs(known map[string]bool) (clean bool) {
 	entries, err := os.ReadDir(filepath.Join(r.cfg.RootDir, "pods"))
 	if err != nil {
-		return
+		return errors.Is(err, fs.ErrNotExist)
 	}
+	clean = true
 	for _, e := range entries {
 		if !e.IsDir() || known[e.Name()] {
 			continue
@@ -76,19 +105,23 @@ func (r *Runner) removeOrphanDirs(known map[string]bool) {
 		busy := r.removing[e.Name()]
 		r.mu.Unlock()
 		if busy {
+			clean = false
 			continue
 		}
 		dir := filepath.Join(r.cfg.RootDir, "pods", e.Name())
 		if err := r.cfg.PodCgroups.Remove(e.Name()); err != nil {
 			r.log.Warn("remove orphaned pod cgroup", "uid", e.Name(), "err", err)
+			clean = false
 			continue
 		}
 		if err := removePodDir(r.cfg.RootDir, e.Name()); err != nil {
 			r.log.Warn("remove orphaned pod directory", "dir", dir, "err", err)
+			clean = false
 			continue
 		}
 		r.log.Info("removed orphaned pod directory", "dir", dir)
 	}
+	return clean
 }
 
 func podRefOf(st *podState) engine.PodRef {

@@ -197,6 +197,7 @@ type Runner struct {
 	converged map[string]bool
 	changed   chan struct{}   // closed and replaced on every status change
 	removing  map[string]bool // unknown pods being torn down by housekeeping
+	dirScan   orphanDirScan   // housekeeping's goroutine only
 	wg        sync.WaitGroup
 }
 

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -1098,4 +1099,43 @@ func TestNewSandboxAddressReadByID(t *testing.T) {
 	if got := envOf(p)["POD_IP"]; got != "192.0.2.10" {
 		t.Errorf("host-network POD_IP = %q, want the node's 192.0.2.10", got)
 	}
+}
+
+// TestOrphanedPodDirIsRemoved: a pod directory of no pod known (left by
+// hand, or by a podrun that died mid-removal) is removed by housekeeping;
+// while the pods known do not change, the pods directory is read only once
+// a minute, not every round.
+func TestOrphanedPodDirIsRemoved(t *testing.T) {
+	fake := newFake(t)
+	root := t.TempDir()
+	var rounds atomic.Int32
+	h := start(t, fake, func(c *runner.Config) {
+		c.RootDir = root
+		c.SourcesReady = func() bool { rounds.Add(1); return true }
+	})
+	round := func(d time.Duration) {
+		t.Helper()
+		before := rounds.Load()
+		h.step(d)
+		waitUntil(t, "a housekeeping round", func() bool { return rounds.Load() > before })
+	}
+	// The first round reads the (empty) directory; a second has begun
+	// once it ended.
+	round(housekeepingPeriod)
+	round(housekeepingPeriod)
+	stray := filepath.Join(root, "pods", "stray-uid")
+	if err := os.MkdirAll(filepath.Join(stray, "volumes"), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		round(housekeepingPeriod)
+	}
+	if _, err := os.Stat(stray); err != nil {
+		t.Fatalf("the pods directory was read again although no pod came or went: %v", err)
+	}
+	round(time.Minute)
+	waitUntil(t, "the orphaned directory's removal", func() bool {
+		_, err := os.Stat(stray)
+		return os.IsNotExist(err)
+	})
 }
