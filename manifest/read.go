@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
+	"time"
 )
 
 // MaxFileSize is the largest manifest file read: a static pod manifest is a
@@ -115,7 +117,7 @@ func ReadFile(path string, opts Options) (*Snapshot, error) {
 }
 
 func readFile(path string, opts Options) (*Snapshot, error) {
-	data, identity, err := readManifestFile(path)
+	data, identity, _, err := readManifestFile(path)
 	if err != nil {
 		return nil, err
 	}
@@ -124,52 +126,53 @@ func readFile(path string, opts Options) (*Snapshot, error) {
 
 // readManifestFile reads the manifest file at path, refusing what cannot
 // be one (a directory, a FIFO, a file over MaxFileSize), and returns its
-// bytes and the absolute path its pods are identified by.
-func readManifestFile(path string) (data []byte, identity string, err error) {
+// bytes, the absolute path its pods are identified by, and what the open
+// file's stat said before it was read.
+func readManifestFile(path string) (data []byte, identity string, info os.FileInfo, err error) {
 	// Look before opening: opening a FIFO would block until a writer
 	// comes. What has a manifest's name but cannot be read as one (a
 	// directory, a FIFO, a symlink loop) is an error, not "no manifest":
 	// the pods of a manifest replaced by such a thing are kept.
-	info, err := os.Stat(path)
+	info, err = os.Stat(path)
 	if err != nil {
-		return nil, "", fmt.Errorf("read manifest: %w", err)
+		return nil, "", nil, fmt.Errorf("read manifest: %w", err)
 	}
 	if info.IsDir() {
-		return nil, "", fmt.Errorf("read manifest %s: is a directory, not a manifest file (manifest directories are not read "+
+		return nil, "", nil, fmt.Errorf("read manifest %s: is a directory, not a manifest file (manifest directories are not read "+
 			"recursively): move it, or rename it without the .yaml, .yml or .json extension", path)
 	}
 	if !info.Mode().IsRegular() {
-		return nil, "", fmt.Errorf("read manifest %s: not a regular file (%s)", path, info.Mode().Type())
+		return nil, "", nil, fmt.Errorf("read manifest %s: not a regular file (%s)", path, info.Mode().Type())
 	}
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, "", fmt.Errorf("read manifest: %w", err)
+		return nil, "", nil, fmt.Errorf("read manifest: %w", err)
 	}
 	defer f.Close()
 	info, err = f.Stat()
 	if err != nil {
-		return nil, "", fmt.Errorf("read manifest: %w", err)
+		return nil, "", nil, fmt.Errorf("read manifest: %w", err)
 	}
 	if !info.Mode().IsRegular() {
-		return nil, "", fmt.Errorf("read manifest %s: not a regular file (%s)", path, info.Mode().Type())
+		return nil, "", nil, fmt.Errorf("read manifest %s: not a regular file (%s)", path, info.Mode().Type())
 	}
 	// The size is checked on what is read, not only on what Stat said: the
 	// file may grow in between.
 	data, err = io.ReadAll(io.LimitReader(f, MaxFileSize+1))
 	if err != nil {
-		return nil, "", fmt.Errorf("read manifest %s: %w", path, err)
+		return nil, "", nil, fmt.Errorf("read manifest %s: %w", path, err)
 	}
 	if len(data) > MaxFileSize || info.Size() > MaxFileSize {
 		size := max(info.Size(), int64(len(data)))
-		return nil, "", ErrorList{{Source: path, Message: fmt.Sprintf(
+		return nil, "", nil, ErrorList{{Source: path, Message: fmt.Sprintf(
 			"file is %.1f MiB, over the %d MiB limit for a manifest: is it really a manifest?",
 			float64(size)/(1<<20), MaxFileSize>>20)}}
 	}
 	identity, err = filepath.Abs(path)
 	if err != nil {
-		return nil, "", fmt.Errorf("read manifest: %w", err)
+		return nil, "", nil, fmt.Errorf("read manifest: %w", err)
 	}
-	return data, identity, nil
+	return data, identity, info, nil
 }
 
 // ManifestFiles lists what ReadPath reads: path itself when it is a file, or
@@ -271,18 +274,53 @@ func Merge(source string, snaps ...*Snapshot) (*Snapshot, error) {
 // the same files again at every rescan: a file whose bytes are those of an
 // earlier good read is not parsed again, and that read's snapshot is
 // returned as it was (its config.seen included: the pods did not change).
-// A rescan of unchanged manifests then costs a read and a hash per file,
-// not the decoding and validation of every pod. It is not safe for
+// A file whose stat is that of the earlier read, when that read was made
+// well after the file's last change, is not even read again: a rescan of
+// unchanged manifests then costs a stat per file. It is not safe for
 // concurrent use.
 type FileReader struct {
 	opts Options
 	good map[string]goodRead // path as given -> its last good read
+	// now is when a read begins (time.Now; tests move it).
+	now func() time.Time
+	// reads counts the files read (tests).
+	reads int
 }
 
 // goodRead is a file's last read that parsed without a problem.
 type goodRead struct {
 	sum  [sha256.Size]byte
 	snap *Snapshot
+	// stamp is the file's stat when it was read; settled that its last
+	// change (ctime) was then long enough past that a later change must
+	// show in the stamp.
+	stamp   fileStamp
+	settled bool
+}
+
+// fileStamp is what stat tells of a file's content: any write changes
+// its ctime (which no one can set), a replacement its inode.
+type fileStamp struct {
+	dev, ino     uint64
+	size         int64
+	mtime, ctime int64 // ns since the epoch
+}
+
+// settleMargin is how long before a read a file's ctime must be for the
+// read to count as settled: a write within the same tick of a coarse
+// timestamp (a second, two on some filesystems), or of the kernel's
+// coarse clock, would not change the stamp (git's "racy clean" rule).
+const settleMargin = 3 * time.Second
+
+func stampOf(info os.FileInfo) (fileStamp, bool) {
+	st, ok := info.Sys().(*syscall.Stat_t)
+	if !ok {
+		return fileStamp{}, false
+	}
+	return fileStamp{
+		dev: uint64(st.Dev), ino: st.Ino, size: st.Size,
+		mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano(),
+	}, true
 }
 
 // NewFileReader returns a FileReader parsing with opts.
@@ -291,22 +329,35 @@ func NewFileReader(opts Options) (*FileReader, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &FileReader{opts: opts, good: map[string]goodRead{}}, nil
+	return &FileReader{opts: opts, good: map[string]goodRead{}, now: time.Now}, nil
 }
 
 // Read is ReadFile(path, opts): the snapshot of the file's current bytes.
 func (r *FileReader) Read(path string) (*Snapshot, error) {
-	data, identity, err := readManifestFile(path)
+	g, known := r.good[path]
+	if known && g.settled {
+		if info, err := os.Stat(path); err == nil {
+			if st, ok := stampOf(info); ok && st == g.stamp {
+				return g.snap, nil
+			}
+		}
+	}
+	began := r.now()
+	r.reads++
+	data, identity, info, err := readManifestFile(path)
 	if err != nil {
 		return nil, err
 	}
+	stamp, stamped := stampOf(info)
+	settled := stamped && began.Sub(time.Unix(0, stamp.ctime)) > settleMargin
 	sum := sha256.Sum256(data)
-	if g, ok := r.good[path]; ok && g.sum == sum {
+	if known && g.sum == sum {
+		r.good[path] = goodRead{sum: sum, snap: g.snap, stamp: stamp, settled: settled}
 		return g.snap, nil
 	}
 	snap, err := parse(path, identity, data, r.opts)
 	if err == nil {
-		r.good[path] = goodRead{sum: sum, snap: snap}
+		r.good[path] = goodRead{sum: sum, snap: snap, stamp: stamp, settled: settled}
 	}
 	return snap, err
 }

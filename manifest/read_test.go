@@ -227,21 +227,7 @@ func TestMergeKeepsTheFirst(t *testing.T) {
 // of an earlier good read while a file's bytes are the same, parses them
 // again once they change, and forgets what Keep leaves out.
 func TestFileReaderParsesOnlyChangedBytes(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "web.yaml")
-	writeFile(t, path, podNamed("web"), 0o600)
-	r, err := NewFileReader(testOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
-	read := func() *Snapshot {
-		t.Helper()
-		snap, err := r.Read(path)
-		if err != nil {
-			t.Fatalf("read %s: %v", path, err)
-		}
-		return snap
-	}
+	path, r, read := readerOfOnePod(t)
 
 	first := read()
 	if again := read(); again != first {
@@ -280,6 +266,26 @@ func TestFileReaderParsesOnlyChangedBytes(t *testing.T) {
 	}
 }
 
+// readerOfOnePod writes a manifest of one pod, web, and returns its path,
+// a FileReader, and a function that reads the file with it.
+func readerOfOnePod(t *testing.T) (string, *FileReader, func() *Snapshot) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "web.yaml")
+	writeFile(t, path, podNamed("web"), 0o600)
+	r, err := NewFileReader(testOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path, r, func() *Snapshot {
+		t.Helper()
+		snap, err := r.Read(path)
+		if err != nil {
+			t.Fatalf("read %s: %v", path, err)
+		}
+		return snap
+	}
+}
+
 // contentHash is what tells two snapshots' pods apart: their config
 // hashes, in order.
 func contentHash(s *Snapshot) string {
@@ -288,4 +294,59 @@ func contentHash(s *Snapshot) string {
 		hashes = append(hashes, p.Annotations[AnnotationConfigHash])
 	}
 	return strings.Join(hashes, ",")
+}
+
+// TestFileReaderSkipsSettledFiles: a file read well after its last change
+// is not read again while its stat is the same; any write to it, even one
+// of the same size that sets the mtime back, or a file renamed over it, is
+// read. A file read just after a change is read again next time: a second
+// write within the same timestamp tick would not show in its stat.
+func TestFileReaderSkipsSettledFiles(t *testing.T) {
+	path, r, read := readerOfOnePod(t)
+	dir := filepath.Dir(path)
+	now := time.Now()
+	r.now = func() time.Time { return now }
+	reads := func(what string, want int, do func()) {
+		t.Helper()
+		before := r.reads
+		do()
+		if got := r.reads - before; got != want {
+			t.Errorf("%s: the file was read %d times, want %d", what, got, want)
+		}
+	}
+
+	var first *Snapshot
+	reads("a file just written", 2, func() { first = read(); read() })
+	now = now.Add(time.Minute) // the write is long past
+	reads("the first read after the change settled", 1, func() { read() })
+	reads("a settled file", 0, func() { read(); read() })
+
+	// The same size, the mtime set back: the ctime tells.
+	info, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited := strings.Replace(podNamed("web"), "web", "wex", 1)
+	writeFile(t, path, edited, 0o600)
+	if err := os.Chtimes(path, info.ModTime(), info.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	var snap *Snapshot
+	reads("a rewrite of the same size with its mtime set back", 1, func() { snap = read() })
+	if snap == first || !strings.HasPrefix(snap.Pods[0].Name, "wex") {
+		t.Fatalf("the rewrite was not parsed: %v", podNames(snap))
+	}
+
+	// A file renamed over it: another inode.
+	now = now.Add(time.Minute)
+	read()
+	tmp := filepath.Join(dir, ".web.yaml.tmp")
+	writeFile(t, tmp, podNamed("api"), 0o600)
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(time.Minute)
+	if snap := read(); !strings.HasPrefix(snap.Pods[0].Name, "api") {
+		t.Fatalf("the file renamed over it was not read: %v", podNames(snap))
+	}
 }
