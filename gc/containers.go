@@ -264,11 +264,16 @@ type ContainerGC struct {
 	// since (the runner's pod cache: its relist and the runtime's
 	// events); ok false when there is none that recent. The periodic pass
 	// (Run) takes them rather than listing the node itself: on an idle
-	// node that list is most of what the collector costs. A list that old
-	// is safe to act on: only dead containers and sandboxes are chosen,
-	// and podrun never starts either again, so what was dead then is dead
-	// now or gone (removing it again is not an error). Collect, what
-	// eviction calls under disk pressure, always lists anew.
+	// node that list is most of what the collector costs. It does so only
+	// while every object in them is running or exited: podrun never
+	// starts an exited container or sandbox again, so what had exited
+	// then has exited now or is gone (removing it again is not an error),
+	// and what was made since is not listed, so it stays. An object only
+	// created, or of unknown state, may have been started since (podrun
+	// adopts and starts what it made before it died), and then the newest
+	// dead container of its unit would be another: with one in the list
+	// the pass lists the node anew. Collect, what eviction calls under
+	// disk pressure, always lists anew.
 	Recent func(maxAge time.Duration) (sbs []*engine.Sandbox, cs []*engine.Container, ok bool)
 	Log    *slog.Logger
 	Clock  clock.WithTicker
@@ -478,11 +483,28 @@ func (g *ContainerGC) Run(ctx context.Context, period time.Duration) {
 // of its own.
 func (g *ContainerGC) periodicCollect(ctx context.Context, period time.Duration) (int, error) {
 	if g.Recent != nil {
-		if sbs, cs, ok := g.Recent(2 * period); ok {
+		if sbs, cs, ok := g.Recent(2 * period); ok && settled(sbs, cs) {
 			return g.collect(ctx, cs, sbs)
 		}
 	}
 	return g.Collect(ctx)
+}
+
+// settled reports whether every object listed is running or exited, the
+// states a list that is not fresh may be acted on in (see Recent).
+func settled(sbs []*engine.Sandbox, cs []*engine.Container) bool {
+	ok := func(s engine.State) bool { return s == engine.StateRunning || s == engine.StateExited }
+	for _, sb := range sbs {
+		if !ok(sb.State) {
+			return false
+		}
+	}
+	for _, c := range cs {
+		if !ok(c.State) {
+			return false
+		}
+	}
+	return true
 }
 
 func (g *ContainerGC) clock() clock.WithTicker {

@@ -664,4 +664,24 @@ func TestPeriodicCollectTakesRecentList(t *testing.T) {
 	if n := w.f.Calls("ListPodObjects"); n != 1 {
 		t.Errorf("Collect listed the node %d times, want 1", n)
 	}
+
+	// A container only created (podrun may start it since, adopting it
+	// after a restart) makes the recent list unfit: the pass lists.
+	w.tick()
+	if _, err := w.f.CreateContainer(ctx, a.sb, a.cfg, &engine.ContainerConfig{
+		Name: "app", Type: engine.ContainerTypeApp, Attempt: 5, Image: testImage,
+		Command: []string{enginetest.FakeScript, "run"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if sbs, cs, err = w.f.ListPodObjects(ctx, ""); err != nil {
+		t.Fatal(err)
+	}
+	w.f.ResetCalls()
+	if _, err := g.periodicCollect(ctx, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if n := w.f.Calls("ListPodObjects"); n != 1 {
+		t.Errorf("with a created container in the recent list the pass listed the node %d times, want 1", n)
+	}
 }
