@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // MaxFileSize is the largest manifest file read: a static pod manifest is a
@@ -323,6 +325,24 @@ func stampOf(info os.FileInfo) (fileStamp, bool) {
 	}, true
 }
 
+// onLocalFilesystem reports whether path is on a filesystem whose stat
+// this kernel keeps itself: a write there shows in the ctime at once. Not
+// so on NFS (attributes cached for up to a minute, where an open
+// revalidates them), FUSE (ctime as the daemon tells it) or other network
+// filesystems (the server's clock): those files are read at every rescan.
+func onLocalFilesystem(path string) bool {
+	var st unix.Statfs_t
+	if err := unix.Statfs(path, &st); err != nil {
+		return false
+	}
+	switch int64(st.Type) {
+	case unix.EXT4_SUPER_MAGIC, unix.XFS_SUPER_MAGIC, unix.BTRFS_SUPER_MAGIC, unix.TMPFS_MAGIC,
+		unix.RAMFS_MAGIC, unix.OVERLAYFS_SUPER_MAGIC, unix.F2FS_SUPER_MAGIC:
+		return true
+	}
+	return false
+}
+
 // NewFileReader returns a FileReader parsing with opts.
 func NewFileReader(opts Options) (*FileReader, error) {
 	opts, err := opts.complete()
@@ -349,7 +369,7 @@ func (r *FileReader) Read(path string) (*Snapshot, error) {
 		return nil, err
 	}
 	stamp, stamped := stampOf(info)
-	settled := stamped && began.Sub(time.Unix(0, stamp.ctime)) > settleMargin
+	settled := stamped && began.Sub(time.Unix(0, stamp.ctime)) > settleMargin && onLocalFilesystem(path)
 	sum := sha256.Sum256(data)
 	if known && g.sum == sum {
 		r.good[path] = goodRead{sum: sum, snap: g.snap, stamp: stamp, settled: settled}
