@@ -283,8 +283,6 @@ func Merge(source string, snaps ...*Snapshot) (*Snapshot, error) {
 type FileReader struct {
 	opts Options
 	good map[string]goodRead // path as given -> its last good read
-	// now is when a read begins (time.Now; tests move it).
-	now func() time.Time
 	// reads counts the files read (tests).
 	reads int
 }
@@ -349,7 +347,7 @@ func NewFileReader(opts Options) (*FileReader, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &FileReader{opts: opts, good: map[string]goodRead{}, now: time.Now}, nil
+	return &FileReader{opts: opts, good: map[string]goodRead{}}, nil
 }
 
 // Read is ReadFile(path, opts): the snapshot of the file's current bytes.
@@ -362,7 +360,7 @@ func (r *FileReader) Read(path string) (*Snapshot, error) {
 			}
 		}
 	}
-	began := r.now()
+	began := r.opts.Now() // the clock of config.seen: tests move it
 	r.reads++
 	data, identity, info, err := readManifestFile(path)
 	if err != nil {

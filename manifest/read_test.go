@@ -316,7 +316,7 @@ func TestFileReaderSkipsSettledFiles(t *testing.T) {
 	// The reader's clock starts at the file's last change, whatever time
 	// the machine took to get here.
 	now := ctime()
-	r.now = func() time.Time { return now }
+	r.opts.Now = func() time.Time { return now }
 	reads := func(what string, want int, do func()) {
 		t.Helper()
 		before := r.reads
