@@ -150,6 +150,65 @@ func TestWatchFileLifecycle(t *testing.T) {
 	t.Logf("file deleted to pod removed: %s", took)
 }
 
+// TestWatchEditCreatesWhileOldStops: an edited container's successor is
+// created while the old one stops, and started only after it stopped.
+// The old container ignores SIGTERM (sleep as PID 1), so its stop takes
+// the pod's whole grace period, long enough for a create on a busy
+// machine; Docker's own timestamps tell the order.
+func TestWatchEditCreatesWhileOldStops(t *testing.T) {
+	e := newEnv(t)
+	stop := e.watch()
+	defer stop(syscall.SIGTERM)
+	pod := func(seconds int) string {
+		return fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: slowstop
+spec:
+  terminationGracePeriodSeconds: 8
+  containers:
+  - name: app
+    image: %s
+    command: ["sleep", "%d"]
+`, testImage, seconds)
+	}
+	e.write("pod.yaml", pod(3600))
+	waitFor(t, "the pod to come up", time.Minute, func() bool { return len(e.running()) == 2 })
+	old := e.running()["slowstop/app"]
+
+	e.write("pod.yaml", pod(3601))
+	var successor string
+	waitFor(t, "the edited container to run", time.Minute, func() bool {
+		successor = e.running()["slowstop/app"]
+		return successor != "" && successor != old
+	})
+	ctx := context.Background()
+	was, err := docker.ContainerInspect(ctx, old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now, err := docker.ContainerInspect(ctx, successor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stamp := func(what, s string) time.Time {
+		ts, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		return ts
+	}
+	finished := stamp("old container's FinishedAt", was.State.FinishedAt)
+	created := stamp("successor's Created", now.Created)
+	started := stamp("successor's StartedAt", now.State.StartedAt)
+	if !created.Before(finished) {
+		t.Errorf("successor created %s after the old container stopped (%s): not made while it stopped", created, finished)
+	}
+	if started.Before(finished) {
+		t.Errorf("successor started %s, before the old container stopped (%s): the two ran together", started, finished)
+	}
+}
+
 func TestWatchAdoptsAfterRestart(t *testing.T) {
 	e := newEnv(t)
 	e.write("a.yaml", sleepPod("a", 2))

@@ -42,8 +42,10 @@ func (e *imageError) Unwrap() error { return e.err }
 
 // applyActions carries out one sync's actions, in the kubelet's order: kill
 // what must go (containers, then the sandboxes that must not run), remove
-// leftovers, make the sandbox, then start containers.
-func (r *Runner) applyActions(ctx context.Context, pod *v1.Pod, st *podState, a *podActions, w *podWorker) error {
+// leftovers, make the sandbox, then start containers. One step is taken
+// early: an app container replaced for a changed spec is stopped while
+// its successor is made (replaceWhileStopping), which starts once it has.
+func (r *Runner) applyActions(ctx context.Context, pod *v1.Pod, st *podState, a *podActions, w *podWorker) (retErr error) {
 	grace := gracePeriod(pod)
 	if a.KillPod {
 		if err := r.killPod(ctx, pod, st, grace, a.KillReason); err != nil {
@@ -51,7 +53,16 @@ func (r *Runner) applyActions(ctx context.Context, pod *v1.Pod, st *podState, a 
 		}
 	}
 	var errs []error
-	r.stopContainers(ctx, pod, r.podEnv(pod, st.latestSandbox()).PodIP, a.Kill, grace, &errs)
+	podIP := r.podEnv(pod, st.latestSandbox()).PodIP
+	kills, replaced := r.replaceWhileStopping(ctx, pod, podIP, a, grace)
+	defer func() {
+		// Every stop this sync began has ended when it returns, and a
+		// failed one fails the sync.
+		for _, rep := range replaced {
+			retErr = errors.Join(retErr, rep.wait())
+		}
+	}()
+	r.stopContainers(ctx, pod, podIP, kills, grace, &errs)
 	for _, sb := range a.StopSandboxes {
 		if err := r.rt.StopSandbox(ctx, sb.ID, grace); err != nil && !errors.Is(err, engine.ErrNotFound) {
 			errs = append(errs, fmt.Errorf("stop sandbox %s: %w", shortID(sb.ID), err))
@@ -207,7 +218,10 @@ func (r *Runner) applyActions(ctx context.Context, pod *v1.Pod, st *podState, a 
 		}
 		err := hostsErr
 		if err == nil {
-			err = r.startContainer(ctx, pod, c, typ, a.Reasons[c.Name], sandboxID, sbCfg, st, vols, pe, looked[c.Image])
+			err = r.startContainer(ctx, pod, c, typ, a.Reasons[c.Name], sandboxID, sbCfg, st, vols, pe, looked[c.Image], replaced[c.Name])
+		}
+		if errors.Is(err, errPredecessorNotStopped) {
+			return // the stop's error fails the sync (applyActions)
 		}
 		if err != nil {
 			w.recordStartError(pod, c, err)
@@ -264,6 +278,63 @@ func startTargets(pod *v1.Pod, a *podActions) []*v1.Container {
 		out = append(out, a.StartInit)
 	}
 	return append(out, a.StartApps...)
+}
+
+// replacement is the stop of a running app container whose spec changed,
+// under way while its successor is made: the successor is created at once
+// and started when the stop is done, so that an edit costs the longer of
+// the stop and the create, not both, and the two never run together.
+type replacement struct {
+	done chan struct{}
+	err  error // the stop's, once done is closed
+}
+
+// wait waits for the stop to end and returns its error; nil waits for
+// nothing.
+func (p *replacement) wait() error {
+	if p == nil {
+		return nil
+	}
+	<-p.done
+	return p.err
+}
+
+// errPredecessorNotStopped is a start not made because the container it
+// replaces could not be stopped: the next sync stops that one again, then
+// starts the one made (it is superseded by a newer attempt).
+var errPredecessorNotStopped = errors.New("the container it replaces was not stopped")
+
+// replaceWhileStopping begins the stops of the app containers this sync
+// replaces for a changed spec, each in its own goroutine, and returns the
+// kills left to do first, and the replacements by container name. A new
+// sandbox starts its containers only after the old one is gone, so then
+// nothing is begun early.
+func (r *Runner) replaceWhileStopping(ctx context.Context, pod *v1.Pod, podIP string, a *podActions, grace time.Duration) ([]killTarget, map[string]*replacement) {
+	if a.CreateSandbox || a.KillPod || len(a.StartApps) == 0 {
+		return a.Kill, nil
+	}
+	starting := map[string]bool{}
+	for _, c := range a.StartApps {
+		starting[c.Name] = true
+	}
+	var now []killTarget
+	var replaced map[string]*replacement
+	for _, k := range a.Kill {
+		if k.Reason != reasonSpecChanged || k.Container.Type != engine.ContainerTypeApp || !starting[k.Container.Name] {
+			now = append(now, k)
+			continue
+		}
+		rep := &replacement{done: make(chan struct{})}
+		if replaced == nil {
+			replaced = map[string]*replacement{}
+		}
+		replaced[k.Container.Name] = rep
+		go func() {
+			defer close(rep.done)
+			rep.err = r.killContainer(ctx, pod, podIP, k, grace)
+		}()
+	}
+	return now, replaced
 }
 
 // stopContainers stops the targets in parallel, each within grace, running
@@ -892,7 +963,8 @@ func (r *Runner) lookUpImages(ctx context.Context, a *podActions) map[string]*im
 // the reason compute-actions gave, for the log. looked is the lookup of
 // its image begun earlier, if any.
 func (r *Runner) startContainer(ctx context.Context, pod *v1.Pod, c *v1.Container, typ engine.ContainerType, why string,
-	sandboxID string, sbCfg *engine.SandboxConfig, st *podState, vols map[string]volumeSource, pe podEnv, looked *imageLookup) error {
+	sandboxID string, sbCfg *engine.SandboxConfig, st *podState, vols map[string]volumeSource, pe podEnv, looked *imageLookup,
+	replaces *replacement) error {
 	if sandboxID == "" {
 		return errors.New("no sandbox")
 	}
@@ -918,6 +990,9 @@ func (r *Runner) startContainer(ctx context.Context, pod *v1.Pod, c *v1.Containe
 		return fmt.Errorf("create: %w", err)
 	}
 	r.event(pod, c.Name, v1.EventTypeNormal, eventCreated, "Created container %s", c.Name)
+	if err := replaces.wait(); err != nil {
+		return fmt.Errorf("%w: %w", errPredecessorNotStopped, err)
+	}
 	if err := r.rt.StartContainer(ctx, id); err != nil {
 		return fmt.Errorf("start: %w", err)
 	}

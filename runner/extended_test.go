@@ -4,6 +4,7 @@ import (
 	"context"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -223,13 +224,7 @@ func TestAdmissionNotHeldByRuntimeList(t *testing.T) {
 	fake.SetRuntimeHandlers("nvidia", "runc")
 	slow := &blockingRuntimes{Fake: fake, entered: make(chan struct{}, 1), release: make(chan struct{})}
 	h := start(t, fake, func(c *runner.Config) { c.Runtime = slow })
-	released := false
-	release := func() {
-		if !released {
-			released = true
-			close(slow.release)
-		}
-	}
+	release := sync.OnceFunc(func() { close(slow.release) })
 	t.Cleanup(release) // before the harness stops
 
 	a := portPod("a", "a-node1", hostPort(8080))

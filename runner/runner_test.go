@@ -354,6 +354,106 @@ func TestUpdateReplacesOnlyTheChangedContainer(t *testing.T) {
 	}
 }
 
+// slowStops is a fake engine whose container stops wait until released.
+type slowStops struct {
+	*enginetest.Fake
+	entered chan string // the IDs of the stops begun
+	release chan struct{}
+}
+
+func (s *slowStops) StopContainer(ctx context.Context, id string, grace time.Duration) error {
+	s.entered <- id
+	select {
+	case <-s.release:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return s.Fake.StopContainer(ctx, id, grace)
+}
+
+// byName returns the pod's containers of name, oldest attempt first, by
+// state.
+func (h *harness) byName(uid, name string) []engine.State {
+	var out []engine.State
+	cs := h.containers(uid)
+	slices.SortFunc(cs, func(a, b *engine.Container) int { return a.Attempt - b.Attempt })
+	for _, c := range cs {
+		if c.Name == name {
+			out = append(out, c.State)
+		}
+	}
+	return out
+}
+
+// TestEditCreatesWhileTheOldContainerStops: an edited container's
+// successor is created while the old one stops (an edit costs the longer
+// of the two, not their sum) and started only once the old one has
+// stopped: the two never run together.
+func TestEditCreatesWhileTheOldContainerStops(t *testing.T) {
+	fake := newFake(t)
+	slow := &slowStops{Fake: fake, entered: make(chan string, 4), release: make(chan struct{})}
+	h := start(t, fake, func(c *runner.Config) { c.Runtime = slow })
+	release := sync.OnceFunc(func() { close(slow.release) })
+	t.Cleanup(release) // before the harness stops
+	pod := newPod("u1", "p-node1", v1.RestartPolicyAlways, map[string][]string{"a": {"run", "1"}, "b": {"run"}})
+	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{pod}}
+	h.waitStatus("u1", "running", allRunning)
+	starts := fake.Calls("StartContainer")
+
+	edited := pod.DeepCopy()
+	edited.Spec.Containers[0].Command = []string{"run", "2"}
+	h.updates <- runner.PodUpdate{Op: runner.OpUpdate, Pods: []*v1.Pod{edited}}
+	select {
+	case <-slow.entered:
+	case <-time.After(time.Minute):
+		t.Fatal("the edited container was never stopped")
+	}
+	waitUntil(t, "a's successor created while a stops", func() bool {
+		return slices.Equal(h.byName("u1", "a"), []engine.State{engine.StateRunning, engine.StateCreated})
+	})
+	if n := fake.Calls("StartContainer"); n != starts {
+		t.Fatalf("%d starts while the old container was stopping", n-starts)
+	}
+	release()
+	h.waitStatus("u1", "a replaced", func(p *v1.Pod) bool {
+		return allRunning(p) && slices.Equal(h.byName("u1", "a"), []engine.State{engine.StateExited, engine.StateRunning})
+	})
+	if got := h.byName("u1", "b"); !slices.Equal(got, []engine.State{engine.StateRunning}) {
+		t.Fatalf("b: %v, want it running, untouched", got)
+	}
+}
+
+// TestEditWhoseStopFailsStartsNothing: when the old container cannot be
+// stopped, its successor (made meanwhile) is not started beside it; the
+// sync fails, and the next one stops the old container and starts the one
+// made, without making another.
+func TestEditWhoseStopFailsStartsNothing(t *testing.T) {
+	fake := newFake(t)
+	h := start(t, fake, nil)
+	pod := newPod("u1", "p-node1", v1.RestartPolicyAlways, map[string][]string{"a": {"run", "1"}})
+	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{pod}}
+	h.waitStatus("u1", "running", allRunning)
+	creates, starts := fake.Calls("CreateContainer"), fake.Calls("StartContainer")
+
+	fake.FailNext("StopContainer", errors.New("engine busy"))
+	edited := pod.DeepCopy()
+	edited.Spec.Containers[0].Command = []string{"run", "2"}
+	h.updates <- runner.PodUpdate{Op: runner.OpUpdate, Pods: []*v1.Pod{edited}}
+	waitUntil(t, "the failed stop, and the successor made", func() bool {
+		return fake.Calls("StopContainer") > 0 && slices.Equal(h.byName("u1", "a"), []engine.State{engine.StateRunning, engine.StateCreated})
+	})
+	if n := fake.Calls("StartContainer"); n != starts {
+		t.Fatalf("%d starts beside a container that would not stop", n-starts)
+	}
+	// The failed sync is retried after the worker's back-off.
+	h.stepUntilStatus("u1", "a replaced", time.Second, func(p *v1.Pod) bool {
+		return allRunning(p) && slices.Equal(h.byName("u1", "a"), []engine.State{engine.StateExited, engine.StateRunning})
+	})
+	if n := fake.Calls("CreateContainer"); n != creates+1 {
+		t.Fatalf("%d containers made for one edit, want 1", n-creates)
+	}
+}
+
 func TestRemoveTearsDown(t *testing.T) {
 	fake := newFake(t)
 	h := start(t, fake, nil)

@@ -254,7 +254,7 @@ func render(r *Results, c config) string {
 		p("`podrun watch` runs %s pods; one pod's manifest is rewritten (write to a temporary file, rename) with a new `command` for its "+
 			"container. **Reaction** is from the write to the new container's `State.StartedAt` (Docker's clock, the same host); "+
 			"**seen** is when a poll of Docker (every 5 ms) saw it running. It includes the file source's read (a quiet file replaced by a rename is read at once; its 100 ms debounce is for bursts), "+
-			"the re-read of the directory, the kill of the old container (grace 0) and the create + start of the new one. "+
+			"the re-read of the directory, the kill of the old container (grace 0) and the create + start of the new one (podrun creates the new one while the old one stops, and starts it once the old one has stopped). "+
 			"The reference is Docker's own create + start of the same container (same image and command, joined to the same sandbox), "+
 			"timed right after, and its kill (stop with timeout 0).\n\n", r.Config["update pods"])
 		p("| subject | reaction, median (s) | seen, median (s) | docker create+start (s) | docker kill (s) | reaction / create+start | reactions (s) |\n")
