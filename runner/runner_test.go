@@ -357,12 +357,15 @@ func TestUpdateReplacesOnlyTheChangedContainer(t *testing.T) {
 // slowStops is a fake engine whose container stops wait until released.
 type slowStops struct {
 	*enginetest.Fake
-	entered chan string // the IDs of the stops begun
+	entered chan string // the IDs of the first stops begun (as many as it holds)
 	release chan struct{}
 }
 
 func (s *slowStops) StopContainer(ctx context.Context, id string, grace time.Duration) error {
-	s.entered <- id
+	select {
+	case s.entered <- id:
+	default:
+	}
 	select {
 	case <-s.release:
 	case <-ctx.Done():
