@@ -198,6 +198,9 @@ spec:
 		}
 		return ts
 	}
+	if was.State.Running {
+		t.Fatalf("the old container %.12s still runs beside its successor %.12s", old, successor)
+	}
 	finished := stamp("old container's FinishedAt", was.State.FinishedAt)
 	created := stamp("successor's Created", now.Created)
 	started := stamp("successor's StartedAt", now.State.StartedAt)

@@ -44,7 +44,7 @@ func (e *imageError) Unwrap() error { return e.err }
 // what must go (containers, then the sandboxes that must not run), remove
 // leftovers, make the sandbox, then start containers. One step is taken
 // early: an app container replaced for a changed spec is stopped while
-// its successor is made (replaceWhileStopping), which starts once it has.
+// its successor is made (beginStops), which starts once it has.
 func (r *Runner) applyActions(ctx context.Context, pod *v1.Pod, st *podState, a *podActions, w *podWorker) (retErr error) {
 	grace := gracePeriod(pod)
 	if a.KillPod {
@@ -54,13 +54,11 @@ func (r *Runner) applyActions(ctx context.Context, pod *v1.Pod, st *podState, a 
 	}
 	var errs []error
 	podIP := r.podEnv(pod, st.latestSandbox()).PodIP
-	kills, replaced := r.replaceWhileStopping(ctx, pod, podIP, a, grace)
+	kills, early := r.beginStops(ctx, pod, podIP, a, grace)
 	defer func() {
 		// Every stop this sync began has ended when it returns, and a
 		// failed one fails the sync.
-		for _, rep := range replaced {
-			retErr = errors.Join(retErr, rep.wait())
-		}
+		retErr = errors.Join(retErr, early.waitAll())
 	}()
 	r.stopContainers(ctx, pod, podIP, kills, grace, &errs)
 	for _, sb := range a.StopSandboxes {
@@ -204,11 +202,18 @@ func (r *Runner) applyActions(ctx context.Context, pod *v1.Pod, st *podState, a 
 	}
 
 	for _, c := range a.StartCreated {
-		if err := r.rt.StartContainer(ctx, c.ID); err != nil {
+		if early.wait(c.Name) != nil {
+			continue // the stop's error fails the sync (applyActions)
+		}
+		spec := findContainer(pod, c.Name)
+		if spec == nil {
+			continue // not in the spec: removed as a leftover
+		}
+		if err := r.startMade(ctx, pod, spec, c.ID, c.Type, c.Attempt, a.Reasons[c.Name], pe.PodIP); err != nil {
 			errs = append(errs, fmt.Errorf("start %s: %w", c.Name, err))
 			continue
 		}
-		r.log.Info("container started", "pod", podKey(pod), "container", c.Name, "id", shortID(c.ID), "adopted", true)
+		w.clearStartError(c.Name)
 	}
 
 	var errMu sync.Mutex
@@ -218,7 +223,7 @@ func (r *Runner) applyActions(ctx context.Context, pod *v1.Pod, st *podState, a 
 		}
 		err := hostsErr
 		if err == nil {
-			err = r.startContainer(ctx, pod, c, typ, a.Reasons[c.Name], sandboxID, sbCfg, st, vols, pe, looked[c.Image], replaced[c.Name])
+			err = r.startContainer(ctx, pod, c, typ, a.Reasons[c.Name], sandboxID, sbCfg, st, vols, pe, looked[c.Image], early)
 		}
 		if errors.Is(err, errPredecessorNotStopped) {
 			return // the stop's error fails the sync (applyActions)
@@ -280,61 +285,80 @@ func startTargets(pod *v1.Pod, a *podActions) []*v1.Container {
 	return append(out, a.StartApps...)
 }
 
-// replacement is the stop of a running app container whose spec changed,
-// under way while its successor is made: the successor is created at once
-// and started when the stop is done, so that an edit costs the longer of
-// the stop and the create, not both, and the two never run together.
-type replacement struct {
+// earlyStops are the stops a sync begins before anything else and does
+// not wait for: those of containers whose name it also starts (the old
+// container of an edit; an older attempt still running beside a created
+// newer one). Each runs in its own goroutine while the sync makes the new
+// container, so that an edit costs the longer of the stop and the create,
+// not both; the new container starts once every stop of its name has
+// ended well, so that two attempts of a container never run together.
+type earlyStops map[string][]*pendingStop
+
+// pendingStop is one stop under way.
+type pendingStop struct {
 	done chan struct{}
 	err  error // the stop's, once done is closed
 }
 
-// wait waits for the stop to end and returns its error; nil waits for
-// nothing.
-func (p *replacement) wait() error {
-	if p == nil {
-		return nil
+// wait waits for the stops of name and returns their errors.
+func (s earlyStops) wait(name string) error {
+	var errs []error
+	for _, p := range s[name] {
+		<-p.done
+		errs = append(errs, p.err)
 	}
-	<-p.done
-	return p.err
+	return errors.Join(errs...)
 }
 
-// errPredecessorNotStopped is a start not made because the container it
-// replaces could not be stopped: the next sync stops that one again, then
-// starts the one made (it is superseded by a newer attempt).
-var errPredecessorNotStopped = errors.New("the container it replaces was not stopped")
+// waitAll waits for every stop and returns their errors.
+func (s earlyStops) waitAll() error {
+	var errs []error
+	for name := range s {
+		errs = append(errs, s.wait(name))
+	}
+	return errors.Join(errs...)
+}
 
-// replaceWhileStopping begins the stops of the app containers this sync
-// replaces for a changed spec, each in its own goroutine, and returns the
-// kills left to do first, and the replacements by container name. A new
-// sandbox starts its containers only after the old one is gone, so then
-// nothing is begun early.
-func (r *Runner) replaceWhileStopping(ctx context.Context, pod *v1.Pod, podIP string, a *podActions, grace time.Duration) ([]killTarget, map[string]*replacement) {
-	if a.CreateSandbox || a.KillPod || len(a.StartApps) == 0 {
+// errPredecessorNotStopped is a start not made because an older attempt
+// of the container could not be stopped: the next sync stops that one
+// again, then starts the one made (created, it is adopted).
+var errPredecessorNotStopped = errors.New("an older attempt of the container was not stopped")
+
+// beginStops begins the early stops of a's kills (earlyStops), announcing
+// each first, so that Killing comes before the new container's Created,
+// and returns the kills left to do now. A new sandbox starts its
+// containers only after the old one is gone, so then nothing is begun
+// early.
+func (r *Runner) beginStops(ctx context.Context, pod *v1.Pod, podIP string, a *podActions, grace time.Duration) ([]killTarget, earlyStops) {
+	if a.CreateSandbox || a.KillPod {
 		return a.Kill, nil
 	}
 	starting := map[string]bool{}
 	for _, c := range a.StartApps {
 		starting[c.Name] = true
 	}
+	for _, c := range a.StartCreated {
+		starting[c.Name] = true
+	}
 	var now []killTarget
-	var replaced map[string]*replacement
+	var early earlyStops
 	for _, k := range a.Kill {
-		if k.Reason != reasonSpecChanged || k.Container.Type != engine.ContainerTypeApp || !starting[k.Container.Name] {
+		if !starting[k.Container.Name] {
 			now = append(now, k)
 			continue
 		}
-		rep := &replacement{done: make(chan struct{})}
-		if replaced == nil {
-			replaced = map[string]*replacement{}
+		p := &pendingStop{done: make(chan struct{})}
+		if early == nil {
+			early = earlyStops{}
 		}
-		replaced[k.Container.Name] = rep
+		early[k.Container.Name] = append(early[k.Container.Name], p)
+		r.announceKill(pod, k)
 		go func() {
-			defer close(rep.done)
-			rep.err = r.killContainer(ctx, pod, podIP, k, grace)
+			defer close(p.done)
+			p.err = r.stopContainer(ctx, pod, podIP, k, grace)
 		}()
 	}
-	return now, replaced
+	return now, early
 }
 
 // stopContainers stops the targets in parallel, each within grace, running
@@ -358,10 +382,30 @@ func (r *Runner) stopContainers(ctx context.Context, pod *v1.Pod, podIP string, 
 // the grace period, as the kubelet's minimum.
 const minGracePeriod = 2 * time.Second
 
-// killContainer runs the container's preStop hook (when the pod spec has
+// killContainer announces the stop of a container (Killing, as the
+// kubelet, before the preStop hook) and stops it (stopContainer).
+func (r *Runner) killContainer(ctx context.Context, pod *v1.Pod, podIP string, k killTarget, grace time.Duration) error {
+	r.announceKill(pod, k)
+	return r.stopContainer(ctx, pod, podIP, k, grace)
+}
+
+// announceKill records the Killing event of a running container of pod.
+func (r *Runner) announceKill(pod *v1.Pod, k killTarget) {
+	c := k.Container
+	if pod == nil || c.State != engine.StateRunning {
+		return
+	}
+	if k.Event != "" {
+		r.event(pod, c.Name, v1.EventTypeNormal, eventKilling, "%s", k.Event)
+	} else {
+		r.event(pod, c.Name, v1.EventTypeNormal, eventKilling, "Stopping container %s (%s)", c.Name, k.Reason)
+	}
+}
+
+// stopContainer runs the container's preStop hook (when the pod spec has
 // one), then stops it: its stop signal, and SIGKILL after what is left of
 // grace.
-func (r *Runner) killContainer(ctx context.Context, pod *v1.Pod, podIP string, k killTarget, grace time.Duration) error {
+func (r *Runner) stopContainer(ctx context.Context, pod *v1.Pod, podIP string, k killTarget, grace time.Duration) error {
 	c := k.Container
 	// A probe's own grace period applies, but not to a pod the API is
 	// deleting: its deletionGracePeriodSeconds comes first (the kubelet's
@@ -389,13 +433,6 @@ func (r *Runner) killContainer(ctx context.Context, pod *v1.Pod, podIP string, k
 		// The stop was interrupted (a shorter grace period came): the
 		// next one stops the container.
 		return fmt.Errorf("stop %s: %w", c.Name, err)
-	}
-	if pod != nil && c.State == engine.StateRunning {
-		if k.Event != "" {
-			r.event(pod, c.Name, v1.EventTypeNormal, eventKilling, "%s", k.Event)
-		} else {
-			r.event(pod, c.Name, v1.EventTypeNormal, eventKilling, "Stopping container %s (%s)", c.Name, k.Reason)
-		}
 	}
 	err := r.rt.StopContainer(ctx, c.ID, grace)
 	if err != nil && !errors.Is(err, engine.ErrNotFound) {
@@ -964,7 +1001,7 @@ func (r *Runner) lookUpImages(ctx context.Context, a *podActions) map[string]*im
 // its image begun earlier, if any.
 func (r *Runner) startContainer(ctx context.Context, pod *v1.Pod, c *v1.Container, typ engine.ContainerType, why string,
 	sandboxID string, sbCfg *engine.SandboxConfig, st *podState, vols map[string]volumeSource, pe podEnv, looked *imageLookup,
-	replaces *replacement) error {
+	early earlyStops) error {
 	if sandboxID == "" {
 		return errors.New("no sandbox")
 	}
@@ -990,19 +1027,12 @@ func (r *Runner) startContainer(ctx context.Context, pod *v1.Pod, c *v1.Containe
 		return fmt.Errorf("create: %w", err)
 	}
 	r.event(pod, c.Name, v1.EventTypeNormal, eventCreated, "Created container %s", c.Name)
-	if err := replaces.wait(); err != nil {
+	if err := early.wait(c.Name); err != nil {
 		return fmt.Errorf("%w: %w", errPredecessorNotStopped, err)
 	}
-	if err := r.rt.StartContainer(ctx, id); err != nil {
-		return fmt.Errorf("start: %w", err)
-	}
-	r.event(pod, c.Name, v1.EventTypeNormal, eventStarted, "Started container %s", c.Name)
-	r.metrics.containerStarted(attempt)
-	if err := r.postStart(ctx, pod, c, id, pe.PodIP); err != nil {
+	if err := r.startMade(ctx, pod, c, id, typ, attempt, why, pe.PodIP); err != nil {
 		return err
 	}
-	r.log.Info("container started", "pod", podKey(pod), "container", c.Name, "type", string(typ),
-		"id", shortID(id), "attempt", attempt, "reason", why)
 	// A restart of a container that exited counts towards its back-off;
 	// a container that replaces a running one (an edit) starts afresh, as
 	// the kubelet's doBackOff looks only at an exited last run: its first
@@ -1010,6 +1040,23 @@ func (r *Runner) startContainer(ctx context.Context, pod *v1.Pod, c *v1.Containe
 	if prev := st.latest(c.Name, ""); prev != nil && prev.State == engine.StateExited {
 		r.backoff.Next(backoffKey(pod, c), r.lastFinished(st, c.Name))
 	}
+	return nil
+}
+
+// startMade starts container id, made for c of pod, and runs its
+// postStart hook.
+func (r *Runner) startMade(ctx context.Context, pod *v1.Pod, c *v1.Container, id string, typ engine.ContainerType, attempt int,
+	why, podIP string) error {
+	if err := r.rt.StartContainer(ctx, id); err != nil {
+		return fmt.Errorf("start: %w", err)
+	}
+	r.event(pod, c.Name, v1.EventTypeNormal, eventStarted, "Started container %s", c.Name)
+	r.metrics.containerStarted(attempt)
+	if err := r.postStart(ctx, pod, c, id, podIP); err != nil {
+		return err
+	}
+	r.log.Info("container started", "pod", podKey(pod), "container", c.Name, "type", string(typ),
+		"id", shortID(id), "attempt", attempt, "reason", why)
 	return nil
 }
 

@@ -427,34 +427,94 @@ func TestEditCreatesWhileTheOldContainerStops(t *testing.T) {
 }
 
 // TestEditWhoseStopFailsStartsNothing: when the old container cannot be
-// stopped, its successor (made meanwhile) is not started beside it; the
-// sync fails, and the next one stops the old container and starts the one
-// made, without making another.
+// stopped, its successor (made meanwhile) is not started beside it, nor
+// on a retry whose stop fails again; the sync after a stop that worked
+// starts the one made, without making another, and runs its postStart
+// hook.
 func TestEditWhoseStopFailsStartsNothing(t *testing.T) {
 	fake := newFake(t)
+	var hooks atomic.Int32
+	fake.SetExecHandler(func(id string, cmd []string) (int, []byte, error) {
+		if slices.Equal(cmd, []string{"setup"}) {
+			hooks.Add(1)
+		}
+		return 0, nil, nil
+	})
 	h := start(t, fake, nil)
 	pod := newPod("u1", "p-node1", v1.RestartPolicyAlways, map[string][]string{"a": {"run", "1"}})
+	pod.Spec.Containers[0].Lifecycle = &v1.Lifecycle{PostStart: &v1.LifecycleHandler{Exec: &v1.ExecAction{Command: []string{"setup"}}}}
 	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{pod}}
 	h.waitStatus("u1", "running", allRunning)
 	creates, starts := fake.Calls("CreateContainer"), fake.Calls("StartContainer")
 
 	fake.FailNext("StopContainer", errors.New("engine busy"))
+	fake.FailNext("StopContainer", errors.New("engine still busy"))
 	edited := pod.DeepCopy()
 	edited.Spec.Containers[0].Command = []string{"run", "2"}
 	h.updates <- runner.PodUpdate{Op: runner.OpUpdate, Pods: []*v1.Pod{edited}}
 	waitUntil(t, "the failed stop, and the successor made", func() bool {
-		return fake.Calls("StopContainer") > 0 && slices.Equal(h.byName("u1", "a"), []engine.State{engine.StateRunning, engine.StateCreated})
+		return fake.Calls("StopContainer") >= 1 && slices.Equal(h.byName("u1", "a"), []engine.State{engine.StateRunning, engine.StateCreated})
 	})
-	if n := fake.Calls("StartContainer"); n != starts {
-		t.Fatalf("%d starts beside a container that would not stop", n-starts)
-	}
-	// The failed sync is retried after the worker's back-off.
+	// The failed sync is retried after the worker's back-off: the stop
+	// fails once more, then works.
 	h.stepUntilStatus("u1", "a replaced", time.Second, func(p *v1.Pod) bool {
+		if got := h.byName("u1", "a"); slices.Equal(got, []engine.State{engine.StateRunning, engine.StateRunning}) {
+			t.Fatalf("the successor started beside a container that would not stop (stops: %d)", fake.Calls("StopContainer"))
+		}
 		return allRunning(p) && slices.Equal(h.byName("u1", "a"), []engine.State{engine.StateExited, engine.StateRunning})
 	})
+	if n := fake.Calls("StopContainer"); n < 3 {
+		t.Fatalf("%d stops, want the two that failed and one that worked", n)
+	}
 	if n := fake.Calls("CreateContainer"); n != creates+1 {
 		t.Fatalf("%d containers made for one edit, want 1", n-creates)
 	}
+	if n := fake.Calls("StartContainer"); n != starts+1 {
+		t.Fatalf("%d starts for one edit, want 1", n-starts)
+	}
+	waitUntil(t, "the successor's postStart hook", func() bool { return hooks.Load() == 2 })
+}
+
+// TestEditDuringAFailedReplacement: a second edit while the first one's
+// successor waits, created, for an old container that would not stop
+// makes a third attempt, which also waits for the old one: no two
+// attempts run together.
+func TestEditDuringAFailedReplacement(t *testing.T) {
+	fake := newFake(t)
+	h := start(t, fake, nil)
+	pod := newPod("u1", "p-node1", v1.RestartPolicyAlways, map[string][]string{"a": {"run", "1"}})
+	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{pod}}
+	h.waitStatus("u1", "running", allRunning)
+
+	fake.FailNext("StopContainer", errors.New("engine busy"))
+	fake.FailNext("StopContainer", errors.New("engine still busy"))
+	edit := func(arg string) {
+		edited := pod.DeepCopy()
+		edited.Spec.Containers[0].Command = []string{"run", arg}
+		h.updates <- runner.PodUpdate{Op: runner.OpUpdate, Pods: []*v1.Pod{edited}}
+	}
+	edit("2")
+	waitUntil(t, "the failed stop, and the successor made", func() bool {
+		return slices.Equal(h.byName("u1", "a"), []engine.State{engine.StateRunning, engine.StateCreated})
+	})
+	edit("3")
+	h.stepUntilStatus("u1", "the second edit running", time.Second, func(p *v1.Pod) bool {
+		running := 0
+		for _, s := range h.byName("u1", "a") {
+			if s == engine.StateRunning {
+				running++
+			}
+		}
+		if running > 1 {
+			t.Fatalf("two attempts of a run together: %v", h.byName("u1", "a"))
+		}
+		for _, c := range h.containers("u1") {
+			if c.State == engine.StateRunning && strings.Join(fake.ContainerConfig(c.ID).Command, " ") == "run 3" {
+				return allRunning(p)
+			}
+		}
+		return false
+	})
 }
 
 func TestRemoveTearsDown(t *testing.T) {

@@ -207,9 +207,14 @@ func terminatedState(runtime string, c *engine.Container, msg string) *v1.Contai
 	return t
 }
 
-// previousRun is the run of name before cur.
+// previousRun is the run of name before cur that has ended: an older
+// attempt still running (stopping while cur was made) has no termination
+// to report yet.
 func previousRun(state *podState, name string, cur *engine.Container) *engine.Container {
 	for _, c := range state.Containers {
+		if c.State == engine.StateRunning || c.State == engine.StateCreated {
+			continue
+		}
 		if c.Name == name && c != cur && c.Attempt < cur.Attempt {
 			return c
 		}
