@@ -210,6 +210,7 @@ func (r *Runner) applyActions(ctx context.Context, pod *v1.Pod, st *podState, a 
 			continue // not in the spec: removed as a leftover
 		}
 		if err := r.startMade(ctx, pod, spec, c.ID, c.Type, c.Attempt, a.Reasons[c.Name], pe.PodIP); err != nil {
+			w.recordStartError(pod, spec, err)
 			errs = append(errs, fmt.Errorf("start %s: %w", c.Name, err))
 			continue
 		}
@@ -328,7 +329,8 @@ var errPredecessorNotStopped = errors.New("an older attempt of the container was
 // each first, so that Killing comes before the new container's Created,
 // and returns the kills left to do now. A new sandbox starts its
 // containers only after the old one is gone, so then nothing is begun
-// early.
+// early; nor is the stop of a container of an older sandbox, which must
+// end before that sandbox is stopped.
 func (r *Runner) beginStops(ctx context.Context, pod *v1.Pod, podIP string, a *podActions, grace time.Duration) ([]killTarget, earlyStops) {
 	if a.CreateSandbox || a.KillPod {
 		return a.Kill, nil
@@ -337,13 +339,18 @@ func (r *Runner) beginStops(ctx context.Context, pod *v1.Pod, podIP string, a *p
 	for _, c := range a.StartApps {
 		starting[c.Name] = true
 	}
+	if a.StartInit != nil {
+		starting[a.StartInit.Name] = true
+	}
 	for _, c := range a.StartCreated {
 		starting[c.Name] = true
 	}
 	var now []killTarget
 	var early earlyStops
 	for _, k := range a.Kill {
-		if !starting[k.Container.Name] {
+		// A container of an older sandbox is stopped now, before its
+		// sandbox is (StopSandboxes).
+		if !starting[k.Container.Name] || k.Container.SandboxID != a.SandboxID {
 			now = append(now, k)
 			continue
 		}

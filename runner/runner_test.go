@@ -426,6 +426,82 @@ func TestEditCreatesWhileTheOldContainerStops(t *testing.T) {
 	}
 }
 
+// stubbornStop is a fake engine on which the stop of one container (set
+// by stubborn) fails a number of times; it remembers whether any container
+// was started while that one ran.
+type stubbornStop struct {
+	*enginetest.Fake
+	mu      sync.Mutex
+	id      string
+	fails   int
+	tries   int // stops of id asked
+	overlap bool
+}
+
+// stubborn makes the next n stops of container id fail.
+func (s *stubbornStop) stubborn(id string, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.id, s.fails = id, n
+}
+
+func (s *stubbornStop) StopContainer(ctx context.Context, id string, grace time.Duration) error {
+	s.mu.Lock()
+	if id == s.id {
+		s.tries++
+	}
+	fail := id == s.id && s.fails > 0
+	if fail {
+		s.fails--
+	}
+	s.mu.Unlock()
+	if fail {
+		return errors.New("engine busy")
+	}
+	return s.Fake.StopContainer(ctx, id, grace)
+}
+
+func (s *stubbornStop) StartContainer(ctx context.Context, id string) error {
+	s.mu.Lock()
+	stubborn := s.id
+	s.mu.Unlock()
+	cs, err := s.Fake.ListContainers(ctx)
+	if err != nil {
+		return err
+	}
+	for _, c := range cs {
+		if c.ID == stubborn && c.State == engine.StateRunning {
+			s.mu.Lock()
+			s.overlap = true
+			s.mu.Unlock()
+		}
+	}
+	return s.Fake.StartContainer(ctx, id)
+}
+
+func (s *stubbornStop) stopsAsked() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.tries
+}
+
+func (s *stubbornStop) startedBeside() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.overlap
+}
+
+// idOf is the ID of the pod's running container name.
+func (h *harness) idOf(uid, name string) string {
+	for _, c := range h.containers(uid) {
+		if c.Name == name && c.State == engine.StateRunning {
+			return c.ID
+		}
+	}
+	h.t.Fatalf("no running %s", name)
+	return ""
+}
+
 // TestEditWhoseStopFailsStartsNothing: when the old container cannot be
 // stopped, its successor (made meanwhile) is not started beside it, nor
 // on a retry whose stop fails again; the sync after a stop that worked
@@ -440,30 +516,30 @@ func TestEditWhoseStopFailsStartsNothing(t *testing.T) {
 		}
 		return 0, nil, nil
 	})
-	h := start(t, fake, nil)
+	rt := &stubbornStop{Fake: fake}
+	h := start(t, fake, func(c *runner.Config) { c.Runtime = rt })
 	pod := newPod("u1", "p-node1", v1.RestartPolicyAlways, map[string][]string{"a": {"run", "1"}})
 	pod.Spec.Containers[0].Lifecycle = &v1.Lifecycle{PostStart: &v1.LifecycleHandler{Exec: &v1.ExecAction{Command: []string{"setup"}}}}
 	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{pod}}
 	h.waitStatus("u1", "running", allRunning)
 	creates, starts := fake.Calls("CreateContainer"), fake.Calls("StartContainer")
 
-	fake.FailNext("StopContainer", errors.New("engine busy"))
-	fake.FailNext("StopContainer", errors.New("engine still busy"))
+	rt.stubborn(h.idOf("u1", "a"), 2)
 	edited := pod.DeepCopy()
 	edited.Spec.Containers[0].Command = []string{"run", "2"}
 	h.updates <- runner.PodUpdate{Op: runner.OpUpdate, Pods: []*v1.Pod{edited}}
 	waitUntil(t, "the failed stop, and the successor made", func() bool {
-		return fake.Calls("StopContainer") >= 1 && slices.Equal(h.byName("u1", "a"), []engine.State{engine.StateRunning, engine.StateCreated})
+		return rt.stopsAsked() >= 1 && slices.Equal(h.byName("u1", "a"), []engine.State{engine.StateRunning, engine.StateCreated})
 	})
 	// The failed sync is retried after the worker's back-off: the stop
 	// fails once more, then works.
 	h.stepUntilStatus("u1", "a replaced", time.Second, func(p *v1.Pod) bool {
-		if got := h.byName("u1", "a"); slices.Equal(got, []engine.State{engine.StateRunning, engine.StateRunning}) {
-			t.Fatalf("the successor started beside a container that would not stop (stops: %d)", fake.Calls("StopContainer"))
-		}
 		return allRunning(p) && slices.Equal(h.byName("u1", "a"), []engine.State{engine.StateExited, engine.StateRunning})
 	})
-	if n := fake.Calls("StopContainer"); n < 3 {
+	if rt.startedBeside() {
+		t.Fatal("the successor started beside a container that would not stop")
+	}
+	if n := rt.stopsAsked(); n != 3 {
 		t.Fatalf("%d stops, want the two that failed and one that worked", n)
 	}
 	if n := fake.Calls("CreateContainer"); n != creates+1 {
@@ -481,13 +557,13 @@ func TestEditWhoseStopFailsStartsNothing(t *testing.T) {
 // attempts run together.
 func TestEditDuringAFailedReplacement(t *testing.T) {
 	fake := newFake(t)
-	h := start(t, fake, nil)
+	rt := &stubbornStop{Fake: fake}
+	h := start(t, fake, func(c *runner.Config) { c.Runtime = rt })
 	pod := newPod("u1", "p-node1", v1.RestartPolicyAlways, map[string][]string{"a": {"run", "1"}})
 	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{pod}}
 	h.waitStatus("u1", "running", allRunning)
 
-	fake.FailNext("StopContainer", errors.New("engine busy"))
-	fake.FailNext("StopContainer", errors.New("engine still busy"))
+	rt.stubborn(h.idOf("u1", "a"), 2)
 	edit := func(arg string) {
 		edited := pod.DeepCopy()
 		edited.Spec.Containers[0].Command = []string{"run", arg}
@@ -499,15 +575,6 @@ func TestEditDuringAFailedReplacement(t *testing.T) {
 	})
 	edit("3")
 	h.stepUntilStatus("u1", "the second edit running", time.Second, func(p *v1.Pod) bool {
-		running := 0
-		for _, s := range h.byName("u1", "a") {
-			if s == engine.StateRunning {
-				running++
-			}
-		}
-		if running > 1 {
-			t.Fatalf("two attempts of a run together: %v", h.byName("u1", "a"))
-		}
 		for _, c := range h.containers("u1") {
 			if c.State == engine.StateRunning && strings.Join(fake.ContainerConfig(c.ID).Command, " ") == "run 3" {
 				return allRunning(p)
@@ -515,6 +582,33 @@ func TestEditDuringAFailedReplacement(t *testing.T) {
 		}
 		return false
 	})
+	if rt.startedBeside() {
+		t.Fatalf("an attempt started beside the old container: %v", h.byName("u1", "a"))
+	}
+}
+
+// TestSidecarEditWhoseStopFailsStartsNothing: the same holds for a
+// sidecar (an init container that runs beside the app) whose spec changed.
+func TestSidecarEditWhoseStopFailsStartsNothing(t *testing.T) {
+	fake := newFake(t)
+	rt := &stubbornStop{Fake: fake}
+	h := start(t, fake, func(c *runner.Config) { c.Runtime = rt })
+	pod := newPod("u1", "p-node1", v1.RestartPolicyAlways, map[string][]string{"app": {"run"}})
+	always := v1.ContainerRestartPolicyAlways
+	pod.Spec.InitContainers = []v1.Container{{Name: "proxy", Image: image, Command: []string{"run", "1"}, RestartPolicy: &always}}
+	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{pod}}
+	h.waitStatus("u1", "running", allRunning)
+
+	rt.stubborn(h.idOf("u1", "proxy"), 1)
+	edited := pod.DeepCopy()
+	edited.Spec.InitContainers[0].Command = []string{"run", "2"}
+	h.updates <- runner.PodUpdate{Op: runner.OpUpdate, Pods: []*v1.Pod{edited}}
+	h.stepUntilStatus("u1", "the sidecar replaced", time.Second, func(p *v1.Pod) bool {
+		return slices.Equal(h.byName("u1", "proxy"), []engine.State{engine.StateExited, engine.StateRunning})
+	})
+	if rt.startedBeside() {
+		t.Fatal("the new sidecar started beside the old one")
+	}
 }
 
 func TestRemoveTearsDown(t *testing.T) {
