@@ -43,8 +43,9 @@ func (e *imageError) Unwrap() error { return e.err }
 // applyActions carries out one sync's actions, in the kubelet's order: kill
 // what must go (containers, then the sandboxes that must not run), remove
 // leftovers, make the sandbox, then start containers. One step is taken
-// early: an app container replaced for a changed spec is stopped while
-// its successor is made (beginStops), which starts once it has.
+// early: the stop of a container whose name the sync also starts (an
+// edit's old container) runs while its successor is made (beginStops),
+// which starts once it has.
 func (r *Runner) applyActions(ctx context.Context, pod *v1.Pod, st *podState, a *podActions, w *podWorker) (retErr error) {
 	grace := gracePeriod(pod)
 	if a.KillPod {
@@ -286,10 +287,10 @@ func startTargets(pod *v1.Pod, a *podActions) []*v1.Container {
 	return append(out, a.StartApps...)
 }
 
-// earlyStops are the stops a sync begins before anything else and does
-// not wait for: those of containers whose name it also starts (the old
-// container of an edit; an older attempt still running beside a created
-// newer one). Each runs in its own goroutine while the sync makes the new
+// earlyStops are the stops a sync begins first and waits for only
+// before a start (and before it returns): those of containers whose name
+// it starts (the old container of an edit; an older attempt still running
+// beside a created newer one). Each runs in its own goroutine while the sync makes the new
 // container, so that an edit costs the longer of the stop and the create,
 // not both; the new container starts once every stop of its name has
 // ended well, so that two attempts of a container never run together.
