@@ -3,6 +3,7 @@
 package chaos
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"strings"
@@ -34,6 +35,7 @@ func TestDockerdRestart(t *testing.T) {
 	const pods = 20
 
 	n := newNode(t, "chaos-dockerd")
+	n.view = restartedDocker{sum: sum}
 	n.writePods("p", pods)
 	pr, err := n.p.Start("watch", "--path", n.dir, "--healthz-port", "0", "--file-check-frequency", "5s")
 	if err != nil {
@@ -101,6 +103,40 @@ func TestDockerdRestart(t *testing.T) {
 		sum.note("converged after dockerd answered: %v (deadline %s); Docker alone, right after, for the same %d pods (create+start sandbox and app, in parallel): %v",
 			roundAll(tooks), deadline, pods, roundAll(bounds))
 	}
+}
+
+// restartedDocker is dockerView for the node whose dockerd is restarted
+// under it. A container Docker left dead across the restart with its
+// filesystem still mounted ("device or resource busy"), which no removal
+// ends (seen with Docker 20.10 on kernel 6.18; an umount of the mount
+// fails with EINVAL as well), is named in the summary instead of failing
+// the scenario: what podrun must do held, and only a reboot rids the
+// machine of it. Anything else left fails the cleanup as before.
+type restartedDocker struct {
+	dockerView
+	sum *summary
+}
+
+func (v restartedDocker) cleanup(ctx context.Context, node string) error {
+	err := v.dockerView.cleanup(ctx, node)
+	if err == nil {
+		return nil
+	}
+	left, lerr := benchkit.List(ctx, docker, node)
+	if lerr != nil || len(left) == 0 {
+		return err
+	}
+	var stuck []string
+	for _, c := range left {
+		ins, ierr := docker.ContainerInspect(ctx, c.ID)
+		if ierr != nil || ins.State == nil || !ins.State.Dead || !strings.Contains(ins.State.Error, "device or resource busy") {
+			return err
+		}
+		stuck = append(stuck, fmt.Sprintf("%s (%.12s)", strings.TrimPrefix(ins.Name, "/"), c.ID))
+	}
+	v.sum.note("left on the machine: %d container(s) Docker left dead across its restart and cannot remove, "+
+		"their filesystem still mounted (device or resource busy, a Docker defect): %s", len(stuck), strings.Join(stuck, ", "))
+	return nil
 }
 
 // waitAlone waits until no other Go test binary runs, up to wait, and
