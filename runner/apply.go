@@ -44,7 +44,7 @@ func (e *imageError) Unwrap() error { return e.err }
 // what must go (containers, then the sandboxes that must not run), remove
 // leftovers, make the sandbox, then start containers. One step is taken
 // early: the stop of a container whose name the sync also starts (an
-// edit's old container) runs while its successor is made (beginStops),
+// edit's old container) runs while its successor is made (splitKills),
 // which starts once it has.
 func (r *Runner) applyActions(ctx context.Context, pod *v1.Pod, st *podState, a *podActions, w *podWorker) (retErr error) {
 	grace := gracePeriod(pod)
@@ -55,13 +55,16 @@ func (r *Runner) applyActions(ctx context.Context, pod *v1.Pod, st *podState, a 
 	}
 	var errs []error
 	podIP := r.podEnv(pod, st.latestSandbox()).PodIP
-	kills, early := r.beginStops(ctx, pod, podIP, a, grace)
+	kills, earlyKills := splitKills(a)
+	early := r.beginStops(ctx, pod, podIP, earlyKills, grace)
 	defer func() {
 		// Every stop this sync began has ended when it returns, and a
 		// failed one fails the sync.
 		retErr = errors.Join(retErr, early.waitAll())
 	}()
-	r.stopContainers(ctx, pod, podIP, kills, grace, &errs)
+	if err := r.stopContainers(ctx, pod, podIP, kills, grace); err != nil {
+		errs = append(errs, err)
+	}
 	for _, sb := range a.StopSandboxes {
 		if err := r.rt.StopSandbox(ctx, sb.ID, grace); err != nil && !errors.Is(err, engine.ErrNotFound) {
 			errs = append(errs, fmt.Errorf("stop sandbox %s: %w", shortID(sb.ID), err))
@@ -287,14 +290,10 @@ func startTargets(pod *v1.Pod, a *podActions) []*v1.Container {
 	return append(out, a.StartApps...)
 }
 
-// earlyStops are the stops a sync begins first and waits for only
-// before a start (and before it returns): those of containers whose name
-// it starts (the old container of an edit; an older attempt still running
-// beside a created newer one). Each runs in its own goroutine while the sync makes the new
-// container, so that an edit costs the longer of the stop and the create,
-// not both; the new container starts once every stop of its name has
-// ended well, so that two attempts of a container never run together.
-type earlyStops map[string][]*pendingStop
+// stopsUnderWay are stops begun (beginStops), by container name. A sync
+// waits for the stops of a name only before it starts that name (and for
+// all before it returns): see splitKills.
+type stopsUnderWay map[string][]*pendingStop
 
 // pendingStop is one stop under way.
 type pendingStop struct {
@@ -303,7 +302,7 @@ type pendingStop struct {
 }
 
 // wait waits for the stops of name and returns their errors.
-func (s earlyStops) wait(name string) error {
+func (s stopsUnderWay) wait(name string) error {
 	var errs []error
 	for _, p := range s[name] {
 		<-p.done
@@ -313,7 +312,7 @@ func (s earlyStops) wait(name string) error {
 }
 
 // waitAll waits for every stop and returns their errors.
-func (s earlyStops) waitAll() error {
+func (s stopsUnderWay) waitAll() error {
 	var errs []error
 	for name := range s {
 		errs = append(errs, s.wait(name))
@@ -326,14 +325,18 @@ func (s earlyStops) waitAll() error {
 // again, then starts the one made (created, it is adopted).
 var errPredecessorNotStopped = errors.New("an older attempt of the container was not stopped")
 
-// beginStops begins the early stops of a's kills (earlyStops), announcing
-// each first, so that Killing comes before the new container's Created,
-// and returns the kills left to do now. A new sandbox starts its
-// containers only after the old one is gone, so then nothing is begun
-// early; nor is the stop of a container of an older sandbox, which must
-// end before that sandbox is stopped.
-func (r *Runner) beginStops(ctx context.Context, pod *v1.Pod, podIP string, a *podActions, grace time.Duration) ([]killTarget, earlyStops) {
-	if a.CreateSandbox || a.KillPod {
+// splitKills splits a's kills into those to stop before anything is made
+// and the early ones: the stops of containers whose name the sync also
+// starts (the old container of an edit; an older attempt still running
+// beside a created newer one). An early stop runs while the sync makes the
+// new container, so that an edit costs the longer of the stop and the
+// create, not both; the new container starts once every stop of its name
+// has ended well, so that two attempts of a container never run together.
+// A new sandbox starts its containers only after the old one is gone, so
+// then nothing is early; nor is the stop of a container of an older
+// sandbox, which must end before that sandbox is stopped.
+func splitKills(a *podActions) (now, early []killTarget) {
+	if a.CreateSandbox || a.KillPod || len(a.Kill) == 0 {
 		return a.Kill, nil
 	}
 	starting := map[string]bool{}
@@ -346,58 +349,48 @@ func (r *Runner) beginStops(ctx context.Context, pod *v1.Pod, podIP string, a *p
 	for _, c := range a.StartCreated {
 		starting[c.Name] = true
 	}
-	var now []killTarget
-	var early earlyStops
 	for _, k := range a.Kill {
-		// A container of an older sandbox is stopped now, before its
-		// sandbox is (StopSandboxes).
-		if !starting[k.Container.Name] || k.Container.SandboxID != a.SandboxID {
+		if starting[k.Container.Name] && k.Container.SandboxID == a.SandboxID {
+			early = append(early, k)
+		} else {
 			now = append(now, k)
-			continue
 		}
+	}
+	return now, early
+}
+
+// beginStops stops the targets in parallel, each within grace, running
+// their preStop hooks first. Each is announced (Killing) before any
+// begins, so that Killing comes before anything the sync makes meanwhile.
+func (r *Runner) beginStops(ctx context.Context, pod *v1.Pod, podIP string, targets []killTarget, grace time.Duration) stopsUnderWay {
+	if len(targets) == 0 {
+		return nil
+	}
+	s := stopsUnderWay{}
+	for _, k := range targets {
 		p := &pendingStop{done: make(chan struct{})}
-		if early == nil {
-			early = earlyStops{}
-		}
-		early[k.Container.Name] = append(early[k.Container.Name], p)
+		s[k.Container.Name] = append(s[k.Container.Name], p)
 		r.announceKill(pod, k)
 		go func() {
 			defer close(p.done)
 			p.err = r.stopContainer(ctx, pod, podIP, k, grace)
 		}()
 	}
-	return now, early
+	return s
 }
 
-// stopContainers stops the targets in parallel, each within grace, running
-// their preStop hooks first.
-func (r *Runner) stopContainers(ctx context.Context, pod *v1.Pod, podIP string, targets []killTarget, grace time.Duration, errs *[]error) {
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for _, k := range targets {
-		wg.Go(func() {
-			if err := r.killContainer(ctx, pod, podIP, k, grace); err != nil {
-				mu.Lock()
-				*errs = append(*errs, err)
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
+// stopContainers stops the targets in parallel (beginStops) and returns
+// once every one has ended.
+func (r *Runner) stopContainers(ctx context.Context, pod *v1.Pod, podIP string, targets []killTarget, grace time.Duration) error {
+	return r.beginStops(ctx, pod, podIP, targets, grace).waitAll()
 }
 
 // minGracePeriod is what is left for SIGTERM after a preStop hook used up
 // the grace period, as the kubelet's minimum.
 const minGracePeriod = 2 * time.Second
 
-// killContainer announces the stop of a container (Killing, as the
-// kubelet, before the preStop hook) and stops it (stopContainer).
-func (r *Runner) killContainer(ctx context.Context, pod *v1.Pod, podIP string, k killTarget, grace time.Duration) error {
-	r.announceKill(pod, k)
-	return r.stopContainer(ctx, pod, podIP, k, grace)
-}
-
-// announceKill records the Killing event of a running container of pod.
+// announceKill records the Killing event of a running container of pod:
+// as the kubelet's, before the preStop hook.
 func (r *Runner) announceKill(pod *v1.Pod, k killTarget) {
 	c := k.Container
 	if pod == nil || c.State != engine.StateRunning {
@@ -492,9 +485,13 @@ func (r *Runner) stopPodContainers(ctx context.Context, pod *v1.Pod, st *podStat
 		}
 		return out
 	}
-	r.stopContainers(ctx, pod, podIP, targets(apps), grace, &errs)
+	if err := r.stopContainers(ctx, pod, podIP, targets(apps), grace); err != nil {
+		errs = append(errs, err)
+	}
 	for _, k := range targets(sidecars) {
-		r.stopContainers(ctx, pod, podIP, []killTarget{k}, grace, &errs)
+		if err := r.stopContainers(ctx, pod, podIP, []killTarget{k}, grace); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	return errs
 }
@@ -1009,7 +1006,7 @@ func (r *Runner) lookUpImages(ctx context.Context, a *podActions) map[string]*im
 // its image begun earlier, if any.
 func (r *Runner) startContainer(ctx context.Context, pod *v1.Pod, c *v1.Container, typ engine.ContainerType, why string,
 	sandboxID string, sbCfg *engine.SandboxConfig, st *podState, vols map[string]volumeSource, pe podEnv, looked *imageLookup,
-	early earlyStops) error {
+	early stopsUnderWay) error {
 	if sandboxID == "" {
 		return errors.New("no sandbox")
 	}

@@ -354,26 +354,6 @@ func TestUpdateReplacesOnlyTheChangedContainer(t *testing.T) {
 	}
 }
 
-// slowStops is a fake engine whose container stops wait until released.
-type slowStops struct {
-	*enginetest.Fake
-	entered chan string // the IDs of the first stops begun (as many as it holds)
-	release chan struct{}
-}
-
-func (s *slowStops) StopContainer(ctx context.Context, id string, grace time.Duration) error {
-	select {
-	case s.entered <- id:
-	default:
-	}
-	select {
-	case <-s.release:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	return s.Fake.StopContainer(ctx, id, grace)
-}
-
 // byName returns the pod's containers of name, oldest attempt first, by
 // state.
 func (h *harness) byName(uid, name string) []engine.State {
@@ -394,7 +374,7 @@ func (h *harness) byName(uid, name string) []engine.State {
 // stopped: the two never run together.
 func TestEditCreatesWhileTheOldContainerStops(t *testing.T) {
 	fake := newFake(t)
-	slow := &slowStops{Fake: fake, entered: make(chan string, 4), release: make(chan struct{})}
+	slow := holdStops(fake)
 	h := start(t, fake, func(c *runner.Config) { c.Runtime = slow })
 	release := sync.OnceFunc(func() { close(slow.release) })
 	t.Cleanup(release) // before the harness stops
@@ -426,26 +406,35 @@ func TestEditCreatesWhileTheOldContainerStops(t *testing.T) {
 	}
 }
 
-// stubbornStop is a fake engine on which the stop of one container (set
-// by stubborn) fails a number of times; it remembers whether any container
-// was started while that one ran.
-type stubbornStop struct {
+// stopControl is a fake engine whose container stops a test controls:
+// held until released (holdStops), or failing a number of times for one
+// container (stubborn), which it watches for a start of any container
+// while it runs.
+type stopControl struct {
 	*enginetest.Fake
+	entered chan string   // when held: the IDs of the first stops begun (as many as it holds)
+	release chan struct{} // when held: closed to let the stops go on
+
 	mu      sync.Mutex
-	id      string
+	id      string // the stubborn container
 	fails   int
 	tries   int // stops of id asked
 	overlap bool
 }
 
+// holdStops is a stopControl whose stops wait until release is closed.
+func holdStops(fake *enginetest.Fake) *stopControl {
+	return &stopControl{Fake: fake, entered: make(chan string, 4), release: make(chan struct{})}
+}
+
 // stubborn makes the next n stops of container id fail.
-func (s *stubbornStop) stubborn(id string, n int) {
+func (s *stopControl) stubborn(id string, n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.id, s.fails = id, n
 }
 
-func (s *stubbornStop) StopContainer(ctx context.Context, id string, grace time.Duration) error {
+func (s *stopControl) StopContainer(ctx context.Context, id string, grace time.Duration) error {
 	s.mu.Lock()
 	if id == s.id {
 		s.tries++
@@ -458,10 +447,21 @@ func (s *stubbornStop) StopContainer(ctx context.Context, id string, grace time.
 	if fail {
 		return errors.New("engine busy")
 	}
+	if s.release != nil {
+		select {
+		case s.entered <- id:
+		default:
+		}
+		select {
+		case <-s.release:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	return s.Fake.StopContainer(ctx, id, grace)
 }
 
-func (s *stubbornStop) StartContainer(ctx context.Context, id string) error {
+func (s *stopControl) StartContainer(ctx context.Context, id string) error {
 	s.mu.Lock()
 	stubborn := s.id
 	s.mu.Unlock()
@@ -479,13 +479,13 @@ func (s *stubbornStop) StartContainer(ctx context.Context, id string) error {
 	return s.Fake.StartContainer(ctx, id)
 }
 
-func (s *stubbornStop) stopsAsked() int {
+func (s *stopControl) stopsAsked() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.tries
 }
 
-func (s *stubbornStop) startedBeside() bool {
+func (s *stopControl) startedBeside() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.overlap
@@ -516,7 +516,7 @@ func TestEditWhoseStopFailsStartsNothing(t *testing.T) {
 		}
 		return 0, nil, nil
 	})
-	rt := &stubbornStop{Fake: fake}
+	rt := &stopControl{Fake: fake}
 	h := start(t, fake, func(c *runner.Config) { c.Runtime = rt })
 	pod := newPod("u1", "p-node1", v1.RestartPolicyAlways, map[string][]string{"a": {"run", "1"}})
 	pod.Spec.Containers[0].Lifecycle = &v1.Lifecycle{PostStart: &v1.LifecycleHandler{Exec: &v1.ExecAction{Command: []string{"setup"}}}}
@@ -557,7 +557,7 @@ func TestEditWhoseStopFailsStartsNothing(t *testing.T) {
 // attempts run together.
 func TestEditDuringAFailedReplacement(t *testing.T) {
 	fake := newFake(t)
-	rt := &stubbornStop{Fake: fake}
+	rt := &stopControl{Fake: fake}
 	h := start(t, fake, func(c *runner.Config) { c.Runtime = rt })
 	pod := newPod("u1", "p-node1", v1.RestartPolicyAlways, map[string][]string{"a": {"run", "1"}})
 	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{pod}}
@@ -591,7 +591,7 @@ func TestEditDuringAFailedReplacement(t *testing.T) {
 // sidecar (an init container that runs beside the app) whose spec changed.
 func TestSidecarEditWhoseStopFailsStartsNothing(t *testing.T) {
 	fake := newFake(t)
-	rt := &stubbornStop{Fake: fake}
+	rt := &stopControl{Fake: fake}
 	h := start(t, fake, func(c *runner.Config) { c.Runtime = rt })
 	pod := newPod("u1", "p-node1", v1.RestartPolicyAlways, map[string][]string{"app": {"run"}})
 	always := v1.ContainerRestartPolicyAlways
