@@ -202,6 +202,49 @@ func checkNodeName(name string) error {
 	return nil
 }
 
+// earlyEngine is an engine being reached while its caller does something
+// else first (onceRun reads the manifests meanwhile).
+type earlyEngine struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	rt     podEngine
+	err    error
+	taken  bool
+}
+
+// reachEarly begins to reach the engine with open and to ask it its
+// cgroup driver, newRunner's first question, whose answer the engine
+// keeps (Docker's comes from `docker info`, asked once a process).
+func reachEarly(ctx context.Context, open func(context.Context) (podEngine, error)) *earlyEngine {
+	ctx, cancel := context.WithCancel(ctx)
+	e := &earlyEngine{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(e.done)
+		if e.rt, e.err = open(ctx); e.err == nil {
+			// An error is not kept: newRunner asks again and reports it.
+			_, _ = e.rt.CgroupDriver(ctx)
+		}
+	}()
+	return e
+}
+
+// take waits for the engine and hands it to the caller, who closes it.
+func (e *earlyEngine) take() (podEngine, error) {
+	<-e.done
+	e.taken = e.err == nil
+	return e.rt, e.err
+}
+
+// discard ends what reachEarly began, once the engine is no longer used:
+// an engine not taken is closed.
+func (e *earlyEngine) discard() {
+	e.cancel()
+	<-e.done
+	if e.err == nil && !e.taken {
+		e.rt.Close()
+	}
+}
+
 // newRunner builds the sync core on rt, making sure the infra image exists
 // (building podrun's own when it cannot be pulled). The host's facts
 // (g.Host) and clock (g.Clock) are the runner's.
@@ -215,9 +258,9 @@ func newRunner(ctx context.Context, g *globalOptions, rt podEngine, allowPrivile
 		return nil, badInputf("--allowed-unsafe-sysctls: %v", err)
 	}
 	// The infra image's check is a round trip to the engine (more, when
-	// it must be pulled or built); the rest asks docker info once and
-	// reads the host. Neither waits for the other: each is time before
-	// the first pod starts.
+	// it must be pulled or built), the cgroup driver and data root are
+	// docker info, and the host's facts are read from /proc and /sys.
+	// None waits for another: each is time before the first pod starts.
 	var infra string
 	infraDone := make(chan error, 1)
 	go func() {
@@ -225,13 +268,19 @@ func newRunner(ctx context.Context, g *globalOptions, rt podEngine, allowPrivile
 		infra, err = rt.EnsureInfraImage(ctx, g.InfraImage, exe)
 		infraDone <- err
 	}()
+	var host node.Host
+	hostDone := make(chan struct{})
+	go func() {
+		defer close(hostDone)
+		host = g.Host()
+	}()
 	cgroups, cgroupsErr := podCgroups(ctx, rt, g.PodMaxPIDs)
 	var admit func(*v1.Pod) error
 	if cgroupsErr == nil {
 		admit = g.Images.admitter(ctx, g.RootDir, rt, g.Log)
 	}
-	host := g.Host()
 	oomFloor := g.oomFloor()
+	<-hostDone
 	if err := <-infraDone; err != nil {
 		if errors.Is(err, engine.ErrUnavailable) {
 			return nil, unreachable(err)

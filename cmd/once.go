@@ -98,8 +98,13 @@ input (nothing is started), 3 the Docker Engine cannot be reached.`,
 // onceRun reads the arguments as sources, merges them (source.Merger, as
 // watch does), starts the pods on the engine and waits for them. Anything
 // wrong with the manifests - invalid, conflicting, refused by policy - is
-// bad input before the engine is asked for.
+// bad input, whatever the engine answered, and nothing is started.
 func onceRun(ctx context.Context, opts *onceOptions) error {
+	// Reaching the engine and its `docker info` take about as long as
+	// reading a few manifests, and both come before the first pod starts:
+	// they run together. Bad input still decides the outcome.
+	early := reachEarly(ctx, opts.Engine)
+	defer early.discard()
 	d, err := readMerged(ctx, opts.globalOptions, opts.Paths)
 	if err != nil {
 		return err
@@ -132,7 +137,7 @@ func onceRun(ctx context.Context, opts *onceOptions) error {
 		return nil
 	}
 
-	rt, err := opts.Engine(ctx)
+	rt, err := early.take()
 	if err != nil {
 		return err
 	}
