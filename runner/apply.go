@@ -62,9 +62,14 @@ func (r *Runner) applyActions(ctx context.Context, pod *v1.Pod, st *podState, a 
 		// failed one fails the sync.
 		retErr = errors.Join(retErr, early.waitAll())
 	}()
-	if err := r.stopContainers(ctx, pod, podIP, kills, grace); err != nil {
+	stopped := r.beginStops(ctx, pod, podIP, kills, grace)
+	if err := stopped.waitAll(); err != nil {
 		errs = append(errs, err)
 	}
+	// A container starts only once every stop of its name this sync made
+	// has ended well: also one of an older sandbox, lest a container
+	// that would not stop run beside its successor.
+	predecessors := early.with(stopped)
 	for _, sb := range a.StopSandboxes {
 		if err := r.rt.StopSandbox(ctx, sb.ID, grace); err != nil && !errors.Is(err, engine.ErrNotFound) {
 			errs = append(errs, fmt.Errorf("stop sandbox %s: %w", shortID(sb.ID), err))
@@ -206,7 +211,7 @@ func (r *Runner) applyActions(ctx context.Context, pod *v1.Pod, st *podState, a 
 	}
 
 	for _, c := range a.StartCreated {
-		if early.wait(c.Name) != nil {
+		if predecessors.wait(c.Name) != nil {
 			continue // the stop's error fails the sync (applyActions)
 		}
 		spec := findContainer(pod, c.Name)
@@ -228,7 +233,7 @@ func (r *Runner) applyActions(ctx context.Context, pod *v1.Pod, st *podState, a 
 		}
 		err := hostsErr
 		if err == nil {
-			err = r.startContainer(ctx, pod, c, typ, a.Reasons[c.Name], sandboxID, sbCfg, st, vols, pe, looked[c.Image], early)
+			err = r.startContainer(ctx, pod, c, typ, a.Reasons[c.Name], sandboxID, sbCfg, st, vols, pe, looked[c.Image], predecessors)
 		}
 		if errors.Is(err, errPredecessorNotStopped) {
 			return // the stop's error fails the sync (applyActions)
@@ -309,6 +314,17 @@ func (s stopsUnderWay) wait(name string) error {
 		errs = append(errs, p.err)
 	}
 	return errors.Join(errs...)
+}
+
+// with returns the stops of s and of o together.
+func (s stopsUnderWay) with(o stopsUnderWay) stopsUnderWay {
+	out := make(stopsUnderWay, len(s)+len(o))
+	for _, m := range []stopsUnderWay{s, o} {
+		for name, ps := range m {
+			out[name] = append(out[name], ps...)
+		}
+	}
+	return out
 }
 
 // waitAll waits for every stop and returns their errors.
@@ -1003,10 +1019,11 @@ func (r *Runner) lookUpImages(ctx context.Context, a *podActions) map[string]*im
 
 // startContainer makes and starts one container in the sandbox; why is
 // the reason compute-actions gave, for the log. looked is the lookup of
-// its image begun earlier, if any.
+// its image begun earlier, if any. The container is made at once but
+// started only once predecessors' stops of its name have ended well.
 func (r *Runner) startContainer(ctx context.Context, pod *v1.Pod, c *v1.Container, typ engine.ContainerType, why string,
 	sandboxID string, sbCfg *engine.SandboxConfig, st *podState, vols map[string]volumeSource, pe podEnv, looked *imageLookup,
-	early stopsUnderWay) error {
+	predecessors stopsUnderWay) error {
 	if sandboxID == "" {
 		return errors.New("no sandbox")
 	}
@@ -1032,7 +1049,7 @@ func (r *Runner) startContainer(ctx context.Context, pod *v1.Pod, c *v1.Containe
 		return fmt.Errorf("create: %w", err)
 	}
 	r.event(pod, c.Name, v1.EventTypeNormal, eventCreated, "Created container %s", c.Name)
-	if err := early.wait(c.Name); err != nil {
+	if err := predecessors.wait(c.Name); err != nil {
 		return fmt.Errorf("%w: %w", errPredecessorNotStopped, err)
 	}
 	if err := r.startMade(ctx, pod, c, id, typ, attempt, why, pe.PodIP); err != nil {

@@ -611,6 +611,34 @@ func TestSidecarEditWhoseStopFailsStartsNothing(t *testing.T) {
 	}
 }
 
+// TestOlderSandboxContainerThatWouldNotStopHoldsItsSuccessor: a
+// container that runs in an older sandbox (a killed podrun's late start)
+// and fails to stop keeps its name from starting in the latest sandbox
+// until a stop of it works: the two never run together.
+func TestOlderSandboxContainerThatWouldNotStopHoldsItsSuccessor(t *testing.T) {
+	fake := newFake(t)
+	pod := newPod("u1", "p-node1", v1.RestartPolicyAlways, map[string][]string{"a": {"run"}})
+	d := duplicates{t: t, fake: fake, pod: pod}
+	sb0 := d.sandbox(0, true)
+	a0 := d.container(sb0, 0, "a", 0, true)
+	d.sandbox(1, true)
+	rt := &stopControl{Fake: fake}
+	rt.stubborn(a0, 2)
+
+	h := start(t, fake, func(c *runner.Config) { c.Runtime = rt })
+	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{pod}}
+	h.stepUntilStatus("u1", "a running in the latest sandbox, the older a stopped", time.Second, func(p *v1.Pod) bool {
+		_, containers := h.objects("u1")
+		return allRunning(p) && containers[a0] != engine.StateRunning && len(containers) > 0
+	})
+	if rt.startedBeside() {
+		t.Fatal("a started in the latest sandbox beside the older sandbox's a, which would not stop")
+	}
+	if n := rt.stopsAsked(); n != 3 {
+		t.Fatalf("%d stops of the older a, want the two that failed and one that worked", n)
+	}
+}
+
 func TestRemoveTearsDown(t *testing.T) {
 	fake := newFake(t)
 	h := start(t, fake, nil)
