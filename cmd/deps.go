@@ -20,7 +20,6 @@ import (
 	"github.com/podrun/podrun/runner"
 	"github.com/spf13/pflag"
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/klog/v2"
 )
 
 // The engine interfaces are what the commands need of the container
@@ -114,10 +113,6 @@ func connectCRI(ctx context.Context, g *globalOptions, progress func(string, eng
 	if err != nil {
 		return nil, err
 	}
-	// cri-client logs each failed call, the NotFound answers the engine
-	// expects included, through klog: podrun reports the errors it acts
-	// on itself, so the client's lines are debug ones.
-	klog.SetSlogLogger(slog.New(debugOnly{g.Log.Handler()}).With("component", "cri-client"))
 	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	rt, err := cri.New(pingCtx, cri.Options{Endpoint: endpoint, NodeName: g.NodeName, LogDir: filepath.Join(g.RootDir, "logs"), Logger: g.Log,

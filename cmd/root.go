@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
 	"github.com/podrun/podrun/gc"
@@ -261,5 +262,13 @@ func setupLogging(g *globalOptions) error {
 		return badInputf("--log-level %q: want debug, info, warn or error", g.LogLevel)
 	}
 	g.Log = slog.New(slog.NewTextHandler(g.ErrOut, &slog.HandlerOptions{Level: level}))
+	if g.RuntimeEndpoint != "" {
+		// cri-client logs each failed call, the NotFound answers the
+		// engine expects included, through klog: podrun reports the
+		// errors it acts on itself, so the client's lines are debug ones.
+		// Set now, before anything runs concurrently: klog's logger is
+		// a process global that is not safe to change while in use.
+		klog.SetSlogLogger(slog.New(debugOnly{g.Log.Handler()}).With("component", "cri-client"))
+	}
 	return nil
 }

@@ -144,8 +144,12 @@ func watchRun(ctx context.Context, opts *watchOptions) error {
 	var kc *kubeClient
 	if opts.Cluster.Kubeconfig != "" {
 		kc = &kubeClient{path: opts.Cluster.Kubeconfig, userAgent: "podrun/" + kubeletVersion()}
-		// client-go logs through klog: one log, podrun's, structured.
-		klog.SetSlogLogger(opts.Log.With("component", "client-go"))
+		// client-go logs through klog: one log, podrun's, structured
+		// (with the CRI engine, klog's lines are debug ones already:
+		// setupLogging).
+		if opts.RuntimeEndpoint == "" {
+			klog.SetSlogLogger(opts.Log.With("component", "client-go"))
+		}
 		// Last, so that a ConfigMap or Secret named alike in a local
 		// manifest and in the API is the local one (and reported).
 		sources = append(sources, source.Named{Name: source.DefaultAPIServerSourceName,
