@@ -44,8 +44,9 @@ func (e *imageError) Unwrap() error { return e.err }
 // what must go (containers, then the sandboxes that must not run), remove
 // leftovers, make the sandbox, then start containers. One step is taken
 // early: the stop of a container whose name the sync also starts (an
-// edit's old container) runs while its successor is made (splitKills),
-// which starts once it has.
+// edit's old container) runs while its successor is made (splitKills).
+// A container starts only once every stop of its name in the sync has
+// ended well.
 func (r *Runner) applyActions(ctx context.Context, pod *v1.Pod, st *podState, a *podActions, w *podWorker) (retErr error) {
 	grace := gracePeriod(pod)
 	if a.KillPod {
@@ -53,14 +54,15 @@ func (r *Runner) applyActions(ctx context.Context, pod *v1.Pod, st *podState, a 
 			return fmt.Errorf("kill pod: %w", err)
 		}
 	}
+	// What failed along the way fails the sync, also when a later step
+	// ends it early.
 	var errs []error
 	podIP := r.podEnv(pod, st.latestSandbox()).PodIP
 	kills, earlyKills := splitKills(a)
 	early := r.beginStops(ctx, pod, podIP, earlyKills, grace)
 	defer func() {
-		// Every stop this sync began has ended when it returns, and a
-		// failed one fails the sync.
-		retErr = errors.Join(retErr, early.waitAll())
+		// Every stop this sync began has ended when it returns.
+		retErr = errors.Join(append(errs, retErr, early.waitAll())...)
 	}()
 	stopped := r.beginStops(ctx, pod, podIP, kills, grace)
 	if err := stopped.waitAll(); err != nil {
@@ -96,7 +98,7 @@ func (r *Runner) applyActions(ctx context.Context, pod *v1.Pod, st *podState, a 
 	// still the rest to do (resources, created containers, a stop).
 	held := a.preparesVolumes() && w.allHeld(a)
 	if held && a.CreateSandbox {
-		return errors.Join(errs...)
+		return nil
 	}
 	var vols map[string]volumeSource
 	if a.preparesVolumes() && !held {
@@ -279,7 +281,7 @@ func (r *Runner) applyActions(ctx context.Context, pod *v1.Pod, st *podState, a 
 			errs = append(errs, fmt.Errorf("stop sandbox: %w", err))
 		}
 	}
-	return errors.Join(errs...)
+	return nil
 }
 
 // startTargets are the containers a sync would start: all of them with a
@@ -296,8 +298,8 @@ func startTargets(pod *v1.Pod, a *podActions) []*v1.Container {
 }
 
 // stopsUnderWay are stops begun (beginStops), by container name. A sync
-// waits for the stops of a name only before it starts that name (and for
-// all before it returns): see splitKills.
+// that starts a name first waits for every stop of it, early ones
+// (splitKills) included.
 type stopsUnderWay map[string][]*pendingStop
 
 // pendingStop is one stop under way.

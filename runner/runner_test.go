@@ -1,6 +1,7 @@
 package runner_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -637,6 +638,54 @@ func TestOlderSandboxContainerThatWouldNotStopHoldsItsSuccessor(t *testing.T) {
 	if n := rt.stopsAsked(); n != 3 {
 		t.Fatalf("%d stops of the older a, want the two that failed and one that worked", n)
 	}
+}
+
+// TestFailedStopReportedWhenALaterStepFails: a stop that failed is in the
+// sync's error also when a later step (here the volumes) ends the sync
+// early.
+func TestFailedStopReportedWhenALaterStepFails(t *testing.T) {
+	fake := newFake(t)
+	pod := newPod("u1", "p-node1", v1.RestartPolicyAlways, map[string][]string{"a": {"run"}})
+	pod.Spec.Volumes = []v1.Volume{{Name: "cfg", VolumeSource: v1.VolumeSource{
+		ConfigMap: &v1.ConfigMapVolumeSource{LocalObjectReference: v1.LocalObjectReference{Name: "missing"}}}}}
+	d := duplicates{t: t, fake: fake, pod: pod}
+	sb0 := d.sandbox(0, true)
+	a0 := d.container(sb0, 0, "a", 0, true)
+	d.sandbox(1, true)
+	rt := &stopControl{Fake: fake}
+	rt.stubborn(a0, 1)
+	log := &lockedBuffer{}
+	h := start(t, fake, func(c *runner.Config) {
+		c.Runtime = rt
+		c.Log = slog.New(slog.NewTextHandler(log, nil))
+	})
+	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{pod}}
+	waitUntil(t, "a sync error naming the failed stop and the volumes", func() bool {
+		for _, line := range strings.Split(log.String(), "\n") {
+			if strings.Contains(line, "sync pod") && strings.Contains(line, "stop a: engine busy") && strings.Contains(line, "prepare volumes") {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// lockedBuffer is a bytes.Buffer that a log and a test share.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 func TestRemoveTearsDown(t *testing.T) {
