@@ -126,16 +126,51 @@ func readFile(path string, opts Options) (*Snapshot, error) {
 	return parse(path, identity, data, opts)
 }
 
+// pseudoFilesystem names the kernel filesystem f is on when its files are
+// the kernel's interfaces rather than data (procfs, sysfs, ...), else "".
+func pseudoFilesystem(f *os.File) string {
+	conn, err := f.SyscallConn()
+	if err != nil {
+		return ""
+	}
+	var st unix.Statfs_t
+	var statErr error
+	if err := conn.Control(func(fd uintptr) { statErr = unix.Fstatfs(int(fd), &st) }); err != nil || statErr != nil {
+		return ""
+	}
+	switch st.Type {
+	case unix.PROC_SUPER_MAGIC:
+		return "procfs"
+	case unix.SYSFS_MAGIC:
+		return "sysfs"
+	case unix.DEBUGFS_MAGIC:
+		return "debugfs"
+	case unix.TRACEFS_MAGIC:
+		return "tracefs"
+	case unix.SECURITYFS_MAGIC:
+		return "securityfs"
+	}
+	return ""
+}
+
 // readManifestFile reads the manifest file at path, refusing what cannot
 // be one (a directory, a FIFO, a file over MaxFileSize), and returns its
 // bytes, the absolute path its pods are identified by, and what the open
 // file's stat said before it was read.
 func readManifestFile(path string) (data []byte, identity string, info os.FileInfo, err error) {
-	// Look before opening: opening a FIFO would block until a writer
-	// comes. What has a manifest's name but cannot be read as one (a
-	// directory, a FIFO, a symlink loop) is an error, not "no manifest":
-	// the pods of a manifest replaced by such a thing are kept.
-	info, err = os.Stat(path)
+	// Opened without blocking, then judged by what was opened: a FIFO
+	// (or a file swapped for one after a look) must not hold the reader
+	// until a writer comes. What has a manifest's name but cannot be read
+	// as one (a directory, a FIFO, a device, a symlink loop, a file of
+	// procfs or sysfs, whose reads can consume what they read) is an
+	// error, not "no manifest": the pods of a manifest replaced by such a
+	// thing are kept.
+	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
+	if err != nil {
+		return nil, "", nil, fmt.Errorf("read manifest: %w", err)
+	}
+	defer f.Close()
+	info, err = f.Stat()
 	if err != nil {
 		return nil, "", nil, fmt.Errorf("read manifest: %w", err)
 	}
@@ -146,17 +181,8 @@ func readManifestFile(path string) (data []byte, identity string, info os.FileIn
 	if !info.Mode().IsRegular() {
 		return nil, "", nil, fmt.Errorf("read manifest %s: not a regular file (%s)", path, info.Mode().Type())
 	}
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, "", nil, fmt.Errorf("read manifest: %w", err)
-	}
-	defer f.Close()
-	info, err = f.Stat()
-	if err != nil {
-		return nil, "", nil, fmt.Errorf("read manifest: %w", err)
-	}
-	if !info.Mode().IsRegular() {
-		return nil, "", nil, fmt.Errorf("read manifest %s: not a regular file (%s)", path, info.Mode().Type())
+	if fsName := pseudoFilesystem(f); fsName != "" {
+		return nil, "", nil, fmt.Errorf("read manifest %s: a file of %s, not a manifest file", path, fsName)
 	}
 	// The size is checked on what is read, not only on what Stat said: the
 	// file may grow in between.

@@ -87,6 +87,11 @@ func TestReadPathOddEntriesAreErrors(t *testing.T) {
 		{"directory", func(p string) error { return os.MkdirAll(filepath.Join(p, "e"), 0o755) }, "is a directory"},
 		{"fifo", func(p string) error { return syscall.Mkfifo(p, 0o644) }, "not a regular file"},
 		{"symlink loop", func(p string) error { return os.Symlink(filepath.Base(p), p) }, "too many levels of symbolic links"},
+		// Regular files of size 0 whose reads are the kernel's (reading
+		// /proc/kmsg would consume the kernel's log).
+		{"procfs file", func(p string) error { return os.Symlink("/proc/self/status", p) }, "a file of procfs"},
+		{"sysfs file", func(p string) error { return os.Symlink("/sys/devices/system/cpu/online", p) }, "a file of sysfs"},
+		{"device", func(p string) error { return os.Symlink("/dev/null", p) }, "not a regular file"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -110,6 +115,59 @@ func TestReadPathOddEntriesAreErrors(t *testing.T) {
 				t.Errorf("ReadPath = %v, want an error naming %s: %s", err, odd, tc.want)
 			}
 		})
+	}
+}
+
+// TestReadManifestFileSwappedForAFIFO: a manifest that flips between a
+// regular file and a FIFO (a symlink to each, renamed over it) while it is
+// read never blocks the reader: a look before the open would not do, as
+// the file can change in between.
+func TestReadManifestFileSwappedForAFIFO(t *testing.T) {
+	dir := t.TempDir()
+	good, fifo, target := filepath.Join(dir, "good"), filepath.Join(dir, "fifo"), filepath.Join(dir, "x.yaml")
+	writeFile(t, good, podNamed("a"), 0o644)
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	flipped := make(chan struct{})
+	go func() {
+		defer close(flipped)
+		tmp := filepath.Join(dir, ".tmp")
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			dst := good
+			if i%2 == 1 {
+				dst = fifo
+			}
+			os.Remove(tmp)
+			if err := os.Symlink(dst, tmp); err == nil {
+				os.Rename(tmp, target)
+			}
+		}
+	}()
+	defer func() { close(stop); <-flipped }()
+	done := make(chan int)
+	go func() {
+		n := 0
+		for ; n < 20000; n++ {
+			readManifestFile(target)
+		}
+		done <- n
+	}()
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		// Opening the FIFO blocks until a writer comes: be that writer,
+		// so that the reader's goroutine ends, then fail.
+		if w, err := os.OpenFile(fifo, os.O_WRONLY, 0); err == nil {
+			w.Close()
+		}
+		t.Fatal("readManifestFile blocked on a FIFO")
 	}
 }
 
