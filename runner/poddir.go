@@ -128,7 +128,49 @@ func cleanRelPath(what, p string, dot bool) (string, error) {
 // isEscape reports whether err is os.Root's refusal of a path that leaves
 // the root ('..' above it, or a symlink pointing out of it or absolute).
 func isEscape(err error) bool {
-	return err != nil && strings.Contains(err.Error(), "path escapes from parent")
+	return err != nil && strings.Contains(err.Error(), errPathEscapes.Error())
+}
+
+// errPathEscapes is openPathBeneath's refusal, worded as os.Root's.
+var errPathEscapes = errors.New("path escapes from parent")
+
+// openPathBeneath returns an O_PATH handle of rel within vr: a handle
+// that says where the file is without opening it (no FIFO waited on, no
+// device driver's open run). Symlinks are followed, the last one too, as
+// long as they stay beneath vr (RESOLVE_BENEATH: an absolute one, or '..'
+// out of it, is errPathEscapes). os.Root cannot do this: its O_PATH open
+// of a symlink is a handle of the symlink itself. A kernel without
+// openat2 (before Linux 5.6) gets os.Root's non-blocking open for reading.
+func openPathBeneath(vr *os.Root, rel string) (*os.File, error) {
+	dir, err := vr.Open(".")
+	if err != nil {
+		return nil, err
+	}
+	defer dir.Close()
+	conn, err := dir.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	fd := -1
+	var openErr error
+	if err := conn.Control(func(dirfd uintptr) {
+		fd, openErr = unix.Openat2(int(dirfd), rel, &unix.OpenHow{
+			Flags:   unix.O_PATH | unix.O_CLOEXEC,
+			Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS,
+		})
+	}); err != nil {
+		return nil, err
+	}
+	switch {
+	case errors.Is(openErr, unix.ENOSYS):
+		return vr.OpenFile(rel, os.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
+	case errors.Is(openErr, unix.EXDEV):
+		openErr = errPathEscapes
+	}
+	if openErr != nil {
+		return nil, &os.PathError{Op: "openat2", Path: rel, Err: openErr}
+	}
+	return os.NewFile(uintptr(fd), filepath.Join(dir.Name(), rel)), nil
 }
 
 // refused turns os.Root's refusal of a path leaving the root into a

@@ -716,8 +716,11 @@ func subPathSource(src volumeSource, sub string) (string, error) {
 			return "", refused(what, err)
 		}
 	}
-	// Non-blocking: a FIFO a container put there must not hold podrun.
-	f, err := vr.OpenFile(clean, os.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
+	// O_PATH: only a handle to learn where it is. What a container put
+	// there is never opened for reading: a FIFO would hold podrun, and a
+	// device node would run its driver's open on the host, as root,
+	// outside the container's device cgroup.
+	f, err := openPathBeneath(vr, clean)
 	if errors.Is(err, fs.ErrNotExist) {
 		return "", configErrorf("%s does not exist in the volume", what)
 	}
