@@ -1,7 +1,6 @@
 package runner
 
 import (
-	"errors"
 	"io/fs"
 	"os"
 	"syscall"
@@ -36,23 +35,13 @@ func (r *Runner) EmptyDirUsage(pod *v1.Pod) map[string]uint64 {
 }
 
 // diskUsage is the disk the tree of vr takes, in bytes of allocated
-// blocks. Entries that go away during the walk (a container deleting) are
-// skipped.
+// blocks. Entries that go away or change kind during the walk (a
+// container writing) are skipped (walkVolume).
 func diskUsage(vr *os.Root) uint64 {
 	type inode struct{ dev, ino uint64 }
 	seen := map[inode]bool{}
 	var total uint64
-	fs.WalkDir(vr.FS(), ".", func(p string, e fs.DirEntry, err error) error {
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil
-			}
-			return fs.SkipDir
-		}
-		fi, err := vr.Lstat(p)
-		if err != nil {
-			return nil
-		}
+	walkVolume(vr, func(p string, fi fs.FileInfo) error {
 		st, ok := fi.Sys().(*syscall.Stat_t)
 		if !ok {
 			return nil

@@ -52,17 +52,7 @@ func applyFSGroup(vr *os.Root, gid int, policy v1.PodFSGroupChangePolicy, readOn
 			return nil
 		}
 	}
-	return fs.WalkDir(vr.FS(), ".", func(p string, e fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		fi, err := vr.Lstat(p)
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil // removed meanwhile (a container writes to an emptyDir)
-			}
-			return err
-		}
+	return walkVolume(vr, func(p string, fi fs.FileInfo) error {
 		if err := vr.Lchown(p, -1, gid); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("fsGroup %d: chown %s: %w", gid, p, err)
 		}
@@ -76,7 +66,7 @@ func applyFSGroup(vr *os.Root, gid int, policy v1.PodFSGroupChangePolicy, readOn
 		if want == fi.Mode() {
 			return nil
 		}
-		if err := vr.Chmod(p, want&(os.ModePerm|os.ModeSetgid|os.ModeSetuid|os.ModeSticky)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := chmodSame(vr, p, fi, want&(os.ModePerm|os.ModeSetgid|os.ModeSetuid|os.ModeSticky)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("fsGroup %d: chmod %s: %w", gid, p, err)
 		}
 		return nil

@@ -134,6 +134,77 @@ func isEscape(err error) bool {
 // errPathEscapes is openPathBeneath's refusal, worded as os.Root's.
 var errPathEscapes = errors.New("path escapes from parent")
 
+// walkVolume calls fn for every entry of the tree of vr, vr's top (".")
+// first, with what Lstat said of it, in lexical order. It follows no
+// symlink, and opens a directory to list it only with O_DIRECTORY and
+// O_NONBLOCK: a directory a container swapped for a FIFO or a device
+// node meanwhile is not opened (ENOTDIR) but skipped, as is an entry gone
+// meanwhile. fn's error ends the walk.
+func walkVolume(vr *os.Root, fn func(p string, fi fs.FileInfo) error) error {
+	fi, err := vr.Lstat(".")
+	if err != nil {
+		return err
+	}
+	return walkVolumeFrom(vr, ".", fi, fn)
+}
+
+func walkVolumeFrom(vr *os.Root, p string, fi fs.FileInfo, fn func(string, fs.FileInfo) error) error {
+	if err := fn(p, fi); err != nil {
+		return err
+	}
+	if !fi.IsDir() {
+		return nil
+	}
+	d, err := vr.OpenFile(p, os.O_RDONLY|unix.O_DIRECTORY|unix.O_NONBLOCK, 0)
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ENOTDIR) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	names, err := d.Readdirnames(-1)
+	d.Close()
+	if err != nil {
+		return err
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		child := filepath.Join(p, name)
+		cfi, err := vr.Lstat(child)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if err := walkVolumeFrom(vr, child, cfi, fn); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// chmodSame sets the mode of p in vr, if p is still the file fi (which
+// Lstat said), and not a symlink: through an O_PATH handle of p itself,
+// so that a symlink a container swapped in after the Lstat is not
+// followed to another file.
+func chmodSame(vr *os.Root, p string, fi fs.FileInfo, mode fs.FileMode) error {
+	f, err := vr.OpenFile(p, unix.O_PATH|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	cur, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if !os.SameFile(fi, cur) || cur.Mode()&fs.ModeSymlink != 0 {
+		return nil // swapped meanwhile: what is there now is not fi
+	}
+	// The handle's /proc link is the file itself, not a path to resolve.
+	return os.Chmod(fdPath(f), mode)
+}
+
 // openPathBeneath returns an O_PATH handle of rel within vr: a handle
 // that says where the file is without opening it (no FIFO waited on, no
 // device driver's open run). Symlinks are followed, the last one too, as
