@@ -242,6 +242,9 @@ func podrunVolumeChecks(vol *v1.Volume, fld *field.Path) field.ErrorList {
 			if s.DownwardAPI != nil {
 				downwardFiles(s.DownwardAPI.Items, p.Child("downwardAPI", "items"))
 			}
+			if s.ServiceAccountToken != nil {
+				errs = append(errs, volumeFilePath(p.Child("serviceAccountToken", "path"), s.ServiceAccountToken.Path)...)
+			}
 		}
 	}
 	return errs

@@ -287,6 +287,37 @@ func TestHostileVolumeFilePaths(t *testing.T) {
 	}
 }
 
+// TestHostileTokenPath: a projected serviceAccountToken's path passes
+// the API's checks as "./..data" or "./..podrun-tmp" would, and would then
+// name the volume's own entries; podrun refuses it as any file path of
+// the volume (for a pod of the apiserver, which this package does not
+// check, the runner does: writeVolumeFiles).
+func TestHostileTokenPath(t *testing.T) {
+	pod := func(p string) string {
+		return podWith("", `
+			serviceAccountName: default
+			volumes:
+			- name: v
+			  projected:
+			    sources:
+			    - serviceAccountToken:
+			        path: `+yamlString(p)+"\n")
+	}
+	for _, p := range []string{"./..data", "./..podrun-tmp", "."} {
+		t.Run(strconv.Quote(p), func(t *testing.T) {
+			errs := parseErrors(t, "pod.yaml", pod(p))
+			findError(t, errs, 15, "spec.volumes[0].projected.sources[0].serviceAccountToken.path", "podrun: must")
+		})
+	}
+	// A good path draws no word of its own (a static pod's token is
+	// refused as such: there is no apiserver).
+	for _, e := range parseErrors(t, "pod.yaml", pod("token")) {
+		if strings.HasSuffix(e.Field, "serviceAccountToken.path") {
+			t.Errorf("path \"token\": %v", e)
+		}
+	}
+}
+
 // TestHostileMountPaths: subPath, subPathExpr, mountPath,
 // terminationMessagePath, workingDir and seccomp profiles.
 func TestHostileMountPaths(t *testing.T) {

@@ -1,6 +1,8 @@
 package runner
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
@@ -127,5 +129,28 @@ func TestTokenRefreshTime(t *testing.T) {
 		if got := tokenRefreshTime(t0, t0.Add(tc.life)).Sub(t0); got != tc.want {
 			t.Errorf("life %s: refresh after %s, want %s", tc.life, got, tc.want)
 		}
+	}
+}
+
+// TestVolumeFilePathStartingWithDotDotRefused: a file path the API lets
+// through, such as a projected token's "./..podrun-tmp" in a pod of the
+// apiserver (which the manifest package does not check), is refused
+// before anything is written: the names starting with ".." are the
+// volume's own (its temporary file).
+func TestVolumeFilePathStartingWithDotDotRefused(t *testing.T) {
+	d, err := openPodDirs(t.TempDir(), "uid-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	rel := d.rel("volumes", "kubernetes.io~projected", "v")
+	for _, name := range []string{"./" + volumeTempFile, "..data", "./..x/token"} {
+		files := map[string]volumeFile{"ok": {Data: []byte("a"), Mode: 0o644}, name: {Data: []byte("token"), Mode: 0o600}}
+		if _, err := writeVolumeFiles(d, rel, files); err == nil || !isConfigError(err) {
+			t.Errorf("%q: %v, want a configError", name, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(d.real, rel, "ok")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a file was written though the set was refused: %v", err)
 	}
 }

@@ -492,6 +492,12 @@ func writeVolumeFiles(d *podDirs, rel string, files map[string]volumeFile) (stri
 		if err != nil {
 			return "", err
 		}
+		// The API lets a path such as "./..podrun-tmp" through (a pod of
+		// the apiserver is not checked by the manifest package): the
+		// names starting with ".." are the volume's own.
+		if strings.HasPrefix(c, "..") {
+			return "", configErrorf("volume path %q starts with '..' once cleaned, as the volume's own entries do: refused", name)
+		}
 		want[c] = true
 		for dir := filepath.Dir(c); dir != "."; dir = filepath.Dir(dir) {
 			wantDirs[dir] = true
