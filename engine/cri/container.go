@@ -382,7 +382,16 @@ func (r *Runtime) RemoveContainer(ctx context.Context, id string) error {
 		}
 		return fmt.Errorf("remove container %s: %w", shortID(id), err)
 	}
-	if err := r.rs.RemoveContainer(ctx, id); err != nil && !isNotFound(err) {
+	err = r.rs.RemoveContainer(ctx, id)
+	if isStrayTask(err) {
+		if kerr := r.endStrayTask(ctx, id); kerr != nil {
+			r.log.Warn("cannot end the task the CRI left running", "container", shortID(id), "err", kerr)
+		} else {
+			r.log.Info("ended the task the CRI left running", "container", shortID(id))
+			err = r.rs.RemoveContainer(ctx, id)
+		}
+	}
+	if err != nil && !isNotFound(err) {
 		return fmt.Errorf("remove container %s: %w", shortID(id), wrap(err))
 	}
 	r.forget(id)

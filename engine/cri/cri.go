@@ -74,6 +74,8 @@ type Runtime struct {
 	log    *slog.Logger
 	// pulls reports pulls' progress; nil when no one asked for it.
 	pulls *pullWatch
+	// containerd is containerd's own services, for what the CRI cannot do.
+	containerd *containerdConn
 
 	// locks serializes the calls that make one identity (a sandbox's or a
 	// container's), so that this process's concurrent callers make one.
@@ -162,9 +164,10 @@ func New(ctx context.Context, opts Options) (*Runtime, error) {
 		sandboxIPs:   map[string]string{},
 		imageCreated: map[string]time.Time{},
 		infraPresent: map[string]bool{},
+		containerd:   &containerdConn{endpoint: opts.Endpoint},
 	}
 	if opts.PullProgress != nil {
-		r.pulls = &pullWatch{endpoint: opts.Endpoint, report: opts.PullProgress, log: log,
+		r.pulls = &pullWatch{containerd: r.containerd, report: opts.PullProgress, log: log,
 			interval: cmp.Or(opts.PullProgressInterval, DefaultPullProgressInterval)}
 	}
 	return r, nil
@@ -173,11 +176,7 @@ func New(ctx context.Context, opts Options) (*Runtime, error) {
 // Close lets go of the connections.
 func (r *Runtime) Close() error {
 	ctx := context.Background()
-	errs := []error{r.rs.Close(ctx), r.is.Close(ctx)}
-	if r.pulls != nil {
-		errs = append(errs, r.pulls.close())
-	}
-	return errors.Join(errs...)
+	return errors.Join(r.rs.Close(ctx), r.is.Close(ctx), r.containerd.close())
 }
 
 // Ping checks the runtime answers and its runtime is ready.

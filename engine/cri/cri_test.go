@@ -215,3 +215,61 @@ func TestLogFilesRemoved(t *testing.T) {
 		t.Errorf("after RemoveSandbox, the log directory: %v, want gone", err)
 	}
 }
+
+// TestRemoveContainerWhoseTaskTheCRILeftRunning: a container whose task
+// runs while the CRI status says created (containerd 1.6 leaves this when
+// its client is killed during StartContainer; here the task is started
+// behind the CRI's back with ctr) is removed all the same, its task
+// killed: the CRI alone can neither stop it nor remove it.
+func TestRemoveContainerWhoseTaskTheCRILeftRunning(t *testing.T) {
+	r := newRuntime(t, "rt-stray-"+randHex(6))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	sb := &engine.SandboxConfig{Pod: engine.PodRef{UID: randHex(16), Name: "stray", Namespace: "default"}, Hash: "h"}
+	sbID, err := r.RunSandbox(ctx, sb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.RemoveSandbox(context.Background(), sbID) })
+	id, err := r.CreateContainer(ctx, sbID, sb, &engine.ContainerConfig{Name: "run", Image: testImage, Command: enginetest.ShellArgv(enginetest.ProcessRun)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock := strings.TrimPrefix(endpoint, "unix://")
+	ctr := func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command("ctr", append([]string{"-a", sock, "-n", "k8s.io"}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("ctr %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	ctr("task", "start", "-d", id)
+	t.Cleanup(func() {
+		exec.Command("ctr", "-a", sock, "-n", "k8s.io", "task", "kill", "-s", "SIGKILL", id).Run()
+		exec.Command("ctr", "-a", sock, "-n", "k8s.io", "task", "delete", id).Run()
+	})
+	if cs, err := r.ListContainers(ctx); err != nil {
+		t.Fatal(err)
+	} else if st := stateOf(cs, id); st != engine.StateCreated {
+		t.Fatalf("the CRI says %q of the container; the test needs it to say created", st)
+	}
+	if err := r.RemoveContainer(ctx, id); err != nil {
+		t.Fatalf("RemoveContainer: %v", err)
+	}
+	if strings.Contains(ctr("task", "ls", "-q"), id) {
+		t.Error("the task still runs")
+	}
+	if err := r.RemoveSandbox(ctx, sbID); err != nil {
+		t.Errorf("RemoveSandbox after: %v", err)
+	}
+}
+
+func stateOf(cs []*engine.Container, id string) engine.State {
+	for _, c := range cs {
+		if c.ID == id {
+			return c.State
+		}
+	}
+	return ""
+}

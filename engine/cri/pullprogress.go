@@ -18,8 +18,6 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/podrun/podrun/engine"
@@ -65,47 +63,33 @@ const pullCallTimeout = 10 * time.Second
 
 // pullWatch reports pulls' progress from containerd's content store.
 type pullWatch struct {
-	endpoint string
-	report   func(ref string, p engine.PullProgress)
-	interval time.Duration
-	log      *slog.Logger
+	containerd *containerdConn
+	report     func(ref string, p engine.PullProgress)
+	interval   time.Duration
+	log        *slog.Logger
 	// unavailable is set once the runtime has refused the services (not
 	// containerd): later pulls report their start and end only.
 	unavailable atomic.Bool
 
 	mu      sync.Mutex
-	closed  bool
-	conn    *grpc.ClientConn
 	content contentStore
 	images  imageStore
 }
 
-// clients dials containerd's services on the runtime's socket, once.
+// clients returns containerd's content and image services, on the
+// runtime's connection to containerd (dialed on first use).
 func (w *pullWatch) clients() (contentStore, imageStore, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	switch {
-	case w.closed:
-		return nil, nil, errors.New("runtime closed")
-	case w.content != nil:
+	if w.content != nil {
 		return w.content, w.images, nil
 	}
-	conn, err := grpc.NewClient(w.endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := w.containerd.get()
 	if err != nil {
-		return nil, nil, fmt.Errorf("dial %s: %w", w.endpoint, err)
+		return nil, nil, err
 	}
-	w.conn, w.content, w.images = conn, contentapi.NewContentClient(conn), imagesapi.NewImagesClient(conn)
+	w.content, w.images = contentapi.NewContentClient(conn), imagesapi.NewImagesClient(conn)
 	return w.content, w.images, nil
-}
-
-func (w *pullWatch) close() error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.closed = true
-	if w.conn == nil {
-		return nil
-	}
-	return w.conn.Close()
 }
 
 // pull runs do, the CRI pull of ref, and reports its progress: a first
@@ -115,7 +99,7 @@ func (w *pullWatch) close() error {
 // date, and no layer is reported.
 func (w *pullWatch) pull(ctx context.Context, ref, existed string, do func() (*engine.Image, error)) (*engine.Image, error) {
 	w.report(ref, engine.PullProgress{Status: "Pulling " + ref})
-	nsCtx := metadata.AppendToOutgoingContext(ctx, "containerd-namespace", criNamespace)
+	nsCtx := inCRINamespace(ctx)
 	pollCtx, stopPolling := context.WithCancel(nsCtx)
 	polled := make(chan struct{})
 	go func() {
