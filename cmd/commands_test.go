@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -547,5 +549,91 @@ spec:
 	}
 	if warned != 1 {
 		t.Errorf("warned %d times, want once:\n%s", warned, e.log)
+	}
+}
+
+// onceWith runs onceRun as `podrun once args...` would, reaching the
+// engine with engine.
+func (e *cmdEnv) onceWith(engine func(context.Context) (podEngine, error), args ...string) error {
+	e.t.Helper()
+	var opts *onceOptions
+	e.parse(func(g *globalOptions) *cobra.Command {
+		return newOnceCmd(g, func(_ context.Context, o *onceOptions) error { opts = o; return nil })
+	}, append([]string{"once"}, args...)...)
+	opts.Engine = engine
+	return onceRun(context.Background(), opts)
+}
+
+// cgroupDriverAsked is the env's fake engine that says when its cgroup
+// driver (docker info) is first asked.
+type cgroupDriverAsked struct {
+	*fakeEngine
+	asked chan struct{}
+	once  sync.Once
+}
+
+func (e *cgroupDriverAsked) CgroupDriver(ctx context.Context) (string, error) {
+	e.once.Do(func() { close(e.asked) })
+	return e.fakeEngine.CgroupDriver(ctx)
+}
+
+// TestOnceReachesTheEngineWhileReading: the engine is reached, and asked
+// docker info, while the manifests are still being read (here standard
+// input, not yet written): the two are not paid one after the other.
+func TestOnceReachesTheEngineWhileReading(t *testing.T) {
+	e := newCmdEnv(t)
+	stdin, write := io.Pipe()
+	e.g.In = stdin
+	eng := &cgroupDriverAsked{fakeEngine: e.eng, asked: make(chan struct{})}
+	done := make(chan error, 1)
+	go func() {
+		done <- e.onceWith(func(context.Context) (podEngine, error) { return eng, nil }, "-", "--timeout", "10s")
+	}()
+	select {
+	case <-eng.asked:
+	case err := <-done:
+		t.Fatalf("once ended before its input did: %v", err)
+	case <-time.After(time.Minute):
+		write.Close()
+		t.Fatal("the engine was not asked while the manifests were read")
+	}
+	io.WriteString(write, webPod("web"))
+	write.Close()
+	select {
+	case err := <-done:
+		wantExit(t, "once", err, exitOK)
+	case <-time.After(time.Minute):
+		t.Fatal("once did not end")
+	}
+	if e.sandboxes() != 1 {
+		t.Errorf("%d sandboxes, want the pod's one", e.sandboxes())
+	}
+}
+
+// TestOnceBadInputDoesNotWaitForTheEngine: an engine slow to answer (a
+// DOCKER_HOST that does not) does not hold up the report of bad input: its
+// reach is cancelled, and once exits 2.
+func TestOnceBadInputDoesNotWaitForTheEngine(t *testing.T) {
+	e := newCmdEnv(t)
+	e.g.Strict = true
+	p := e.write("web.yaml", webPod("web")+"    bogus: 1\n")
+	cancelled := make(chan struct{})
+	slow := func(ctx context.Context) (podEngine, error) {
+		<-ctx.Done() // answers only when given up on
+		close(cancelled)
+		return nil, unreachable(ctx.Err())
+	}
+	done := make(chan error, 1)
+	go func() { done <- e.onceWith(slow, p) }()
+	select {
+	case err := <-done:
+		wantExit(t, "once", err, exitBadInput, "spec.containers[0].bogus: unknown field")
+	case <-time.After(time.Minute):
+		t.Fatal("once waited for an engine that does not answer")
+	}
+	select {
+	case <-cancelled:
+	default:
+		t.Error("the engine's reach was not cancelled")
 	}
 }
