@@ -1,7 +1,9 @@
 package runner
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -414,7 +416,14 @@ func terminationMessageFile(rootDir, uid, container string, attempt int) (string
 		return "", refused(dir, err)
 	}
 	name := terminationLogName(d, container, attempt)
-	f, err := d.root.OpenFile(name, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o666)
+	// Made anew, never opened as found: whatever is there (a symlink
+	// someone with write access to the root dir planted) is removed, not
+	// followed, truncated and made world-writable. O_EXCL follows no
+	// symlink.
+	if err := d.root.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return "", refused(name, err)
+	}
+	f, err := d.root.OpenFile(name, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o666)
 	if err != nil {
 		return "", refused(name, err)
 	}

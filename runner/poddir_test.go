@@ -441,6 +441,41 @@ func TestSubPathDeviceNodeNotOpened(t *testing.T) {
 	}
 }
 
+// TestTerminationMessageFileReplacesAPlantedSymlink: a symlink in place
+// of a termination message file, to a file of the root dir (a node key,
+// say), is replaced by the file podrun makes: the key is not truncated
+// or made world-writable.
+func TestTerminationMessageFileReplacesAPlantedSymlink(t *testing.T) {
+	root := t.TempDir()
+	key := filepath.Join(root, "pki", "node.key")
+	if err := os.MkdirAll(filepath.Dir(key), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(key, []byte("secret"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(root, "pods", "uid-1", "containers", "c", "0-termination-log")
+	if err := os.MkdirAll(filepath.Dir(link), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("../../../../pki/node.key", link); err != nil {
+		t.Fatal(err)
+	}
+	p, err := terminationMessageFile(root, "uid-1", "c", 0)
+	if b, err := os.ReadFile(key); err != nil || string(b) != "secret" {
+		t.Errorf("the key now reads %q (%v)", b, err)
+	}
+	if fi, err := os.Stat(key); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("the key's mode: %v (%v)", fi.Mode(), err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Lstat(p); err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm() != 0o666 {
+		t.Errorf("the termination message file: %v (%v), want a regular file, mode 0666", fi.Mode(), err)
+	}
+}
+
 // TestPlantedPodDirSymlinks: a symlink in place of the pod directory's
 // "volumes" or "containers" (or the pod directory itself, or "pods")
 // pointing out is refused, and nothing outside is touched.
@@ -460,7 +495,7 @@ func TestPlantedPodDirSymlinks(t *testing.T) {
 		{"pods/uid-1/volumes/kubernetes.io~configmap/cfg/a", "outside/sentinel", false, false},
 		{"pods/uid-1/containers", "outside", false, true},
 		{"pods/uid-1/containers/c", "../../../../outside/dir", false, true},
-		{"pods/uid-1/containers/c/0-termination-log", "outside/sentinel", false, true},
+		{"pods/uid-1/containers/c/0-termination-log", "outside/sentinel", false, false},
 		{"pods/uid-1", "outside", true, true},
 		// Symlinks that stay in the root dir, to another pod's directory.
 		{"pods/uid-1/volumes", "../uid-2/volumes", true, false},
