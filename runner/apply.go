@@ -1149,7 +1149,7 @@ func (r *Runner) containerConfig(pod *v1.Pod, c *v1.Container, typ engine.Contai
 		Stdin:          c.Stdin,
 		StdinOnce:      c.StdinOnce,
 	}
-	for _, vm := range c.VolumeMounts {
+	for i, vm := range c.VolumeMounts {
 		src, ok := vols[vm.Name]
 		if !ok {
 			return nil, configErrorf("volumeMount %s: no volume %q", vm.MountPath, vm.Name)
@@ -1169,9 +1169,19 @@ func (r *Runner) containerConfig(pod *v1.Pod, c *v1.Container, typ engine.Contai
 			continue
 		}
 		if sub != "" {
-			// Resolved within the volume, symlinks and all: the real path.
-			var err error
-			if host, err = subPathSource(src, sub); err != nil {
+			// Resolved within the volume, symlinks and all. Where a
+			// container may write the volume (and so swap a directory of
+			// the path for a symlink before the engine binds it), it is
+			// bound onto a path of podrun's own, which the engine binds.
+			f, p, err := subPathSource(src, sub)
+			if err == nil {
+				host = p
+				if !src.ReadOnly {
+					host, err = bindSubPath(r.cfg.RootDir, string(pod.UID), vm.Name, c.Name, i, f)
+				}
+				f.Close()
+			}
+			if err != nil {
 				return nil, fmt.Errorf("volumeMount %s: %w", vm.MountPath, err)
 			}
 		}

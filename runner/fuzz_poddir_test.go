@@ -103,6 +103,7 @@ func FuzzPodDirConfinement(f *testing.F) {
 		}
 
 		base := t.TempDir()
+		t.Cleanup(func() { unmountUnder(t, base) }) // subPath binds a refused teardown left
 		root := filepath.Join(base, "a", "b", "c", "root")
 		outside := filepath.Join(base, "outside")
 		for _, d := range []string{root, filepath.Join(outside, "dir"), filepath.Join(root, "inroot")} {

@@ -40,6 +40,7 @@ func newConfineEnv(t testing.TB) *confineEnv {
 			t.Fatal(err)
 		}
 	}
+	t.Cleanup(func() { unmountUnder(t, base) })
 	for p, data := range map[string]string{
 		filepath.Join(e.outside, "sentinel"):        "outside",
 		filepath.Join(e.outside, "dir", "sentinel"): "outside/dir",
@@ -54,6 +55,26 @@ func newConfineEnv(t testing.TB) *confineEnv {
 
 // snapshot describes every file under dir but the subtree skip, without
 // following symlinks: type, mode, owner, content and link target.
+// unmountUnder unmounts what a test left mounted under dir (subPath binds
+// of a pod it did not tear down), so that its temporary directory can go.
+func unmountUnder(t testing.TB, dir string) {
+	t.Helper()
+	real, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return
+	}
+	mounts, err := mountsUnder(real)
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	for _, m := range mounts {
+		if err := unix.Unmount(m, unix.MNT_DETACH); err != nil {
+			t.Errorf("unmount %s: %v", m, err)
+		}
+	}
+}
+
 func snapshot(t testing.TB, dir, skip string) map[string]string {
 	t.Helper()
 	out := map[string]string{}
@@ -290,7 +311,8 @@ func TestSubPathConfined(t *testing.T) {
 	}
 	sameSnapshot(t, before, snapshot(t, e.base, e.root))
 
-	// A subPath within the volume is made, and bound by its real path.
+	// A subPath within the volume is made, and bound: through podrun's
+	// own bind of it where a container may write the volume.
 	for _, tc := range []struct{ vol, sub, want string }{
 		{"scratch", "new/dir", filepath.Join(scratch, "new/dir")},
 		{"scratch", "inside", filepath.Join(scratch, "data")},
@@ -304,10 +326,33 @@ func TestSubPathConfined(t *testing.T) {
 			t.Errorf("subPath %q of %s: %v", tc.sub, tc.vol, err)
 			continue
 		}
-		want, _ := filepath.EvalSymlinks(tc.want)
-		if got := cfg.Mounts[0].HostPath; got != want {
-			t.Errorf("subPath %q of %s: host path %s, want %s", tc.sub, tc.vol, got, want)
+		if tc.vol == "cfg" {
+			// Never writable by a container: its real path is bound.
+			if want, _ := filepath.EvalSymlinks(tc.want); cfg.Mounts[0].HostPath != want {
+				t.Errorf("subPath %q of %s: host path %s, want %s", tc.sub, tc.vol, cfg.Mounts[0].HostPath, want)
+			}
+			continue
 		}
+		checkBound(t, e.root, tc.vol, cfg.Mounts[0].HostPath, tc.want)
+	}
+}
+
+// checkBound checks that host, the path a subPath mount of container c of
+// pod uid-1 hands the engine, is podrun's bind of want: its own path in
+// the pod directory, a mount point of the very file want is.
+func checkBound(t *testing.T, root, vol, host, want string) {
+	t.Helper()
+	realRoot, _ := filepath.EvalSymlinks(root)
+	if dir := filepath.Join(realRoot, "pods", "uid-1", subPathDir, vol, "c"); filepath.Dir(host) != dir {
+		t.Errorf("host path %s, want one in %s", host, dir)
+	}
+	if mounted, err := isMountPoint(host); err != nil || !mounted {
+		t.Errorf("%s is not a mount point (%v)", host, err)
+	}
+	got, err1 := os.Stat(host)
+	w, err2 := os.Stat(want)
+	if err1 != nil || err2 != nil || !os.SameFile(got, w) {
+		t.Errorf("%s is not a bind of %s (%v, %v)", host, want, err1, err2)
 	}
 }
 
@@ -371,10 +416,7 @@ func TestSubPathExpr(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, _ := filepath.EvalSymlinks(filepath.Join(vols["scratch"].HostPath, "logs", "web"))
-	if got := cfg.Mounts[0].HostPath; got != want {
-		t.Errorf("host path %s, want %s", got, want)
-	}
+	checkBound(t, e.root, "scratch", cfg.Mounts[0].HostPath, filepath.Join(vols["scratch"].HostPath, "logs", "web"))
 	before := snapshot(t, e.base, e.root)
 	if _, err := config("../../../../outside"); err == nil || !isConfigError(err) {
 		t.Errorf("a subPathExpr expanding to leave the volume: %v, want a configError", err)
@@ -397,7 +439,10 @@ func TestSubPathFIFO(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() {
-		p, err := subPathSource(vols["scratch"], "fifo")
+		f, p, err := subPathSource(vols["scratch"], "fifo")
+		if err == nil {
+			f.Close()
+		}
 		if err == nil && p != fifo {
 			err = fmt.Errorf("host path %s, want %s", p, fifo)
 		}
@@ -435,7 +480,10 @@ func TestSubPathDeviceNodeNotOpened(t *testing.T) {
 		f.Close()
 		t.Fatal("major 250 has a driver here: the test cannot tell an open from none")
 	}
-	p, err := subPathSource(vols["scratch"], "dev")
+	f, p, err := subPathSource(vols["scratch"], "dev")
+	if err == nil {
+		f.Close()
+	}
 	if err != nil || p != dev {
 		t.Fatalf("subPathSource = %q, %v; want %s, no error (the node is not opened)", p, err, dev)
 	}

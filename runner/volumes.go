@@ -623,7 +623,10 @@ func mountsUnder(dir string) ([]string, error) {
 	var out []string
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
+		// Fields are separated by single spaces; the kernel escapes only
+		// space, tab, newline and backslash in paths (unescapeMountPath),
+		// so another whitespace (\v, \f, \r) may be part of one.
+		fields := strings.Split(sc.Text(), " ")
 		if len(fields) < 5 {
 			continue
 		}
@@ -685,15 +688,16 @@ func unescapeMountPath(s string) string {
 	return b.String()
 }
 
-// subPathSource is the host path to bind for a volumeMount's subPath sub of
-// the volume src: the real path of sub resolved within the volume, which a
-// container may have filled with symlinks (CVE-2017-1002101). sub must be a
+// subPathSource opens what a volumeMount's subPath sub of the volume src
+// names, resolved within the volume, which a container may have filled
+// with symlinks (CVE-2017-1002101): an O_PATH handle of it (the caller
+// closes it; bindSubPath binds it) and its real path then. sub must be a
 // relative path without '..', and resolve inside the volume; a missing sub
 // is made in a writable volume, as the kubelet does.
-func subPathSource(src volumeSource, sub string) (string, error) {
+func subPathSource(src volumeSource, sub string) (*os.File, string, error) {
 	clean, err := cleanRelPath("subPath", sub, true)
 	if err != nil {
-		return "", err
+		return nil, "", err
 	}
 	what := "subPath " + strconv.Quote(sub)
 	base := src.HostPath
@@ -701,25 +705,25 @@ func subPathSource(src volumeSource, sub string) (string, error) {
 		// The hostPath is declared; like Docker's bind, podrun makes it.
 		if _, err := os.Stat(base); errors.Is(err, fs.ErrNotExist) {
 			if err := os.MkdirAll(base, 0o755); err != nil {
-				return "", err
+				return nil, "", err
 			}
 		}
 	}
 	vr, err := os.OpenRoot(base)
 	if err != nil {
-		return "", fmt.Errorf("%s: %w", what, err)
+		return nil, "", fmt.Errorf("%s: %w", what, err)
 	}
 	defer vr.Close()
 	baseReal, err := rootRealPath(vr)
 	if err != nil {
-		return "", err
+		return nil, "", err
 	}
 	if !src.Host && baseReal != base {
-		return "", fmt.Errorf("%s: volume directory %s moved to %s: refused", what, base, baseReal)
+		return nil, "", fmt.Errorf("%s: volume directory %s moved to %s: refused", what, base, baseReal)
 	}
 	if !src.ReadOnly {
 		if err := makeSubPath(vr, clean); err != nil {
-			return "", refused(what, err)
+			return nil, "", refused(what, err)
 		}
 	}
 	// O_PATH: only a handle to learn where it is. What a container put
@@ -728,18 +732,18 @@ func subPathSource(src volumeSource, sub string) (string, error) {
 	// outside the container's device cgroup.
 	f, err := openPathBeneath(vr, clean)
 	if errors.Is(err, fs.ErrNotExist) {
-		return "", configErrorf("%s does not exist in the volume", what)
+		return nil, "", configErrorf("%s does not exist in the volume", what)
 	}
 	if err != nil {
-		return "", refused(what, err)
+		return nil, "", refused(what, err)
 	}
-	defer f.Close()
 	p, err := fileRealPath(f)
+	if err == nil && !within(baseReal, p) {
+		err = configErrorf("%s resolves to %s, outside its volume %s: refused", what, p, baseReal)
+	}
 	if err != nil {
-		return "", err
+		f.Close()
+		return nil, "", err
 	}
-	if !within(baseReal, p) {
-		return "", configErrorf("%s resolves to %s, outside its volume %s: refused", what, p, baseReal)
-	}
-	return p, nil
+	return f, p, nil
 }
