@@ -1177,7 +1177,8 @@ func (r *Runner) containerConfig(pod *v1.Pod, c *v1.Container, typ engine.Contai
 			if err == nil {
 				host = p
 				if !src.ReadOnly {
-					host, err = bindSubPath(r.cfg.RootDir, string(pod.UID), vm.Name, c.Name, i, f)
+					shared := vm.MountPropagation != nil && *vm.MountPropagation == v1.MountPropagationBidirectional
+					host, err = bindSubPath(r.cfg.RootDir, string(pod.UID), vm.Name, c.Name, i, f, shared)
 				}
 				f.Close()
 			}

@@ -162,6 +162,12 @@ func walkVolumeFrom(vr *os.Root, p string, fi fs.FileInfo, fn func(string, fs.Fi
 	if err != nil {
 		return err
 	}
+	// os.Root follows a symlink that stays inside: one swapped in after
+	// the Lstat leads to another directory of the volume, not walked here.
+	if cur, err := d.Stat(); err != nil || !os.SameFile(fi, cur) {
+		d.Close()
+		return nil
+	}
 	names, err := d.Readdirnames(-1)
 	d.Close()
 	if err != nil {
@@ -210,8 +216,8 @@ func chmodSame(vr *os.Root, p string, fi fs.FileInfo, mode fs.FileMode) error {
 // device driver's open run). Symlinks are followed, the last one too, as
 // long as they stay beneath vr (RESOLVE_BENEATH: an absolute one, or '..'
 // out of it, is errPathEscapes). os.Root cannot do this: its O_PATH open
-// of a symlink is a handle of the symlink itself. A kernel without
-// openat2 (before Linux 5.6) gets os.Root's non-blocking open for reading.
+// of a symlink is a handle of the symlink itself. Without openat2 it is
+// os.Root's non-blocking open for reading.
 func openPathBeneath(vr *os.Root, rel string) (*os.File, error) {
 	dir, err := vr.Open(".")
 	if err != nil {
@@ -224,16 +230,25 @@ func openPathBeneath(vr *os.Root, rel string) (*os.File, error) {
 	}
 	fd := -1
 	var openErr error
-	if err := conn.Control(func(dirfd uintptr) {
-		fd, openErr = unix.Openat2(int(dirfd), rel, &unix.OpenHow{
-			Flags:   unix.O_PATH | unix.O_CLOEXEC,
-			Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS,
-		})
-	}); err != nil {
-		return nil, err
+	for range 10 {
+		if err := conn.Control(func(dirfd uintptr) {
+			fd, openErr = unix.Openat2(int(dirfd), rel, &unix.OpenHow{
+				Flags:   unix.O_PATH | unix.O_CLOEXEC,
+				Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS,
+			})
+		}); err != nil {
+			return nil, err
+		}
+		// EAGAIN: a rename in the tree meanwhile (a container's); the
+		// kernel asks for another try.
+		if !errors.Is(openErr, unix.EAGAIN) {
+			break
+		}
 	}
 	switch {
-	case errors.Is(openErr, unix.ENOSYS):
+	case errors.Is(openErr, unix.ENOSYS), errors.Is(openErr, unix.EPERM):
+		// No openat2 (before Linux 5.6), or a seccomp filter that
+		// refuses it (podrun in a container of an older profile).
 		return vr.OpenFile(rel, os.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
 	case errors.Is(openErr, unix.EXDEV):
 		openErr = errPathEscapes
@@ -312,10 +327,14 @@ func removePodDir(rootDir, uid string) error {
 
 // removeEmptyDirs unmounts and removes the emptyDir volumes of the pod
 // uid (<pod dir>/volumes/kubernetes.io~empty-dir), as removePodDir does
-// the whole pod directory.
+// the whole pod directory, and the subPath binds of its stopped
+// containers, which would keep a file of them, and its disk, in use.
 func removeEmptyDirs(rootDir, uid string) error {
 	if err := checkName("pod uid", uid); err != nil {
 		return fmt.Errorf("remove emptyDirs: %w", err)
+	}
+	if err := removeUnmounted(rootDir, filepath.Join("pods", uid, subPathDir), "subPath binds"); err != nil {
+		return err
 	}
 	return removeUnmounted(rootDir, filepath.Join("pods", uid, "volumes", emptyDirPlugin), "emptyDir directory")
 }

@@ -26,7 +26,13 @@ const subPathDir = "volume-subpaths"
 // of a path. A bind already there of the same file (the container's
 // earlier attempt) is kept; one of another file is replaced. Teardown
 // (removePodDir) unmounts them all.
-func bindSubPath(rootDir, uid, volume, container string, index int, f *os.File) (string, error) {
+//
+// The bind receives the mount events of its source (a mount the host
+// makes under it shows in it) but sends none back (MS_SLAVE): teardown's
+// unmount of it, and of what it received, must not unmount the host's own
+// mounts. shared (a Bidirectional mount, which the engine binds rshared)
+// makes it a peer group of its own as well, as the engine requires.
+func bindSubPath(rootDir, uid, volume, container string, index int, f *os.File, shared bool) (string, error) {
 	if err := checkName("volume name", volume); err != nil {
 		return "", err
 	}
@@ -55,7 +61,7 @@ func bindSubPath(rootDir, uid, volume, container string, index int, f *os.File) 
 	}
 	if mounted {
 		if cur, err := os.Stat(target); err == nil && os.SameFile(cur, src) {
-			return target, nil
+			return target, propagate(target, shared)
 		}
 		if err := unix.Unmount(target, unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW); err != nil && !errors.Is(err, unix.EINVAL) {
 			return "", fmt.Errorf("unmount %s: %w", target, err)
@@ -79,5 +85,24 @@ func bindSubPath(rootDir, uid, volume, container string, index int, f *os.File) 
 	if err := unix.Mount(fdPath(f), target, "", unix.MS_BIND, ""); err != nil {
 		return "", fmt.Errorf("bind subPath onto %s: %w", target, err)
 	}
+	if err := propagate(target, shared); err != nil {
+		unix.Unmount(target, unix.MNT_DETACH)
+		return "", err
+	}
 	return target, nil
+}
+
+// propagate sets the propagation of the bind at target: a slave of its
+// source, and shared as well when shared (bindSubPath).
+func propagate(target string, shared bool) error {
+	flags := []uintptr{unix.MS_SLAVE}
+	if shared {
+		flags = append(flags, unix.MS_SHARED)
+	}
+	for _, fl := range flags {
+		if err := unix.Mount("", target, "", fl, ""); err != nil {
+			return fmt.Errorf("propagation of the subPath bind %s: %w", target, err)
+		}
+	}
+	return nil
 }

@@ -17,7 +17,8 @@ import (
 // so a container that swaps that directory for a symlink out of the
 // volume afterwards (before the engine binds it) changes nothing the
 // engine sees. A second config of the same container keeps the one bind;
-// one of another directory replaces it; teardown unmounts it.
+// one of another directory replaces it; an eviction's removal of the
+// emptyDirs, and teardown, unmount it.
 func TestSubPathBindHoldsTheFileNotThePath(t *testing.T) {
 	e := newConfineEnv(t)
 	pod := confinedPod("uid-1", nil, "")
@@ -79,6 +80,13 @@ func TestSubPathBindHoldsTheFileNotThePath(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(host, "mine")); err == nil {
 		t.Error("the bind still shows the first directory")
 	}
+	// An eviction's removal of the emptyDirs takes their binds along.
+	if err := removeEmptyDirs(e.root, "uid-1"); err != nil {
+		t.Fatal(err)
+	}
+	if ms, _ := mountsUnder(e.root); len(ms) != 0 {
+		t.Errorf("after the emptyDirs' removal, mounted: %v", ms)
+	}
 	if err := removePodDir(e.root, "uid-1"); err != nil {
 		t.Fatal(err)
 	}
@@ -112,4 +120,97 @@ func TestMountsUnderOddWhitespace(t *testing.T) {
 	if err != nil || len(ms) != 1 || !strings.HasSuffix(ms[0], "dst\v y") {
 		t.Fatalf("mountsUnder = %q, %v; want the one bind", ms, err)
 	}
+}
+
+// TestSubPathBindSendsNoUnmountToTheHost: a subPath of a hostPath on a
+// shared mount (systemd makes nearly all mounts shared) under which the
+// host mounts something after the bind (a network namespace under /run,
+// say) keeps that host mount when the pod is torn down: the bind is a
+// slave of its source, so its unmount, and that of what it received, is
+// not sent back. A Bidirectional mount's bind is shared as well.
+func TestSubPathBindSendsNoUnmountToTheHost(t *testing.T) {
+	dir := t.TempDir()
+	t.Cleanup(func() { unmountUnder(t, dir) })
+	host, root := filepath.Join(dir, "host"), filepath.Join(dir, "root")
+	if err := os.Mkdir(host, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount("tmpfs", host, "tmpfs", 0, "size=1m"); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount("", host, "", unix.MS_SHARED, ""); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{"sub/y", "both"} {
+		if err := os.MkdirAll(filepath.Join(host, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bind := func(sub string, index int, shared bool) string {
+		t.Helper()
+		f, _, err := subPathSource(volumeSource{HostPath: host, Host: true}, sub)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		target, err := bindSubPath(root, "uid-1", "vol", "c", index, f, shared)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return target
+	}
+	slave := bind("sub", 0, false)
+	both := bind("both", 1, true)
+	for target, want := range map[string][]string{slave: {"master:"}, both: {"master:", "shared:"}} {
+		opts := propagationOf(t, target)
+		for _, w := range want {
+			if !strings.Contains(opts, w) {
+				t.Errorf("%s: propagation %q, want %s", target, opts, w)
+			}
+		}
+		if len(want) == 1 && strings.Contains(opts, "shared:") {
+			t.Errorf("%s: propagation %q, want a slave only", target, opts)
+		}
+	}
+
+	// The host's mount under the source, after the bind: it shows in the
+	// bind, and survives the pod.
+	y := filepath.Join(host, "sub", "y")
+	if err := unix.Mount("tmpfs", y, "tmpfs", 0, "size=1m"); err != nil {
+		t.Fatal(err)
+	}
+	if mounted, _ := isMountPoint(filepath.Join(slave, "y")); !mounted {
+		t.Error("the host's later mount does not show in the bind")
+	}
+	if err := removePodDir(root, "uid-1"); err != nil {
+		t.Fatal(err)
+	}
+	if mounted, err := isMountPoint(y); err != nil || !mounted {
+		t.Errorf("the host's mount at %s is gone after the pod's teardown (%v)", y, err)
+	}
+}
+
+// propagationOf is the optional fields (shared:N, master:N) of the mount
+// at target in mountinfo.
+func propagationOf(t *testing.T, target string) string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out string
+	for _, line := range strings.Split(string(b), "\n") {
+		fields := strings.Split(line, " ")
+		if len(fields) > 7 && unescapeMountPath(fields[4]) == target {
+			opt := fields[6:]
+			for i, f := range opt {
+				if f == "-" {
+					opt = opt[:i]
+					break
+				}
+			}
+			out = strings.Join(opt, " ") // the last (top) mount there
+		}
+	}
+	return out
 }
