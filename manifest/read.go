@@ -158,19 +158,20 @@ func pseudoFilesystem(f *os.File) string {
 // bytes, the absolute path its pods are identified by, and what the open
 // file's stat said before it was read.
 func readManifestFile(path string) (data []byte, identity string, info os.FileInfo, err error) {
-	// Opened without blocking, then judged by what was opened: a FIFO
-	// (or a file swapped for one after a look) must not hold the reader
-	// until a writer comes. What has a manifest's name but cannot be read
-	// as one (a directory, a FIFO, a device, a symlink loop, a file of
-	// procfs or sysfs, whose reads can consume what they read) is an
-	// error, not "no manifest": the pods of a manifest replaced by such a
-	// thing are kept.
-	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
+	// Judged by what is opened, before it is opened for reading: an
+	// O_PATH handle runs no driver's open (a device node: /dev/watchdog
+	// would arm) and waits for no FIFO writer, and a look at the path
+	// before an open would not do, as the file can change in between.
+	// What has a manifest's name but cannot be read as one (a directory,
+	// a FIFO, a device, a symlink loop, a file of procfs or sysfs, whose
+	// reads can consume what they read) is an error, not "no manifest":
+	// the pods of a manifest replaced by such a thing are kept.
+	h, err := os.OpenFile(path, unix.O_PATH|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, "", nil, fmt.Errorf("read manifest: %w", err)
 	}
-	defer f.Close()
-	info, err = f.Stat()
+	defer h.Close()
+	info, err = h.Stat()
 	if err != nil {
 		return nil, "", nil, fmt.Errorf("read manifest: %w", err)
 	}
@@ -181,9 +182,15 @@ func readManifestFile(path string) (data []byte, identity string, info os.FileIn
 	if !info.Mode().IsRegular() {
 		return nil, "", nil, fmt.Errorf("read manifest %s: not a regular file (%s)", path, info.Mode().Type())
 	}
-	if fsName := pseudoFilesystem(f); fsName != "" {
+	if fsName := pseudoFilesystem(h); fsName != "" {
 		return nil, "", nil, fmt.Errorf("read manifest %s: a file of %s, not a manifest file", path, fsName)
 	}
+	// The very file judged, opened for reading through its handle.
+	f, err := os.OpenFile(fmt.Sprintf("/proc/self/fd/%d", h.Fd()), os.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
+	if err != nil {
+		return nil, "", nil, fmt.Errorf("read manifest %s: %w", path, err)
+	}
+	defer f.Close()
 	// The size is checked on what is read, not only on what Stat said: the
 	// file may grow in between.
 	data, err = io.ReadAll(io.LimitReader(f, MaxFileSize+1))

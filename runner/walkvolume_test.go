@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
@@ -116,5 +117,39 @@ func TestChmodSameDoesNotFollowASwappedSymlink(t *testing.T) {
 	}
 	if mode, _ := statOf(t, filepath.Join(vol, "plain")); mode != 0o664 {
 		t.Fatalf("plain's mode %v, want 0664", mode)
+	}
+}
+
+// TestWalkVolumeDoesNotFollowASwappedSymlink: a directory the walk saw,
+// swapped for a symlink to another directory of the volume before it is
+// listed, is not listed (os.Root would follow the symlink).
+func TestWalkVolumeDoesNotFollowASwappedSymlink(t *testing.T) {
+	vol := t.TempDir()
+	for _, d := range []string{"a", "b/child"} {
+		if err := os.MkdirAll(filepath.Join(vol, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	vr, err := os.OpenRoot(vol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer vr.Close()
+	fi, err := vr.Lstat("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(vol, "a")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("b", filepath.Join(vol, "a")); err != nil {
+		t.Fatal(err)
+	}
+	var seen []string
+	if err := walkVolumeFrom(vr, "a", fi, func(p string, _ fs.FileInfo) error { seen = append(seen, p); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(seen) != 1 {
+		t.Errorf("walked %v, want only a itself", seen)
 	}
 }
