@@ -612,6 +612,20 @@ func TestSidecarEditWhoseStopFailsStartsNothing(t *testing.T) {
 	}
 }
 
+// stubbornInOlderSandbox makes pod's state a killed podrun's late start
+// can leave: container a running in sandbox attempt 0, and a running
+// sandbox attempt 1 without it; the engine it returns fails the next
+// fails stops of that a (whose ID it returns).
+func stubbornInOlderSandbox(t *testing.T, fake *enginetest.Fake, pod *v1.Pod, fails int) (string, *stopControl) {
+	t.Helper()
+	d := duplicates{t: t, fake: fake, pod: pod}
+	a0 := d.container(d.sandbox(0, true), 0, "a", 0, true)
+	d.sandbox(1, true)
+	rt := &stopControl{Fake: fake}
+	rt.stubborn(a0, fails)
+	return a0, rt
+}
+
 // TestOlderSandboxContainerThatWouldNotStopHoldsItsSuccessor: a
 // container that runs in an older sandbox (a killed podrun's late start)
 // and fails to stop keeps its name from starting in the latest sandbox
@@ -619,12 +633,7 @@ func TestSidecarEditWhoseStopFailsStartsNothing(t *testing.T) {
 func TestOlderSandboxContainerThatWouldNotStopHoldsItsSuccessor(t *testing.T) {
 	fake := newFake(t)
 	pod := newPod("u1", "p-node1", v1.RestartPolicyAlways, map[string][]string{"a": {"run"}})
-	d := duplicates{t: t, fake: fake, pod: pod}
-	sb0 := d.sandbox(0, true)
-	a0 := d.container(sb0, 0, "a", 0, true)
-	d.sandbox(1, true)
-	rt := &stopControl{Fake: fake}
-	rt.stubborn(a0, 2)
+	a0, rt := stubbornInOlderSandbox(t, fake, pod, 2)
 
 	h := start(t, fake, func(c *runner.Config) { c.Runtime = rt })
 	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{pod}}
@@ -648,12 +657,7 @@ func TestFailedStopReportedWhenALaterStepFails(t *testing.T) {
 	pod := newPod("u1", "p-node1", v1.RestartPolicyAlways, map[string][]string{"a": {"run"}})
 	pod.Spec.Volumes = []v1.Volume{{Name: "cfg", VolumeSource: v1.VolumeSource{
 		ConfigMap: &v1.ConfigMapVolumeSource{LocalObjectReference: v1.LocalObjectReference{Name: "missing"}}}}}
-	d := duplicates{t: t, fake: fake, pod: pod}
-	sb0 := d.sandbox(0, true)
-	a0 := d.container(sb0, 0, "a", 0, true)
-	d.sandbox(1, true)
-	rt := &stopControl{Fake: fake}
-	rt.stubborn(a0, 1)
+	_, rt := stubbornInOlderSandbox(t, fake, pod, 1)
 	log := &lockedBuffer{}
 	h := start(t, fake, func(c *runner.Config) {
 		c.Runtime = rt

@@ -534,16 +534,14 @@ func writeVolumeFiles(d *podDirs, rel string, files map[string]volumeFile) (stri
 }
 
 // removeUnwanted removes from the volume vr every entry that is neither a
-// file of want nor a directory of wantDirs. The walk does not follow
-// symlinks, and removes a symlink itself.
+// file of want nor a directory of wantDirs. The walk (walkVolume) does not
+// follow symlinks, and removes a symlink itself.
 func removeUnwanted(vr *os.Root, want, wantDirs map[string]bool) error {
 	var files, dirs []string
-	err := fs.WalkDir(vr.FS(), ".", func(p string, e fs.DirEntry, err error) error {
+	err := walkVolume(vr, func(p string, fi fs.FileInfo) error {
 		switch {
-		case err != nil:
-			return err
 		case p == ".":
-		case e.IsDir():
+		case fi.IsDir():
 			if !wantDirs[p] {
 				dirs = append(dirs, p)
 			}
