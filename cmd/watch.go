@@ -150,8 +150,9 @@ func watchRun(ctx context.Context, opts *watchOptions) error {
 		if opts.RuntimeEndpoint == "" {
 			klog.SetSlogLogger(opts.Log.With("component", "client-go"))
 		}
-		// Last, so that a ConfigMap or Secret named alike in a local
-		// manifest and in the API is the local one (and reported).
+		// Last, so that a pod named alike in a local manifest and in the
+		// API is the local one (and reported). ConfigMaps and Secrets
+		// named alike do not meet: each serves its own source's pods.
 		sources = append(sources, source.Named{Name: source.DefaultAPIServerSourceName,
 			Source: &source.APIServerSource{NodeName: opts.NodeName, Client: clientAs[source.APIClient](kc), Logger: opts.Log}})
 	}

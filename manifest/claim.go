@@ -60,12 +60,17 @@ func (c Conflict) Problem(msg string) *Error {
 // order configured; a directory's files by name) and the first definition
 // wins. A pod claims its namespace/name and its UID (metadata.uid, when
 // set, may give pods of different names one UID); a ConfigMap or Secret
-// claims its kind, namespace and name. A later definition of a claimed
+// claims its kind, namespace and name among the objects of its kind of
+// source: the apiserver's and the local sources' are apart (FromAPI), as
+// each serves only its own pods. A later definition of a claimed
 // name or UID loses, whatever its content, and is reported as a
 // Conflict; the outcome depends only on snaps, so nothing flaps. Nil
 // snapshots are skipped.
 func Claim(snaps []*Snapshot) Claimed {
-	type name struct{ kind, namespace, name string }
+	type name struct {
+		kind, namespace, name string
+		api                   bool // an object of the apiserver (FromAPI)
+	}
 	// A claim is where the winner is found when a conflict names it: only
 	// then, as finding its line parses its document again.
 	type claim struct {
@@ -97,7 +102,7 @@ func Claim(snaps []*Snapshot) Claimed {
 			})
 		}
 		for _, pod := range snap.Pods {
-			k := name{"pod", pod.Namespace, pod.Name}
+			k := name{kind: "pod", namespace: pod.Namespace, name: pod.Name}
 			if first, taken := names[k]; taken {
 				// Named as the manifests name it, without the node suffix.
 				lost(pod, "pod", fmt.Sprintf("pod %s/%s", pod.Namespace, strings.TrimSuffix(pod.Name, "-"+pod.Spec.NodeName)), false, first)
@@ -112,7 +117,7 @@ func Claim(snaps []*Snapshot) Claimed {
 			out.Pods = append(out.Pods, pod)
 		}
 		for _, cm := range snap.ConfigMaps {
-			k := name{"ConfigMap", cm.Namespace, cm.Name}
+			k := name{"ConfigMap", cm.Namespace, cm.Name, FromAPI(cm)}
 			if first, taken := names[k]; taken {
 				lost(cm, "ConfigMap", fmt.Sprintf("ConfigMap %s/%s", cm.Namespace, cm.Name), false, first)
 				continue
@@ -121,7 +126,7 @@ func Claim(snaps []*Snapshot) Claimed {
 			out.ConfigMaps = append(out.ConfigMaps, cm)
 		}
 		for _, sec := range snap.Secrets {
-			k := name{"Secret", sec.Namespace, sec.Name}
+			k := name{"Secret", sec.Namespace, sec.Name, FromAPI(sec)}
 			if first, taken := names[k]; taken {
 				lost(sec, "Secret", fmt.Sprintf("Secret %s/%s", sec.Namespace, sec.Name), false, first)
 				continue
@@ -131,7 +136,7 @@ func Claim(snaps []*Snapshot) Claimed {
 		}
 		for _, rc := range snap.RuntimeClasses {
 			// Cluster-scoped: a name alone.
-			k := name{"RuntimeClass", "", rc.Name}
+			k := name{kind: "RuntimeClass", name: rc.Name}
 			if first, taken := names[k]; taken {
 				lost(rc, "RuntimeClass", fmt.Sprintf("RuntimeClass %s", rc.Name), false, first)
 				continue

@@ -651,6 +651,7 @@ func (p *parser) configMap(loc locator, raw []byte, m map[string]any, tainted bo
 	if tainted || len(p.errs) > before {
 		return
 	}
+	SetConfigSource(cm, SourceKind(p.identity))
 	p.define(definition{definedName: definedName{"ConfigMap", cm.Namespace, cm.Name}, shown: cm.Name, obj: cm, origin: p.origin(loc)})
 }
 
@@ -668,6 +669,7 @@ func (p *parser) secret(loc locator, raw []byte, m map[string]any, tainted bool)
 	if tainted || len(p.errs) > before {
 		return
 	}
+	SetConfigSource(s, SourceKind(p.identity))
 	p.define(definition{definedName: definedName{"Secret", s.Namespace, s.Name}, shown: s.Name, obj: s, origin: p.origin(loc)})
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -69,6 +70,26 @@ func SourceKind(source string) string {
 	return ConfigSourceFile
 }
 
+// FromAPI reports whether obj (a pod, ConfigMap or Secret podrun holds)
+// came from the apiserver source. podrun sets kubernetes.io/config.source
+// on everything it reads, over what a manifest says, so the answer is
+// podrun's, never a manifest's: the apiserver's objects serve only its
+// pods, and local objects only local pods.
+func FromAPI(obj metav1.Object) bool {
+	return obj.GetAnnotations()[AnnotationConfigSource] == ConfigSourceAPI
+}
+
+// SetConfigSource records where obj was read (kind: ConfigSourceFile,
+// ConfigSourceHTTP or ConfigSourceAPI), in place of any value given.
+func SetConfigSource(obj metav1.Object, kind string) {
+	a := obj.GetAnnotations()
+	if a == nil {
+		a = map[string]string{}
+	}
+	a[AnnotationConfigSource] = kind
+	obj.SetAnnotations(a)
+}
+
 // applyIdentity turns a defaulted, validated pod into the static pod podrun
 // runs: name <name>-<node>, spec.nodeName, UID and annotations. source is the
 // identity source (an absolute path or a URL), seen the time it was read
@@ -86,7 +107,7 @@ func applyIdentity(pod *v1.Pod, nodeName, source, seen string) {
 		pod.Annotations = map[string]string{}
 	}
 	pod.Annotations[AnnotationSource] = source
-	pod.Annotations[AnnotationConfigSource] = SourceKind(source)
+	SetConfigSource(pod, SourceKind(source))
 	pod.Annotations[AnnotationConfigHash] = ContentHash(pod)
 	pod.Annotations[AnnotationConfigSeen] = seen
 }

@@ -74,7 +74,7 @@ func makeEnv(pod *v1.Pod, c *v1.Container, objs *Objects, pe podEnv) ([]engine.E
 		switch {
 		case from.ConfigMapRef != nil:
 			ref := from.ConfigMapRef
-			cm := objs.ConfigMap(pod.Namespace, ref.Name)
+			cm := objs.ConfigMap(pod, ref.Name)
 			if cm == nil {
 				if optional(ref.Optional) {
 					continue
@@ -86,7 +86,7 @@ func makeEnv(pod *v1.Pod, c *v1.Container, objs *Objects, pe podEnv) ([]engine.E
 			}
 		case from.SecretRef != nil:
 			ref := from.SecretRef
-			sec := objs.Secret(pod.Namespace, ref.Name)
+			sec := objs.Secret(pod, ref.Name)
 			if sec == nil {
 				if optional(ref.Optional) {
 					continue
@@ -141,7 +141,7 @@ func envValueFrom(pod *v1.Pod, c *v1.Container, from *v1.EnvVarSource, objs *Obj
 		return v, err == nil, err
 	case from.ConfigMapKeyRef != nil:
 		ref := from.ConfigMapKeyRef
-		cm := objs.ConfigMap(pod.Namespace, ref.Name)
+		cm := objs.ConfigMap(pod, ref.Name)
 		if cm == nil {
 			if optional(ref.Optional) {
 				return "", false, nil
@@ -158,7 +158,7 @@ func envValueFrom(pod *v1.Pod, c *v1.Container, from *v1.EnvVarSource, objs *Obj
 		return v, true, nil
 	case from.SecretKeyRef != nil:
 		ref := from.SecretKeyRef
-		sec := objs.Secret(pod.Namespace, ref.Name)
+		sec := objs.Secret(pod, ref.Name)
 		if sec == nil {
 			if optional(ref.Optional) {
 				return "", false, nil

@@ -84,7 +84,7 @@ func (r *Runner) podPullCredentials(pod *v1.Pod, image string) []engine.AuthConf
 	var secrets []*v1.Secret
 	var missing []string
 	for _, ref := range pod.Spec.ImagePullSecrets {
-		s := r.cfg.Objects.Secret(pod.Namespace, ref.Name)
+		s := r.cfg.Objects.Secret(pod, ref.Name)
 		if s == nil {
 			r.log.Warn("image pull secret not found; pulling without it", "pod", podKey(pod), "secret", ref.Name)
 			missing = append(missing, ref.Name)

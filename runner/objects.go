@@ -6,39 +6,62 @@ import (
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/podrun/podrun/manifest"
 )
 
 // Objects holds the ConfigMaps and Secrets found in the sources, for env and
 // volumes that refer to them. Safe for concurrent use.
+//
+// The apiserver's objects serve only the apiserver's pods, and the local
+// sources' objects (manifests, URLs) only local pods, whatever their
+// names: a pod the cluster binds to this node must not read a Secret that
+// exists only in /etc/kubernetes/manifests (the kubelet gives a pod of the
+// API only what the node authorizer lets it read from the API), nor a
+// local manifest stand in for a cluster's Secret.
 type Objects struct {
 	mu         sync.RWMutex
-	configMaps map[string]*v1.ConfigMap
-	secrets    map[string]*v1.Secret
+	configMaps map[objectRef]*v1.ConfigMap
+	secrets    map[objectRef]*v1.Secret
 }
 
 // NewObjects returns an empty store.
 func NewObjects() *Objects {
-	return &Objects{configMaps: map[string]*v1.ConfigMap{}, secrets: map[string]*v1.Secret{}}
+	return &Objects{configMaps: map[objectRef]*v1.ConfigMap{}, secrets: map[objectRef]*v1.Secret{}}
 }
 
-// objectRef names a ConfigMap or a Secret.
+// objectRef names a ConfigMap or a Secret of the apiserver or of the local
+// sources.
 type objectRef struct {
+	API       bool // of the apiserver source (manifest.FromAPI)
 	Secret    bool // a Secret; else a ConfigMap
 	Namespace string
 	Name      string
+}
+
+// refOf is the name of an object.
+func refOf(obj metav1.Object, secret bool) objectRef {
+	return objectRef{API: manifest.FromAPI(obj), Secret: secret, Namespace: obj.GetNamespace(), Name: obj.GetName()}
+}
+
+// podRef is the object named name that pod may refer to: in its namespace
+// and of its kind of source.
+func podRef(pod *v1.Pod, secret bool, name string) objectRef {
+	return objectRef{API: manifest.FromAPI(pod), Secret: secret, Namespace: pod.Namespace, Name: name}
 }
 
 // Set replaces every object in the store. It returns the objects whose
 // content changed: added, removed, or with other data (a Secret also with
 // another type); an object sent again as it was is not a change.
 func (o *Objects) Set(cms []*v1.ConfigMap, secrets []*v1.Secret) map[objectRef]bool {
-	c := make(map[string]*v1.ConfigMap, len(cms))
+	c := make(map[objectRef]*v1.ConfigMap, len(cms))
 	for _, cm := range cms {
-		c[cm.Namespace+"/"+cm.Name] = cm
+		c[refOf(cm, false)] = cm
 	}
-	s := make(map[string]*v1.Secret, len(secrets))
+	s := make(map[objectRef]*v1.Secret, len(secrets))
 	for _, sec := range secrets {
-		s[sec.Namespace+"/"+sec.Name] = sec
+		s[refOf(sec, true)] = sec
 	}
 	o.mu.Lock()
 	oldC, oldS := o.configMaps, o.secrets
@@ -46,38 +69,24 @@ func (o *Objects) Set(cms []*v1.ConfigMap, secrets []*v1.Secret) map[objectRef]b
 	o.mu.Unlock()
 
 	changed := map[objectRef]bool{}
-	for _, k := range changedKeys(oldC, c, sameConfigMap) {
-		cm := c[k]
-		if cm == nil {
-			cm = oldC[k]
-		}
-		changed[objectRef{Namespace: cm.Namespace, Name: cm.Name}] = true
-	}
-	for _, k := range changedKeys(oldS, s, sameSecret) {
-		sec := s[k]
-		if sec == nil {
-			sec = oldS[k]
-		}
-		changed[objectRef{Secret: true, Namespace: sec.Namespace, Name: sec.Name}] = true
-	}
+	addChanged(changed, oldC, c, sameConfigMap)
+	addChanged(changed, oldS, s, sameSecret)
 	return changed
 }
 
-// changedKeys are the keys of old and cur whose objects differ, or that
-// only one of them has.
-func changedKeys[T any](old, cur map[string]T, same func(a, b T) bool) []string {
-	var out []string
+// addChanged adds to changed the names of old and cur whose objects
+// differ, or that only one of them has.
+func addChanged[T any](changed map[objectRef]bool, old, cur map[objectRef]T, same func(a, b T) bool) {
 	for k, a := range old {
 		if b, ok := cur[k]; !ok || !same(a, b) {
-			out = append(out, k)
+			changed[k] = true
 		}
 	}
 	for k := range cur {
 		if _, ok := old[k]; !ok {
-			out = append(out, k)
+			changed[k] = true
 		}
 	}
-	return out
 }
 
 func sameConfigMap(a, b *v1.ConfigMap) bool {
@@ -88,16 +97,17 @@ func sameSecret(a, b *v1.Secret) bool {
 	return a.Type == b.Type && maps.EqualFunc(a.Data, b.Data, bytes.Equal)
 }
 
-// ConfigMap returns the ConfigMap namespace/name, or nil.
-func (o *Objects) ConfigMap(namespace, name string) *v1.ConfigMap {
+// ConfigMap returns the ConfigMap name that pod may refer to (podRef), or
+// nil.
+func (o *Objects) ConfigMap(pod *v1.Pod, name string) *v1.ConfigMap {
 	o.mu.RLock()
 	defer o.mu.RUnlock()
-	return o.configMaps[namespace+"/"+name]
+	return o.configMaps[podRef(pod, false, name)]
 }
 
-// Secret returns the Secret namespace/name, or nil.
-func (o *Objects) Secret(namespace, name string) *v1.Secret {
+// Secret returns the Secret name that pod may refer to (podRef), or nil.
+func (o *Objects) Secret(pod *v1.Pod, name string) *v1.Secret {
 	o.mu.RLock()
 	defer o.mu.RUnlock()
-	return o.secrets[namespace+"/"+name]
+	return o.secrets[podRef(pod, true, name)]
 }

@@ -141,7 +141,7 @@ func MissingRefs(pod *v1.Pod, objs *Objects) []MissingRef {
 		var keys map[string]bool
 		switch ref.Kind {
 		case KindConfigMap:
-			if cm := objs.ConfigMap(pod.Namespace, ref.Name); cm != nil {
+			if cm := objs.ConfigMap(pod, ref.Name); cm != nil {
 				keys = map[string]bool{}
 				for k := range cm.Data {
 					keys[k] = true
@@ -153,7 +153,7 @@ func MissingRefs(pod *v1.Pod, objs *Objects) []MissingRef {
 				}
 			}
 		case KindSecret:
-			if sec := objs.Secret(pod.Namespace, ref.Name); sec != nil {
+			if sec := objs.Secret(pod, ref.Name); sec != nil {
 				keys = map[string]bool{}
 				for k := range sec.Data {
 					keys[k] = true

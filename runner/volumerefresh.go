@@ -227,8 +227,8 @@ func refersToAny(pod *v1.Pod, objs map[objectRef]bool) bool {
 	if len(objs) == 0 {
 		return false
 	}
-	cm := func(name string) bool { return objs[objectRef{Namespace: pod.Namespace, Name: name}] }
-	secret := func(name string) bool { return objs[objectRef{Secret: true, Namespace: pod.Namespace, Name: name}] }
+	cm := func(name string) bool { return objs[podRef(pod, false, name)] }
+	secret := func(name string) bool { return objs[podRef(pod, true, name)] }
 	for _, vol := range pod.Spec.Volumes {
 		switch {
 		case vol.ConfigMap != nil && cm(vol.ConfigMap.Name),

@@ -406,7 +406,7 @@ func addKeyFiles(files map[string]volumeFile, data map[string][]byte, items []v1
 }
 
 func addConfigMapFiles(files map[string]volumeFile, pod *v1.Pod, objs *Objects, name string, items []v1.KeyToPath, def *int32, opt *bool) error {
-	cm := objs.ConfigMap(pod.Namespace, name)
+	cm := objs.ConfigMap(pod, name)
 	if cm == nil {
 		if optional(opt) {
 			return nil
@@ -424,7 +424,7 @@ func addConfigMapFiles(files map[string]volumeFile, pod *v1.Pod, objs *Objects, 
 }
 
 func addSecretFiles(files map[string]volumeFile, pod *v1.Pod, objs *Objects, name string, items []v1.KeyToPath, def *int32, opt *bool) error {
-	sec := objs.Secret(pod.Namespace, name)
+	sec := objs.Secret(pod, name)
 	if sec == nil {
 		if optional(opt) {
 			return nil

@@ -507,10 +507,16 @@ func (r *apiRun) snapshot() (Update, bool) {
 		if !ok {
 			continue
 		}
+		// Marked as the API's (a copy: the informer's cache is shared),
+		// so that only the API's pods see it (manifest.FromAPI).
 		switch o := obj.(type) {
 		case *v1.ConfigMap:
+			o = o.DeepCopy()
+			manifest.SetConfigSource(o, manifest.ConfigSourceAPI)
 			snap.ConfigMaps = append(snap.ConfigMaps, o)
 		case *v1.Secret:
+			o = o.DeepCopy()
+			manifest.SetConfigSource(o, manifest.ConfigSourceAPI)
 			snap.Secrets = append(snap.Secrets, o)
 		}
 	}
@@ -595,7 +601,7 @@ func APIPod(api *v1.Pod, source string, seen time.Time) (*v1.Pod, error) {
 		p.Annotations = map[string]string{}
 	}
 	p.Annotations[manifest.AnnotationSource] = source
-	p.Annotations[manifest.AnnotationConfigSource] = manifest.ConfigSourceAPI
+	manifest.SetConfigSource(p, manifest.ConfigSourceAPI)
 	p.Annotations[manifest.AnnotationConfigSeen] = seen.UTC().Format(time.RFC3339Nano)
 	p.Annotations[manifest.AnnotationConfigHash] = manifest.ContentHash(p)
 	return p, nil

@@ -185,6 +185,13 @@ func TestAPIServerSourceAgainstAPIServer(t *testing.T) {
 	if s := u.Snapshot.Secrets; len(s) == 1 && string(s[0].Data["password"]) != "s3cret" {
 		t.Errorf("Secret creds holds %q", s[0].Data["password"])
 	}
+	// The API's objects are marked as its own: they serve only its pods.
+	if cm := snapConfigMap(u, "conf"); cm != nil && !manifest.FromAPI(cm) {
+		t.Errorf("ConfigMap conf is not marked as the API's: %v", cm.Annotations)
+	}
+	if s := u.Snapshot.Secrets; len(s) == 1 && !manifest.FromAPI(s[0]) {
+		t.Errorf("Secret creds is not marked as the API's: %v", s[0].Annotations)
+	}
 
 	t.Run("edited ConfigMap", func(t *testing.T) {
 		cm, err := core.ConfigMaps("default").Get(ctx, "conf", metav1.GetOptions{})

@@ -201,6 +201,8 @@ func (m *Merger) Pods() []*v1.Pod {
 
 // Objects returns the ConfigMaps and Secrets of all sources (the first
 // source's on a name conflict), as copies, for the pods' volumes and env.
+// The apiserver's are marked as such (manifest.FromAPI): they serve only
+// its pods, and the local sources' only theirs.
 func (m *Merger) Objects() ([]*v1.ConfigMap, []*v1.Secret) {
 	cms := make([]*v1.ConfigMap, len(m.cms))
 	for i, cm := range m.cms {

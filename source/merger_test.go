@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
+
 	"github.com/podrun/podrun/manifest"
 )
 
@@ -186,6 +188,33 @@ func TestMergerObjects(t *testing.T) {
 	cms[0].Data["k"] = "changed"
 	if cms, _ := m.Objects(); cms[0].Data["k"] != "from-a" {
 		t.Error("Objects returned the merger's own ConfigMap")
+	}
+}
+
+// TestMergerAPIObjectsApartFromLocalOnes: a ConfigMap or Secret of the
+// apiserver and one of a manifest named alike do not conflict, as each
+// serves only its own source's pods; both are kept, each marked with its
+// source (a manifest cannot mark its objects as the API's).
+func TestMergerAPIObjectsApartFromLocalOnes(t *testing.T) {
+	const local = "/etc/kubernetes/manifests"
+	m := NewMerger([]string{local, DefaultAPIServerSourceName})
+	m.Update(Update{Source: local, Snapshot: snapAt(t, local, "apiVersion: v1\nkind: Secret\nmetadata:\n  name: s\n"+
+		"  annotations: {kubernetes.io/config.source: api}\nstringData:\n  p: local\n", 1)})
+	api := &v1.Secret{Data: map[string][]byte{"p": []byte("api")}}
+	api.Name, api.Namespace = "s", "default"
+	manifest.SetConfigSource(api, manifest.ConfigSourceAPI)
+	m.Update(Update{Source: DefaultAPIServerSourceName, Snapshot: &manifest.Snapshot{Source: DefaultAPIServerSourceName, Secrets: []*v1.Secret{api}}})
+
+	if c := m.Conflicts(); len(c) != 0 {
+		t.Errorf("Conflicts = %+v, want none", c)
+	}
+	_, secrets := m.Objects()
+	byValue := map[string]bool{}
+	for _, s := range secrets {
+		byValue[string(s.Data["p"])] = manifest.FromAPI(s)
+	}
+	if len(secrets) != 2 || byValue["local"] || !byValue["api"] {
+		t.Errorf("Secrets by value, marked the API's: %v; want local (not the API's) and api", byValue)
 	}
 }
 
