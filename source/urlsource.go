@@ -19,9 +19,10 @@ import (
 // URLSource polls a manifest URL for `podrun watch`.
 //
 // It keeps the last good content: an error status, a timeout, a TLS
-// failure, a body over MaxFileSize, an empty body (blank or only comments)
-// and invalid content are reported in Update.Err and change nothing
-// that runs. A body that is explicitly an empty List (`kind: List`,
+// failure, a body over MaxFileSize, a body whose end cannot be told from a
+// dropped connection (see unframed), an empty body (blank or only
+// comments) and invalid content are reported in Update.Err and change
+// nothing that runs. A body that is explicitly an empty List (`kind: List`,
 // `items: []`) is good and removes the URL's pods.
 type URLSource struct {
 	// URL is the manifest URL as configured (--manifest-url); it is the
@@ -170,6 +171,10 @@ func fetch(ctx context.Context, client *http.Client, url string, header http.Hea
 		return fetchResult{}, fmt.Errorf("fetch manifests from %s: the server answered %s, want 200 OK", url, resp.Status)
 	case resp.ContentLength > manifest.MaxFileSize:
 		return fetchResult{}, tooLarge(url, resp.ContentLength)
+	case unframed(resp):
+		return fetchResult{}, fmt.Errorf("fetch manifests from %s: the server sent neither Content-Length nor chunked encoding, "+
+			"so a body cut short by a dropped connection could not be told from a whole one: the body is refused and "+
+			"the last good pods are kept; have the server send Content-Length or Transfer-Encoding: chunked", url)
 	}
 	// The timeout covers the body too: Client.Timeout ends a slow read.
 	data, err := io.ReadAll(io.LimitReader(resp.Body, manifest.MaxFileSize+1))
@@ -193,6 +198,16 @@ func fetch(ctx context.Context, client *http.Client, url string, header http.Hea
 		etag:         resp.Header.Get("ETag"),
 		lastModified: resp.Header.Get("Last-Modified"),
 	}}, nil
+}
+
+// unframed reports whether resp's body ends only where the connection
+// closes (HTTP/1.x with neither Content-Length nor chunked encoding), so
+// that a body cut short reads as a whole one: a cut at a "---" would
+// silently remove the pods after it. HTTP/2 frames the end of a stream, and
+// a gzip body that the transport decompressed carries its own length and
+// CRC: a cut one fails to read.
+func unframed(resp *http.Response) bool {
+	return resp.ProtoMajor == 1 && resp.ContentLength < 0 && len(resp.TransferEncoding) == 0 && !resp.Uncompressed
 }
 
 func tooLarge(url string, size int64) error {

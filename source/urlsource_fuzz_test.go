@@ -35,11 +35,12 @@ func (f *failingReader) Read(p []byte) (int, error) {
 }
 
 // FuzzURLBody fuzzes what the URL source does with an answer: its status,
-// its declared length (which may lie), a body that may break off, and the
-// body itself. fetch must return (no panic, no hang), and:
+// its declared length (which may lie; -1 is a chunked body, less than -1
+// one that ends where the connection does), a body that may break off, and
+// the body itself. fetch must return (no panic, no hang), and:
 //   - a status other than 200 (or 304 to a conditional request) is an
-//     error naming the URL, and so is a body that breaks off or a declared
-//     length over MaxFileSize;
+//     error naming the URL, and so is a body that breaks off, a declared
+//     length over MaxFileSize or a body ended by the connection;
 //   - a 304 to a conditional request is "not modified", with no error;
 //   - otherwise the result is exactly Parse's of the body, and an empty
 //     body (no document) is an error, never an empty snapshot.
@@ -51,6 +52,7 @@ func FuzzURLBody(f *testing.F) {
 	f.Add([]byte(""), uint16(304), int64(0), false, true)
 	f.Add([]byte("kind: Pod"), uint16(200), int64(manifest.MaxFileSize+1), false, false)
 	f.Add([]byte("kind: Pod\n"), uint16(200), int64(-1), true, false)
+	f.Add([]byte("kind: Pod\n"), uint16(200), int64(-2), false, false)
 	const url = "https://manifests.example/pods.yaml"
 	f.Fuzz(func(t *testing.T, body []byte, status uint16, declared int64, breaks, conditional bool) {
 		if status < 100 || status > 999 {
@@ -61,14 +63,21 @@ func FuzzURLBody(f *testing.F) {
 			if breaks {
 				rd = &failingReader{r: rd}
 			}
-			return &http.Response{
+			resp := &http.Response{
 				StatusCode:    int(status),
 				Status:        http.StatusText(int(status)),
+				Proto:         "HTTP/1.1",
+				ProtoMajor:    1,
+				ProtoMinor:    1,
 				Header:        http.Header{"Etag": {`"v1"`}},
 				Body:          io.NopCloser(rd),
-				ContentLength: declared,
+				ContentLength: max(declared, -1),
 				Request:       r,
-			}, nil
+			}
+			if declared == -1 {
+				resp.TransferEncoding = []string{"chunked"}
+			}
+			return resp, nil
 		})}
 		val := validators{}
 		if conditional {
@@ -97,6 +106,11 @@ func FuzzURLBody(f *testing.F) {
 		case declared > manifest.MaxFileSize:
 			if err == nil {
 				t.Fatalf("a declared length of %d gave no error", declared)
+			}
+			return
+		case declared < -1:
+			if err == nil || !strings.Contains(err.Error(), "neither Content-Length nor chunked encoding") {
+				t.Fatalf("a body ended by the connection gave %v", err)
 			}
 			return
 		case breaks:

@@ -1,6 +1,8 @@
 package source
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/pem"
 	"errors"
@@ -100,6 +102,63 @@ var urlFaults = []struct {
 	}, "204 No Content", false},
 	{"invalid", serve("apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n  containers:\n  - name: app\n    imagee: x\n"),
 		":8: spec.containers[0].imagee: unknown field", false},
+	// A close-delimited body ends where the connection does, so a cut
+	// cannot be told from the end: every such body is refused, whole too.
+	{"close-delimited, cut at a document boundary", closing(cutTwoPods), "neither Content-Length nor chunked encoding", false},
+	{"close-delimited, cut inside a pod", closing(podNamed("web")), // its second container cut off
+		"neither Content-Length nor chunked encoding", false},
+	{"close-delimited, whole", closing(twoPods), "neither Content-Length nor chunked encoding", false},
+	// The framed bodies a cut makes an error of.
+	{"Content-Length, cut", closing(cutTwoPods, fmt.Sprintf("Content-Length: %d", len(twoPods))), "unexpected EOF", false},
+	{"chunked, cut", closing(chunk(cutTwoPods), "Transfer-Encoding: chunked"), "unexpected EOF", false},
+	{"gzip, close-delimited, cut midway", closing(gzipTwoPods[:len(gzipTwoPods)/2], "Content-Encoding: gzip"),
+		"unexpected EOF", false},
+	// Every byte of the manifest is there; only the CRC and size are not.
+	{"gzip, close-delimited, cut before its trailer", closing(gzipTwoPods[:len(gzipTwoPods)-8], "Content-Encoding: gzip"),
+		"unexpected EOF", false},
+}
+
+// twoPods is a manifest of two documents; cutTwoPods is what a connection
+// dropped at their boundary leaves of it, itself a valid manifest.
+var (
+	twoPods    = podNamed("a") + "---\n" + podNamed("b")
+	cutTwoPods = podNamed("a") + "---\n"
+
+	gzipTwoPods = gzipped(twoPods)
+)
+
+// closing answers 200 with head (header lines) and body as given, byte for
+// byte, then closes the connection: framings, whole or cut short, that
+// net/http's server would not write.
+func closing(body string, head ...string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		conn, buf, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			http.Error(w, "hijack: "+err.Error(), http.StatusInternalServerError)
+			return
+		}
+		defer conn.Close()
+		fmt.Fprint(buf, "HTTP/1.1 200 OK\r\nConnection: close\r\n")
+		for _, h := range head {
+			fmt.Fprintf(buf, "%s\r\n", h)
+		}
+		fmt.Fprintf(buf, "\r\n%s", body)
+		buf.Flush()
+	}
+}
+
+// chunk is s as one chunk of a chunked body, without the last chunk that
+// ends the body.
+func chunk(s string) string {
+	return fmt.Sprintf("%x\r\n%s\r\n", len(s), s)
+}
+
+func gzipped(s string) string {
+	var b bytes.Buffer
+	zw := gzip.NewWriter(&b)
+	zw.Write([]byte(s))
+	zw.Close()
+	return b.String()
 }
 
 func testClient(t *testing.T, short bool) *http.Client {
@@ -153,6 +212,53 @@ func TestFetchURLGood(t *testing.T) {
 	snap, err = FetchURL(context.Background(), testClient(t, false), srv2.URL, nil, testOptions())
 	if err != nil || !snap.Empty() {
 		t.Errorf("empty List: %v, %v", snap, err)
+	}
+}
+
+// TestFetchURLFramedBodies: a body whose end the client can tell from a
+// dropped connection is taken, whatever tells it.
+func TestFetchURLFramedBodies(t *testing.T) {
+	for name, handler := range map[string]http.HandlerFunc{
+		"Content-Length": closing(twoPods, fmt.Sprintf("Content-Length: %d", len(twoPods))),
+		"chunked":        closing(chunk(twoPods)+"0\r\n\r\n", "Transfer-Encoding: chunked"),
+		// The transport decompresses it; a cut gzip stream fails (urlFaults).
+		"gzip, close-delimited": closing(gzipped(twoPods), "Content-Encoding: gzip"),
+	} {
+		t.Run(name, func(t *testing.T) {
+			srv := httptest.NewServer(handler)
+			defer srv.Close()
+			fetchesTwoPods(t, testClient(t, false), srv.URL)
+		})
+	}
+
+	t.Run("HTTP/2", func(t *testing.T) {
+		// HTTP/2 frames the end of a stream: neither Content-Length nor
+		// chunked encoding is needed there.
+		srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.ProtoMajor != 2 {
+				http.Error(w, "want HTTP/2, got "+r.Proto, http.StatusHTTPVersionNotSupported)
+				return
+			}
+			fmt.Fprint(w, cutTwoPods)
+			w.(http.Flusher).Flush() // sent before its length is known
+			fmt.Fprint(w, strings.TrimPrefix(twoPods, cutTwoPods))
+		}))
+		srv.EnableHTTP2 = true
+		srv.StartTLS()
+		defer srv.Close()
+		fetchesTwoPods(t, trustingClient(t, srv), srv.URL)
+	})
+}
+
+// fetchesTwoPods fails unless url, fetched with client, is twoPods.
+func fetchesTwoPods(t *testing.T, client *http.Client, url string) {
+	t.Helper()
+	snap, err := FetchURL(context.Background(), client, url, nil, testOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(podNames(snap), ","); got != "a-node1,b-node1" {
+		t.Errorf("pods = %s", got)
 	}
 }
 
@@ -382,16 +488,7 @@ func TestNewHTTPClientTLS(t *testing.T) {
 	}
 
 	// Its CA (here the self-signed certificate itself) in --manifest-url-ca.
-	caFile := filepath.Join(t.TempDir(), "ca.pem")
-	pemData := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
-	if err := os.WriteFile(caFile, pemData, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	client, err = NewHTTPClient(caFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	snap, err := FetchURL(context.Background(), client, srv.URL, nil, testOptions())
+	snap, err := FetchURL(context.Background(), trustingClient(t, srv), srv.URL, nil, testOptions())
 	if err != nil || len(snap.Pods) != 1 {
 		t.Errorf("with the CA: %v, %v", snap, err)
 	}
@@ -404,6 +501,22 @@ func TestNewHTTPClientTLS(t *testing.T) {
 	if _, err := NewHTTPClient(notPEM); err == nil || !strings.Contains(err.Error(), "no PEM certificate") {
 		t.Errorf("a file without PEM: %v", err)
 	}
+}
+
+// trustingClient is NewHTTPClient with srv's self-signed certificate in
+// --manifest-url-ca.
+func trustingClient(t *testing.T, srv *httptest.Server) *http.Client {
+	t.Helper()
+	caFile := filepath.Join(t.TempDir(), "ca.pem")
+	pemData := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+	if err := os.WriteFile(caFile, pemData, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	client, err := NewHTTPClient(caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client
 }
 
 func TestURLSourceStopsDuringARequest(t *testing.T) {
