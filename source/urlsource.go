@@ -8,8 +8,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -29,10 +32,14 @@ type URLSource struct {
 	// identity source of its pods.
 	URL string
 	// Header is sent with every request (--manifest-url-header); see
-	// ParseHeaders. A Host entry sets the request's Host.
+	// ParseHeaders. A Host entry sets the request's Host. It goes only to
+	// the URL's host and port: a redirect elsewhere is followed without it
+	// (and without Authorization and Cookie), one from https to http is
+	// refused.
 	Header http.Header
 	// Client makes the requests; nil means NewHTTPClient(""). Its Timeout
-	// bounds a whole request, body included.
+	// bounds a whole request, body included. Its CheckRedirect, if any,
+	// is asked after the rules of Header.
 	Client *http.Client
 	// Interval is --http-check-frequency; zero means
 	// DefaultHTTPCheckFrequency. The first fetch is at once.
@@ -157,7 +164,7 @@ func fetch(ctx context.Context, client *http.Client, url string, header http.Hea
 			return fetchResult{}, err
 		}
 	}
-	resp, err := client.Do(req)
+	resp, err := guardRedirects(client, header).Do(req)
 	if err != nil {
 		// The error names the method and URL: Get "https://...": ...
 		return fetchResult{}, fmt.Errorf("fetch manifests: %w", err)
@@ -198,6 +205,54 @@ func fetch(ctx context.Context, client *http.Client, url string, header http.Hea
 		etag:         resp.Header.Get("ETag"),
 		lastModified: resp.Header.Get("Last-Modified"),
 	}}, nil
+}
+
+// guardRedirects returns a copy of client (sharing its transport) whose
+// redirects keep header, the --manifest-url-header values, to the host
+// they were given for. Go follows a redirect with the request's headers to
+// any host, and Authorization and Cookie to any port of the same name or
+// its subdomains, so a token meant for the manifest server would go
+// wherever a redirect pointed. The policy is set here, where header is
+// put on the request, so that no client can be handed one without it.
+func guardRedirects(client *http.Client, header http.Header) *http.Client {
+	guarded := *client
+	next := client.CheckRedirect
+	guarded.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+		prev := via[len(via)-1].URL
+		if prev.Scheme == "https" && req.URL.Scheme == "http" {
+			return fmt.Errorf("refused a redirect from %s to %s: it would send the request, and its headers, unencrypted",
+				prev.Redacted(), req.URL.Redacted())
+		}
+		// Once the chain has left the first host, even a way back is one
+		// that another host chose: the headers stay behind from then on.
+		origin := hostPort(via[0].URL)
+		elsewhere := func(r *http.Request) bool { return hostPort(r.URL) != origin }
+		if elsewhere(req) || slices.ContainsFunc(via, elsewhere) {
+			for key := range header {
+				req.Header.Del(key)
+			}
+			req.Header.Del("Authorization")
+			req.Header.Del("Cookie")
+		}
+		if next != nil {
+			return next(req, via)
+		}
+		if len(via) >= 10 { // Go's own limit, which a CheckRedirect replaces
+			return errors.New("stopped after 10 redirects")
+		}
+		return nil
+	}
+	return &guarded
+}
+
+// hostPort is u's host and port, the port filled in from the scheme, so
+// that http://example.com and http://example.com:80 are one host.
+func hostPort(u *url.URL) string {
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	return net.JoinHostPort(strings.ToLower(u.Hostname()), port)
 }
 
 // unframed reports whether resp's body ends only where the connection

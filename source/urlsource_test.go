@@ -262,6 +262,93 @@ func fetchesTwoPods(t *testing.T, client *http.Client, url string) {
 	}
 }
 
+// TestFetchURLRefusesRedirectOutOfTLS: a redirect from https to http would
+// send the request, and the credentials in its headers, in clear text.
+func TestFetchURLRefusesRedirectOutOfTLS(t *testing.T) {
+	reached := make(chan *http.Request, 1)
+	plain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reached <- r
+		fmt.Fprint(w, podNamed("web"))
+	}))
+	defer plain.Close()
+	secure := httptest.NewTLSServer(http.RedirectHandler(plain.URL+"/pods.yaml", http.StatusFound))
+	defer secure.Close()
+	header, err := ParseHeaders([]string{"Authorization: Bearer s3cret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	_, err = FetchURL(context.Background(), trustingClient(t, secure), secure.URL+"/pods.yaml", header, testOptions())
+	if want := "redirect from " + secure.URL + "/pods.yaml to " + plain.URL + "/pods.yaml"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("FetchURL error = %v, want %q", err, want)
+	}
+	select {
+	case r := <-reached:
+		t.Errorf("the request went to http, Authorization %q", r.Header.Get("Authorization"))
+	default:
+	}
+}
+
+// TestFetchURLRedirectHeaders: the configured headers, and Authorization
+// and Cookie, follow a redirect on their host and port, and no further.
+func TestFetchURLRedirectHeaders(t *testing.T) {
+	header, err := ParseHeaders([]string{"Authorization: Bearer s3cret", "X-Auth-Token: t0ken", "Cookie: session=c00kie"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Two servers on 127.0.0.1: the same name, another port.
+	mux := http.NewServeMux()
+	origin, other := httptest.NewUnstartedServer(mux), httptest.NewUnstartedServer(mux)
+	originURL, otherURL := "http://"+origin.Listener.Addr().String(), "http://"+other.Listener.Addr().String()
+	seen := make(chan http.Header, 1)
+	mux.HandleFunc("/pods.yaml", func(w http.ResponseWriter, r *http.Request) {
+		seen <- r.Header.Clone()
+		fmt.Fprint(w, podNamed("web"))
+	})
+	redirect := func(path, to string) {
+		mux.Handle(path, http.RedirectHandler(to, http.StatusFound))
+	}
+	redirect("/to-origin", originURL+"/pods.yaml")
+	redirect("/to-other", otherURL+"/pods.yaml")
+	redirect("/via-other", otherURL+"/to-origin")
+	redirect("/loop", "/loop")
+	origin.Start()
+	defer origin.Close()
+	other.Start()
+	defer other.Close()
+
+	for _, tc := range []struct {
+		path string
+		sent bool
+	}{
+		{"/to-origin", true},
+		{"/to-other", false},
+		// Back on the first host, but by another's choice.
+		{"/via-other", false},
+	} {
+		t.Run(tc.path, func(t *testing.T) {
+			if _, err := FetchURL(context.Background(), testClient(t, false), originURL+tc.path, header, testOptions()); err != nil {
+				t.Fatal(err)
+			}
+			got := <-seen
+			for _, key := range []string{"Authorization", "X-Auth-Token", "Cookie"} {
+				if sent := got.Get(key) != ""; sent != tc.sent {
+					t.Errorf("%s sent = %v, want %v", key, sent, tc.sent)
+				}
+			}
+			if got.Get("User-Agent") != "podrun" {
+				t.Errorf("User-Agent = %q", got.Get("User-Agent"))
+			}
+		})
+	}
+
+	// Go's limit on redirects holds.
+	_, err = FetchURL(context.Background(), testClient(t, false), originURL+"/loop", header, testOptions())
+	if err == nil || !strings.Contains(err.Error(), "stopped after 10 redirects") {
+		t.Errorf("a redirect loop: %v", err)
+	}
+}
+
 // urlSource polls srv every few milliseconds.
 func urlSource(t *testing.T, url string) *URLSource {
 	logger, _ := testLogger(t)
