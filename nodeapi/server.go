@@ -244,7 +244,7 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			err = errUnauthenticated
 		}
 		log.Info("node api request refused: unauthenticated", "status", http.StatusUnauthorized, "err", err)
-		http.Error(rec, "Unauthorized", http.StatusUnauthorized)
+		refuse(rec, "Unauthorized", http.StatusUnauthorized)
 		return
 	}
 	u := resp.User
@@ -258,7 +258,7 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			msg := fmt.Sprintf("Authorization error (user=%s, verb=%s, resource=%s, subresource=%s)",
 				u.GetName(), a.GetVerb(), a.GetResource(), a.GetSubresource())
 			log.Warn("node api request failed: authorization error", "status", http.StatusInternalServerError, "err", err)
-			http.Error(rec, msg, http.StatusInternalServerError)
+			refuse(rec, msg, http.StatusInternalServerError)
 			return
 		}
 		if d == authorizer.DecisionAllow {
@@ -273,7 +273,7 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		msg := fmt.Sprintf("Forbidden (user=%s, verb=%s, resource=nodes, subresource(s)=%v)",
 			u.GetName(), verbFor(r.Method), subresources)
 		log.Info("node api request refused: forbidden", "status", http.StatusForbidden, "subresources", subresources)
-		http.Error(rec, msg, http.StatusForbidden)
+		refuse(rec, msg, http.StatusForbidden)
 		return
 	}
 
@@ -288,6 +288,22 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		level = slog.LevelWarn
 	}
 	log.Log(r.Context(), level, "node api request", "status", status, "bytes", rec.bytes, "duration", time.Since(start).Round(time.Millisecond))
+}
+
+// refuse answers a request the guard turns away, whose body no one has
+// read, and closes its connection. There is no server ReadTimeout (it
+// would cut streams), so net/http, to keep the connection, would read up
+// to 256 KiB of the unread body with no deadline, twice: before writing
+// the answer (chunkWriter.writeHeader) and when closing the body after it
+// (finishRequest, body.Close). A client that declares a body and sends
+// none would then never be answered and would hold the connection and its
+// goroutine. "Connection: close" skips the first read; the expired read
+// deadline ends the second at once. (Over HTTP/2, net/http makes the
+// close a GOAWAY.)
+func refuse(w http.ResponseWriter, msg string, code int) {
+	w.Header().Set("Connection", "close")
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now())
+	http.Error(w, msg, code)
 }
 
 // recorder remembers a response's status and size; Unwrap lets

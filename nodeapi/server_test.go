@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -307,6 +308,55 @@ func TestDeniedIsForbidden(t *testing.T) {
 	})
 	if code, body := h.get(h.client(&joe, ""), "/pods"); code != 200 {
 		t.Errorf("/pods allowed as nodes/proxy = %d %q", code, body)
+	}
+}
+
+// TestRefusalWithAnUnsentBodyIsAnsweredAndClosed: a request the guard
+// refuses, whose declared body never comes, gets its answer at once, and
+// the server closes its connection, rather than waiting on the body with
+// no read deadline, holding the connection and its goroutine for ever.
+func TestRefusalWithAnUnsentBodyIsAnsweredAndClosed(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		user    string // a certificate of the cluster CA; "": anonymous
+		failAPI bool
+		framing string
+		code    int
+	}{
+		{"unauthenticated/content-length", "", false, "Content-Length: 10", http.StatusUnauthorized},
+		{"unauthenticated/chunked", "", false, "Transfer-Encoding: chunked", http.StatusUnauthorized},
+		{"forbidden", "alice", false, "Content-Length: 10", http.StatusForbidden},
+		{"authorization error", "kube-apiserver-kubelet-client", true, "Content-Length: 10", http.StatusInternalServerError},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, nil)
+			h.api.set(func(f *fakeAPIServer) { f.fail = tc.failAPI })
+			cfg := &tls.Config{RootCAs: h.roots, MinVersion: tls.VersionTLS12} // no ALPN: HTTP/1.1
+			if tc.user != "" {
+				cfg.Certificates = []tls.Certificate{h.ca.client(t, tc.user)}
+			}
+			conn, err := tls.Dial("tcp", h.srv.Addr(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			// Generous: the answer comes at once; only a broken server
+			// makes the test wait this long.
+			conn.SetDeadline(time.Now().Add(30 * time.Second))
+			fmt.Fprintf(conn, "POST /run/default/web-%s/app?cmd=id HTTP/1.1\r\nHost: node\r\n%s\r\n\r\n", testNode, tc.framing)
+			br := bufio.NewReader(conn)
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatalf("no answer to a refused request whose body never came: %v", err)
+			}
+			body, err := io.ReadAll(resp.Body)
+			if err != nil || resp.StatusCode != tc.code || !resp.Close {
+				t.Errorf("refused request = %d %q (Connection: close %v), %v; want %d closing the connection", resp.StatusCode, body, resp.Close, err, tc.code)
+			}
+			if rest, err := io.ReadAll(br); err != nil || len(rest) != 0 {
+				t.Errorf("after the answer: %q, %v; want the server to close the connection (EOF)", rest, err)
+			}
+		})
 	}
 }
 
