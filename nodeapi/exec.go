@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -35,7 +36,15 @@ const (
 	defaultStreamIdleTimeout = 4 * time.Hour
 	// writeStatusTimeout bounds the write of a websocket stream's status.
 	writeStatusTimeout = 10 * time.Second
+	// maxRunOutput bounds the output /run holds until its command ends:
+	// 16 MiB, the kubelet CRI client's gRPC message limit, at which
+	// dockershim, containerd and CRI-O cap an ExecSync's output.
+	maxRunOutput = 16 << 20
 )
+
+// errRunOutputLimit fails the write that would take a /run's output past
+// maxRunOutput.
+var errRunOutputLimit = fmt.Errorf("output exceeds %d MiB", maxRunOutput>>20)
 
 // exec serves /exec/{namespace}/{pod}[/{uid}]/{container}?command=...
 // as the kubelet's getExec: SPDY (channel.k8s.io v1 to v4) and WebSocket
@@ -61,6 +70,13 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 // kubelet's getRun: the command (split at spaces, as the kubelet splits
 // it) runs without stdin, and its stdout and stderr are the response. A
 // non-zero exit code is a 500, as the kubelet answers.
+//
+// The output is held until the command ends, so a command that writes
+// more than maxRunOutput is stopped and answered with a 500 saying so, as
+// the kubelet over dockershim answers (exec streams any amount). Its
+// client sees nothing until then either, so the command is stopped, as an
+// idle stream is closed, after the stream idle timeout (4 h by default,
+// as long as the kubelet's server lets a request take).
 func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 	id, status, err := s.execTarget(r)
 	if err != nil {
@@ -68,11 +84,18 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	cmd := strings.Split(r.URL.Query().Get("cmd"), " ")
-	var buf bytes.Buffer
-	out := &lockedWriter{w: &buf}
-	code, err := s.opts.Exec.ExecStream(r.Context(), id, cmd, engine.ExecStreams{Stdout: out, Stderr: out})
-	if err == nil && code != 0 {
-		err = fmt.Errorf("command %q exited with code %d: %s", cmd, code, buf.String())
+	ctx, cancel := context.WithTimeout(r.Context(), s.opts.StreamIdleTimeout)
+	defer cancel()
+	out := &runOutput{max: maxRunOutput, stop: cancel}
+	code, err := s.opts.Exec.ExecStream(ctx, id, cmd, engine.ExecStreams{Stdout: out, Stderr: out})
+	output, overflowed := out.end()
+	switch {
+	case overflowed:
+		err = fmt.Errorf("command %q stopped: its %w, the most /run holds (exec streams any amount)", cmd, errRunOutputLimit)
+	case err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded):
+		err = fmt.Errorf("command %q did not end within %s: %w", cmd, s.opts.StreamIdleTimeout, err)
+	case err == nil && code != 0:
+		err = fmt.Errorf("command %q exited with code %d: %s", cmd, code, output)
 	}
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
@@ -80,7 +103,44 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(buf.Bytes())
+	_, _ = w.Write(output)
+}
+
+// runOutput holds a /run's stdout and stderr, in the order written, up to
+// max bytes. The write that would pass max fails and stops the command
+// (a runtime's stream may not pass the error on), so one that writes
+// without end is not read for ever. Safe for concurrent use.
+type runOutput struct {
+	max  int
+	stop context.CancelFunc
+
+	mu         sync.Mutex
+	buf        bytes.Buffer
+	overflowed bool
+	done       bool // end was called: no more writes
+}
+
+func (o *runOutput) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	switch {
+	case o.done:
+		return 0, io.ErrClosedPipe
+	case o.overflowed || o.buf.Len()+len(p) > o.max:
+		o.overflowed = true
+		o.stop()
+		return 0, errRunOutputLimit
+	}
+	return o.buf.Write(p)
+}
+
+// end is the output held and whether more was written, once the command
+// has ended.
+func (o *runOutput) end() ([]byte, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.done = true
+	return o.buf.Bytes(), o.overflowed
 }
 
 // execTarget is the engine ID of the running container a /exec or /run

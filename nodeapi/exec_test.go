@@ -313,6 +313,104 @@ func TestRun(t *testing.T) {
 	}
 }
 
+// floodExecer writes total bytes to stdout, 32 KiB a write (as Docker's
+// stdcopy does), until a write fails, and counts what was taken.
+type floodExecer struct {
+	total int
+
+	mu       sync.Mutex
+	accepted int
+	err      error // the write that failed
+	stopped  bool  // ctx had ended when it failed
+}
+
+func (f *floodExecer) ExecStream(ctx context.Context, _ string, _ []string, s engine.ExecStreams) (int, error) {
+	chunk := bytes.Repeat([]byte("y\n"), 16<<10)
+	for sent := 0; sent < f.total; sent += len(chunk) {
+		n, err := s.Stdout.Write(chunk[:min(len(chunk), f.total-sent)])
+		f.mu.Lock()
+		f.accepted += n
+		f.err, f.stopped = err, ctx.Err() != nil
+		f.mu.Unlock()
+		if err != nil {
+			return -1, err
+		}
+	}
+	return 0, nil
+}
+
+// TestRunOutputIsBounded: /run holds its command's output until the
+// command ends, so it takes at most maxRunOutput bytes of it. A command
+// that writes more is stopped (its write fails and its context ends) and
+// answered with a 500 saying so; one that writes just that much is
+// answered with its output.
+func TestRunOutputIsBounded(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		total int
+		code  int
+	}{
+		{"over", 4 * maxRunOutput, http.StatusInternalServerError},
+		{"at the limit", maxRunOutput, http.StatusOK},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ex := &floodExecer{total: tc.total}
+			h := newHarness(t, func(o *Options) { o.Exec = ex })
+			resp, err := h.apiserverClient().Post(h.base+"/run/default/web-node1/app?cmd=yes", "text/plain", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			body, err := io.ReadAll(io.LimitReader(resp.Body, maxRunOutput+1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ex.mu.Lock()
+			defer ex.mu.Unlock()
+			if ex.accepted > maxRunOutput {
+				t.Errorf("/run took %d bytes of output, want at most %d", ex.accepted, maxRunOutput)
+			}
+			if tc.code == http.StatusOK {
+				if resp.StatusCode != tc.code || len(body) != tc.total || ex.err != nil {
+					t.Errorf("/run of %d bytes = %d with %d bytes, write error %v; want 200 with all of them", tc.total, resp.StatusCode, len(body), ex.err)
+				}
+				return
+			}
+			if resp.StatusCode != tc.code || !strings.Contains(string(body), "output exceeds 16 MiB") || len(body) > 1<<10 {
+				t.Errorf("/run of %d bytes = %d %.200q (%d bytes); want 500 saying the output exceeds 16 MiB", tc.total, resp.StatusCode, body, len(body))
+			}
+			if ex.err == nil || !ex.stopped {
+				t.Errorf("the command's write = %v with its context ended %v; want it failed and the command stopped", ex.err, ex.stopped)
+			}
+		})
+	}
+}
+
+// TestRunIsBoundedInTime: a /run's client sees nothing until the command
+// ends, so the command is stopped, as an idle stream is closed, after the
+// stream idle timeout (here past at once).
+func TestRunIsBoundedInTime(t *testing.T) {
+	ex := blockingExecer{ended: make(chan error, 1)}
+	h := newHarness(t, func(o *Options) { o.Exec = ex; o.StreamIdleTimeout = time.Nanosecond })
+	resp, err := h.apiserverClient().Post(h.base+"/run/default/web-node1/app?cmd=sleep", "text/plain", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusInternalServerError || !strings.Contains(string(body), "did not end within") {
+		t.Errorf("/run past its timeout = %d %q, want 500 saying the command did not end in time", resp.StatusCode, body)
+	}
+	select {
+	case err := <-ex.ended:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("the command ended with %v, want its deadline", err)
+		}
+	default:
+		t.Error("/run answered but its command still runs")
+	}
+}
+
 // TestExecLegacyWebSocket is the node half of the conformance spec "Pods
 // should support remote command execution over websockets": the apiserver
 // passes its channel.k8s.io WebSocket through to the node, and the output
