@@ -89,6 +89,9 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 	out := &runOutput{max: maxRunOutput, stop: cancel}
 	code, err := s.opts.Exec.ExecStream(ctx, id, cmd, engine.ExecStreams{Stdout: out, Stderr: out})
 	output, overflowed := out.end()
+	// The guard's write deadline runs from the request's start, and the
+	// command's run is no write: the answer is bounded from now.
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.opts.WriteTimeout))
 	switch {
 	case overflowed:
 		err = fmt.Errorf("command %q stopped: its %w, the most /run holds (exec streams any amount)", cmd, errRunOutputLimit)
