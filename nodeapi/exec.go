@@ -84,14 +84,18 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	cmd := strings.Split(r.URL.Query().Get("cmd"), " ")
+	// The guard's write deadline runs from the request's start, and the
+	// command's run is no write (over HTTP/2 a deadline that passes resets
+	// the stream, written to or not): none while the command runs, which
+	// its own timeout bounds, and the answer's from when it is written.
+	rc := http.NewResponseController(w)
+	_ = rc.SetWriteDeadline(time.Time{})
 	ctx, cancel := context.WithTimeout(r.Context(), s.opts.StreamIdleTimeout)
 	defer cancel()
 	out := &runOutput{max: maxRunOutput, stop: cancel}
 	code, err := s.opts.Exec.ExecStream(ctx, id, cmd, engine.ExecStreams{Stdout: out, Stderr: out})
 	output, overflowed := out.end()
-	// The guard's write deadline runs from the request's start, and the
-	// command's run is no write: the answer is bounded from now.
-	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.opts.WriteTimeout))
+	_ = rc.SetWriteDeadline(time.Now().Add(s.opts.WriteTimeout))
 	switch {
 	case overflowed:
 		err = fmt.Errorf("command %q stopped: its %w, the most /run holds (exec streams any amount)", cmd, errRunOutputLimit)

@@ -508,6 +508,36 @@ func (b blockingExecer) ExecStream(ctx context.Context, _ string, _ []string, s 
 	return -1, ctx.Err()
 }
 
+// slowExecer's command writes "done" once it has run for d.
+type slowExecer struct{ d time.Duration }
+
+func (e slowExecer) ExecStream(ctx context.Context, _ string, _ []string, s engine.ExecStreams) (int, error) {
+	select {
+	case <-time.After(e.d):
+	case <-ctx.Done():
+		return -1, ctx.Err()
+	}
+	io.WriteString(s.Stdout, "done\n")
+	return 0, nil
+}
+
+// TestRunAnswersAfterOutlivingTheWriteTimeout: the write timeout bounds
+// the writing of /run's answer, not the command's run before it: a
+// command that runs longer than the write timeout is still answered.
+func TestRunAnswersAfterOutlivingTheWriteTimeout(t *testing.T) {
+	const writeTimeout = 500 * time.Millisecond
+	h := newHarness(t, func(o *Options) { o.Exec = slowExecer{d: 3 * writeTimeout}; o.WriteTimeout = writeTimeout })
+	resp, err := h.apiserverClient().Post(h.base+"/run/default/web-node1/app?cmd=slow", "text/plain", nil)
+	if err != nil {
+		t.Fatalf("/run of a command that outlives the write timeout: %v", err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK || string(body) != "done\n" {
+		t.Errorf("/run = %d %q, %v; want 200 \"done\\n\"", resp.StatusCode, body, err)
+	}
+}
+
 // TestExecEndsWhenTheWebSocketClientGoes: a command that writes nothing
 // more is not waited on after its WebSocket client has gone. (A SPDY
 // client's graceful close, a GoAway frame on a connection it keeps open
