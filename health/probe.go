@@ -96,7 +96,11 @@ func RunProbe(ctx context.Context, t Target, p *v1.Probe) (Result, string, error
 
 // probeExec runs an exec probe; ctx carries the probe's timeout.
 func probeExec(ctx context.Context, t Target, command []string) (Result, string, error) {
-	cmd := expandProbeCommand(command, t.Container)
+	cmd, err := expandProbeCommand(command, t.Container)
+	if err != nil {
+		// A command that no process could be given fails every time.
+		return Failure, fmt.Sprintf("command%v", err), nil
+	}
 	code, out, err := runExec(ctx, t, cmd)
 	if err != nil {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
@@ -208,16 +212,15 @@ func probeGRPC(ctx context.Context, t Target, g *v1.GRPCAction, timeout time.Dur
 // container's env, as the kubelet does for probes: only the values written
 // in the spec are known (a valueFrom variable expands to ""), $$ is a
 // literal $, and an unknown reference is left as it is.
-func expandProbeCommand(cmd []string, c *v1.Container) []string {
-	if c == nil || len(c.Env) == 0 {
-		return cmd
-	}
-	env := make(map[string]string, len(c.Env))
-	for _, e := range c.Env {
-		env[e.Name] = e.Value
+func expandProbeCommand(cmd []string, c *v1.Container) ([]string, error) {
+	env := map[string]string{}
+	if c != nil {
+		for _, e := range c.Env {
+			env[e.Name] = e.Value
+		}
 	}
 	return expansion.All(cmd, func(name string) (string, bool) {
 		v, ok := env[name]
 		return v, ok
-	})
+	}, &expansion.Budget{})
 }

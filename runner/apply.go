@@ -1118,17 +1118,26 @@ func (r *Runner) containerConfig(pod *v1.Pod, c *v1.Container, typ engine.Contai
 	if err := CheckPrivileged(c, r.cfg.AllowPrivileged); err != nil {
 		return nil, err
 	}
-	env, err := makeEnv(pod, c, r.cfg.Objects, pe)
+	var budget expansion.Budget
+	env, err := makeEnv(pod, c, r.cfg.Objects, pe, &budget)
 	if err != nil {
 		return nil, err
 	}
+	vars := make(map[string]string, len(env))
+	for _, e := range env {
+		vars[e.Name] = e.Value
+	}
 	lookup := func(name string) (string, bool) {
-		for i := len(env) - 1; i >= 0; i-- {
-			if env[i].Name == name {
-				return env[i].Value, true
-			}
-		}
-		return "", false
+		v, ok := vars[name]
+		return v, ok
+	}
+	command, err := expansion.All(c.Command, lookup, &budget)
+	if err != nil {
+		return nil, configErrorf("command%v", err)
+	}
+	args, err := expansion.All(c.Args, lookup, &budget)
+	if err != nil {
+		return nil, configErrorf("args%v", err)
 	}
 	cfg := &engine.ContainerConfig{
 		Name:           c.Name,
@@ -1137,8 +1146,8 @@ func (r *Runner) containerConfig(pod *v1.Pod, c *v1.Container, typ engine.Contai
 		Hash:           ContainerHash(c),
 		ResourcesHash:  ResourcesHash(c),
 		Image:          c.Image,
-		Command:        expansion.All(c.Command, lookup),
-		Args:           expansion.All(c.Args, lookup),
+		Command:        command,
+		Args:           args,
 		Env:            env,
 		WorkingDir:     c.WorkingDir,
 		Resources:      containerResources(c),
@@ -1158,7 +1167,9 @@ func (r *Runner) containerConfig(pod *v1.Pod, c *v1.Container, typ engine.Contai
 		sub := vm.SubPath
 		if vm.SubPathExpr != "" {
 			// As the kubelet: $(VAR) of the container's environment.
-			sub = expansion.Expand(vm.SubPathExpr, lookup)
+			if sub, err = expansion.Expand(vm.SubPathExpr, lookup); err != nil {
+				return nil, configErrorf("volumeMount %s: subPathExpr: %v", vm.MountPath, err)
+			}
 		}
 		if src.Image != "" {
 			m, err := imageVolumeMount(src.Image, sub, vm.MountPath)

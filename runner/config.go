@@ -48,16 +48,23 @@ type podEnv struct {
 
 // makeEnv resolves a container's envFrom and env, in the kubelet's order:
 // envFrom first, then env, each value expanded with the variables before it.
-func makeEnv(pod *v1.Pod, c *v1.Container, objs *Objects, pe podEnv) ([]engine.EnvVar, error) {
+// The environment is taken from budget, which command and args share.
+func makeEnv(pod *v1.Pod, c *v1.Container, objs *Objects, pe podEnv, budget *expansion.Budget) ([]engine.EnvVar, error) {
 	var out []engine.EnvVar
 	index := map[string]int{}
-	set := func(name, value string) {
+	set := func(name, value string) error {
+		grown := len(name) + len("=") + len(value) + 1
 		if i, ok := index[name]; ok {
+			grown = len(value) - len(out[i].Value)
 			out[i].Value = value
-			return
+		} else {
+			index[name] = len(out)
+			out = append(out, engine.EnvVar{Name: name, Value: value})
 		}
-		index[name] = len(out)
-		out = append(out, engine.EnvVar{Name: name, Value: value})
+		if err := budget.Take(grown); err != nil {
+			return configErrorf("env %s: %v", name, err)
+		}
+		return nil
 	}
 	if pe.ServiceErr != nil {
 		return nil, pe.ServiceErr
@@ -82,7 +89,9 @@ func makeEnv(pod *v1.Pod, c *v1.Container, objs *Objects, pe podEnv) ([]engine.E
 				return nil, errObjectNotFound(KindConfigMap, ref.Name)
 			}
 			for _, k := range sortedKeys(cm.Data) {
-				set(from.Prefix+k, cm.Data[k])
+				if err := set(from.Prefix+k, cm.Data[k]); err != nil {
+					return nil, err
+				}
 			}
 		case from.SecretRef != nil:
 			ref := from.SecretRef
@@ -94,14 +103,22 @@ func makeEnv(pod *v1.Pod, c *v1.Container, objs *Objects, pe podEnv) ([]engine.E
 				return nil, errObjectNotFound(KindSecret, ref.Name)
 			}
 			for _, k := range sortedKeys(sec.Data) {
-				set(from.Prefix+k, string(sec.Data[k]))
+				if err := set(from.Prefix+k, string(sec.Data[k])); err != nil {
+					return nil, err
+				}
 			}
 		}
 	}
 
 	for _, e := range c.Env {
 		if e.ValueFrom == nil {
-			set(e.Name, expansion.Expand(e.Value, lookup))
+			v, err := expansion.Expand(e.Value, lookup)
+			if err != nil {
+				return nil, configErrorf("env %s: %v", e.Name, err)
+			}
+			if err := set(e.Name, v); err != nil {
+				return nil, err
+			}
 			continue
 		}
 		v, ok, err := envValueFrom(pod, c, e.ValueFrom, objs, pe)
@@ -109,14 +126,18 @@ func makeEnv(pod *v1.Pod, c *v1.Container, objs *Objects, pe podEnv) ([]engine.E
 			return nil, fmt.Errorf("env %s: %w", e.Name, err)
 		}
 		if ok {
-			set(e.Name, v)
+			if err := set(e.Name, v); err != nil {
+				return nil, err
+			}
 		}
 	}
 	// The service links the container does not define itself, after its
 	// own, as the kubelet adds them.
 	for _, name := range sortedKeys(pe.ServiceEnv) {
 		if _, ok := index[name]; !ok {
-			set(name, pe.ServiceEnv[name])
+			if err := set(name, pe.ServiceEnv[name]); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return out, nil

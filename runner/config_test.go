@@ -1,10 +1,15 @@
 package runner
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/podrun/podrun/engine"
+	"github.com/podrun/podrun/expansion"
 )
 
 func TestMakeEnv(t *testing.T) {
@@ -57,7 +62,7 @@ func TestMakeEnv(t *testing.T) {
 	sec.Name, sec.Namespace = "sec", "prod"
 	objs.Set([]*v1.ConfigMap{cm}, []*v1.Secret{sec})
 
-	env, err := makeEnv(pod, &pod.Spec.Containers[0], objs, podEnv{PodIP: "10.0.0.2", HostIP: "192.0.2.1", NodeMilliCPU: 4000, NodeMemory: 8 << 30})
+	env, err := makeEnv(pod, &pod.Spec.Containers[0], objs, podEnv{PodIP: "10.0.0.2", HostIP: "192.0.2.1", NodeMilliCPU: 4000, NodeMemory: 8 << 30}, &expansion.Budget{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +88,7 @@ func TestMakeEnv(t *testing.T) {
 	// A missing required key is a configuration error, not a crash.
 	pod.Spec.Containers[0].Env = []v1.EnvVar{{Name: "X", ValueFrom: &v1.EnvVarSource{ConfigMapKeyRef: &v1.ConfigMapKeySelector{
 		LocalObjectReference: v1.LocalObjectReference{Name: "cfg"}, Key: "missing"}}}}
-	_, err = makeEnv(pod, &pod.Spec.Containers[0], objs, podEnv{})
+	_, err = makeEnv(pod, &pod.Spec.Containers[0], objs, podEnv{}, &expansion.Budget{})
 	if err == nil || errorReason(err) != "CreateContainerConfigError" {
 		t.Fatalf("err %v (%s), want a CreateContainerConfigError", err, errorReason(err))
 	}
@@ -137,5 +142,59 @@ func TestSecurityConfig(t *testing.T) {
 		if s, err := securityConfig(pod, c, "/r/seccomp"); err == nil || errorReason(err) != "CreateContainerConfigError" {
 			t.Errorf("localhost profile %q: %q, %v; want a config error", bad, s.Seccomp, err)
 		}
+	}
+}
+
+// TestMakeEnvIsBounded: a manifest of a few lines whose variables each
+// double the one before ("$(V1)$(V1)") would make gigabytes of environment
+// in podrun's memory; so would many envFrom of one large ConfigMap. Each
+// is a configuration error (CreateContainerConfigError) found before the
+// memory is spent, naming the variable; command and args share the
+// environment's budget.
+func TestMakeEnvIsBounded(t *testing.T) {
+	doubling := &v1.Container{Name: "c", Env: []v1.EnvVar{{Name: "V0", Value: strings.Repeat("x", 1024)}}}
+	for i := 1; i <= 40; i++ {
+		doubling.Env = append(doubling.Env, v1.EnvVar{Name: fmt.Sprintf("V%d", i), Value: fmt.Sprintf("$(V%d)$(V%d)", i-1, i-1)})
+	}
+	// 1 KiB doubled 8 times is 256 KiB, past what one string may hold.
+	large := &v1.ConfigMap{Data: map[string]string{"K": strings.Repeat("y", expansion.MaxLen/2)}}
+	large.Name, large.Namespace = "large", "prod"
+	manyFrom := &v1.Container{Name: "c"}
+	for i := range 100 {
+		manyFrom.EnvFrom = append(manyFrom.EnvFrom, v1.EnvFromSource{Prefix: fmt.Sprintf("P%d_", i),
+			ConfigMapRef: &v1.ConfigMapEnvSource{LocalObjectReference: v1.LocalObjectReference{Name: "large"}}})
+	}
+	objs := NewObjects()
+	objs.Set([]*v1.ConfigMap{large}, nil)
+	for _, tc := range []struct {
+		name, want string
+		c          *v1.Container
+		wantErr    error
+	}{
+		{"doubling", "env V8: ", doubling, expansion.ErrTooLong},
+		// 100 x 64 KiB: past 6 MiB at the 96th prefix.
+		{"many envFrom", "env P95_K: ", manyFrom, expansion.ErrTooMuch},
+	} {
+		pod := &v1.Pod{Spec: v1.PodSpec{Containers: []v1.Container{*tc.c}}}
+		pod.Name, pod.Namespace = "boom", "prod"
+		env, err := makeEnv(pod, &pod.Spec.Containers[0], objs, podEnv{}, &expansion.Budget{})
+		if !isConfigError(err) || !strings.HasPrefix(err.Error(), tc.want+tc.wantErr.Error()) {
+			t.Errorf("%s: %d variables, %v; want a configuration error %q", tc.name, len(env), err, tc.want+tc.wantErr.Error())
+		}
+	}
+
+	// Command and args share the environment's budget: 128 KiB of
+	// environment and 48 args of as much pass 6 MiB.
+	big := strings.Repeat("z", expansion.MaxLen-10)
+	c := v1.Container{Name: "c", Image: "busybox", Env: []v1.EnvVar{{Name: "BIG", Value: big}}}
+	for range expansion.MaxTotal / expansion.MaxLen {
+		c.Args = append(c.Args, "$(BIG)")
+	}
+	pod := &v1.Pod{Spec: v1.PodSpec{Containers: []v1.Container{c}}}
+	pod.Name, pod.Namespace, pod.UID = "boom", "prod", "uid-1"
+	r := &Runner{cfg: Config{RootDir: t.TempDir(), Objects: objs}}
+	_, err := r.containerConfig(pod, &pod.Spec.Containers[0], engine.ContainerTypeApp, 0, nil, podEnv{})
+	if !isConfigError(err) || !strings.HasPrefix(err.Error(), "args[47]: "+expansion.ErrTooMuch.Error()) {
+		t.Errorf("args past the budget the environment began: %v, want a configuration error at args[47]", err)
 	}
 }

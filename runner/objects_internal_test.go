@@ -7,6 +7,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/podrun/podrun/expansion"
 	"github.com/podrun/podrun/manifest"
 )
 
@@ -62,7 +63,7 @@ spec:
 		if err != nil {
 			return "", "", err
 		}
-		vars, err := makeEnv(pod, &pod.Spec.Containers[0], objs, podEnv{})
+		vars, err := makeEnv(pod, &pod.Spec.Containers[0], objs, podEnv{}, &expansion.Budget{})
 		if err != nil {
 			return "", "", err
 		}
