@@ -142,3 +142,28 @@ func TestDownAllUsesRecordedGrace(t *testing.T) {
 		}
 	}
 }
+
+// `down` of a manifest whose metadata.uid is another pod's (static pod
+// UIDs are predictable) removes nothing of that pod: it fails, naming
+// both pods, and the other pod keeps running.
+func TestDownLeavesThePodWhoseUIDAManifestBorrows(t *testing.T) {
+	e := newCmdEnv(t)
+	if err := e.once(e.write("victim.yaml", webPod("victim")), "--timeout", "10s"); err != nil {
+		t.Fatal(err)
+	}
+	victim := e.running("victim-node1")
+	if victim == nil {
+		t.Fatal("the victim pod is not running")
+	}
+	borrower := strings.Replace(webPod("innocent"), "  name: innocent\n",
+		fmt.Sprintf("  name: innocent\n  uid: %s\n", victim.Pod.UID), 1)
+	e.reset()
+	wantExit(t, "down innocent.yaml", downWith(e, e.eng, e.write("innocent.yaml", borrower)), exitPodFailed,
+		"default/innocent-node1", "default/victim-node1")
+	if strings.Contains(e.out.String(), "removed") {
+		t.Errorf("down reported a removal:\n%s", e.out)
+	}
+	if c := e.running("victim-node1"); c == nil || c.ID != victim.ID || e.sandboxes() != 1 {
+		t.Errorf("after down: victim's container %v, %d sandboxes; want %s running in its sandbox", c, e.sandboxes(), victim.ID)
+	}
+}

@@ -561,6 +561,15 @@ func (r *Runner) teardown(ctx context.Context, pod *v1.Pod, st *podState, grace 
 		uid = st.Containers[0].Pod.UID
 	}
 	r.probes.RemovePod(uid)
+	if err := r.removePodObjects(ctx, pod, st, grace); err != nil || uid == "" {
+		return err
+	}
+	return errors.Join(r.cfg.PodCgroups.Remove(uid), removePodDir(r.cfg.RootDir, uid))
+}
+
+// removePodObjects stops and removes the containers and sandboxes of st,
+// in the kubelet's order, and nothing else of the pod.
+func (r *Runner) removePodObjects(ctx context.Context, pod *v1.Pod, st *podState, grace time.Duration) error {
 	// Containers are stopped before their removal only where a stop is
 	// more than a kill: with a grace period or a preStop hook. Otherwise
 	// their forced removal (below, in the same order) kills them as a stop
@@ -594,14 +603,6 @@ func (r *Runner) teardown(ctx context.Context, pod *v1.Pod, st *podState, grace 
 	for _, sb := range st.Sandboxes {
 		if err := r.rt.RemoveSandbox(ctx, sb.ID); err != nil {
 			errs = append(errs, fmt.Errorf("remove sandbox %s: %w", shortID(sb.ID), err))
-		}
-	}
-	if len(errs) == 0 && uid != "" {
-		if err := r.cfg.PodCgroups.Remove(uid); err != nil {
-			errs = append(errs, err)
-		}
-		if err := removePodDir(r.cfg.RootDir, uid); err != nil {
-			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
@@ -681,18 +682,62 @@ func (r *Runner) teardownEach(ctx context.Context, pods map[string]*podState, ta
 	var wg sync.WaitGroup
 	for _, t := range targets {
 		wg.Go(func() {
-			st := pods[t.UID]
-			g := grace
-			if g < 0 {
-				g = recordedGrace(t.Pod, st)
-			}
-			err := r.teardown(ctx, t.Pod, st, g)
+			err := r.teardownTarget(ctx, t, pods[t.UID], grace)
 			mu.Lock()
 			defer mu.Unlock()
 			done(t, err)
 		})
 	}
 	wg.Wait()
+}
+
+// teardownTarget tears t down from st, the runtime's objects of its UID,
+// with grace (below zero: the pod's own). A manifest may set any
+// metadata.uid, and static pod UIDs are predictable: objects of the UID
+// labelled as another pod's are that pod's, and neither they nor the
+// UID's pod directory and cgroup, which they use, are touched.
+func (r *Runner) teardownTarget(ctx context.Context, t TeardownTarget, st *podState, grace time.Duration) error {
+	own, others := splitByPod(t.Pod, st)
+	if grace < 0 {
+		grace = recordedGrace(t.Pod, own)
+	}
+	if len(others) == 0 {
+		return r.teardown(ctx, t.Pod, own, grace)
+	}
+	held := fmt.Errorf("metadata.uid %s is also that of pod %s, left alone with the uid's pod directory and cgroup "+
+		"(a manifest's uid must be its own)", t.UID, strings.Join(others, ", "))
+	return errors.Join(r.removePodObjects(ctx, t.Pod, own, grace), held)
+}
+
+// splitByPod splits st into the objects of pod (by their pod
+// namespace/name labels) and the names of the other pods whose objects
+// share its UID. A nil pod owns all of st.
+func splitByPod(pod *v1.Pod, st *podState) (own *podState, others []string) {
+	if st == nil || pod == nil {
+		return st, nil
+	}
+	own = &podState{}
+	mine := func(ref engine.PodRef) bool {
+		if ref.Namespace == pod.Namespace && ref.Name == pod.Name {
+			return true
+		}
+		if name := ref.Namespace + "/" + ref.Name; !slices.Contains(others, name) {
+			others = append(others, name)
+		}
+		return false
+	}
+	for _, sb := range st.Sandboxes {
+		if mine(sb.Pod) {
+			own.Sandboxes = append(own.Sandboxes, sb)
+		}
+	}
+	for _, c := range st.Containers {
+		if mine(c.Pod) {
+			own.Containers = append(own.Containers, c)
+		}
+	}
+	slices.Sort(others)
+	return own, others
 }
 
 // listForTeardown is the runtime's state of every pod, as a teardown needs

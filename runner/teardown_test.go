@@ -2,8 +2,12 @@ package runner_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -11,6 +15,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/podrun/podrun/engine"
 	"github.com/podrun/podrun/engine/enginetest"
 	"github.com/podrun/podrun/runner"
 )
@@ -186,5 +191,71 @@ func TestTerminatingPodIsNotReadyAndNotLivenessKilled(t *testing.T) {
 	h.waitGone("u1")
 	if events.has("failed liveness probe") || events.has("Unhealthy") {
 		t.Fatalf("liveness acted on a terminating pod: %q", events.events)
+	}
+}
+
+// A manifest may set any metadata.uid, and static pod UIDs are
+// predictable: the teardown of a pod whose UID another pod holds removes
+// its own objects alone, never the other pod's containers and sandbox nor
+// the UID's pod directory (which the other pod uses), and says whose the
+// UID is.
+func TestTeardownLeavesAnotherPodWithTheUIDAlone(t *testing.T) {
+	for _, ownSandbox := range []bool{false, true} {
+		t.Run(fmt.Sprintf("ownSandbox=%v", ownSandbox), func(t *testing.T) {
+			fake := newFake(t)
+			root := t.TempDir()
+			h := start(t, fake, func(c *runner.Config) { c.RootDir = root })
+			victim := newPod("u1", "victim-node1", v1.RestartPolicyAlways, map[string][]string{"a": {"run"}})
+			h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{victim}}
+			h.waitStatus("u1", "running", allRunning)
+			h.stop()
+			ctx := context.Background()
+			before, _, err := fake.ListPodObjects(ctx, "u1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			innocent := newPod("u1", "innocent-node1", v1.RestartPolicyAlways, map[string][]string{"a": {"run"}})
+			ownID := ""
+			if ownSandbox {
+				// Objects of both pods under one UID: only a runtime
+				// shared by two podruns that each ran one of them can
+				// hold them, but each pod's are its own.
+				ownID, err = fake.RunSandbox(ctx, &engine.SandboxConfig{Image: "pause:1",
+					Pod: engine.PodRef{UID: "u1", Name: innocent.Name, Namespace: innocent.Namespace}})
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			fake.ResetCalls()
+
+			r := runner.New(runner.Config{Runtime: fake, RuntimeName: "fake", NodeName: fake.NodeName(), RootDir: root,
+				Clock: clockOf(t, fake), Log: slog.New(slog.NewTextHandler(testLogOut(), nil)), PodCgroups: runner.NewPodCgroups("", 0)})
+			var got error
+			r.TeardownPods(ctx, []runner.TeardownTarget{{UID: "u1", Name: "default/innocent-node1", Pod: innocent}}, -1,
+				func(_ runner.TeardownTarget, err error) { got = err })
+
+			if got == nil || !strings.Contains(got.Error(), "default/victim-node1") {
+				t.Errorf("teardown error %v, want one naming default/victim-node1", got)
+			}
+			sbs, cs, err := fake.ListPodObjects(ctx, "u1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(sbs) != len(before) || sbs[0].ID != before[0].ID || sbs[0].State != engine.StateRunning {
+				t.Errorf("sandboxes after: %v, want the victim's %v alone, running", sbs, before)
+			}
+			if len(cs) != len(victim.Spec.Containers) || cs[0].State != engine.StateRunning || cs[0].Pod.Name != victim.Name {
+				t.Errorf("containers after: %v, want the victim's, running", cs)
+			}
+			if n := fake.Calls("StopContainer") + fake.Calls("RemoveContainer"); n != 0 {
+				t.Errorf("%d container stops and removals, want none", n)
+			}
+			if removed, own := fake.Calls("RemoveSandbox"), len(ownID) > 0; removed > 1 || own != (removed == 1) {
+				t.Errorf("%d sandbox removals, want the innocent pod's own alone (has one: %v)", removed, own)
+			}
+			if _, err := os.Stat(filepath.Join(root, "pods", "u1")); err != nil {
+				t.Errorf("the victim's pod directory: %v", err)
+			}
+		})
 	}
 }
