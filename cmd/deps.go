@@ -269,7 +269,7 @@ func newRunner(ctx context.Context, g *globalOptions, rt podEngine, allowPrivile
 		defer close(hostDone)
 		host = g.Host()
 	}()
-	cgroups, cgroupsErr := podCgroups(ctx, rt, g.PodMaxPIDs)
+	cgroups, cgroupsErr := podCgroups(ctx, rt, g.NodeName, g.PodMaxPIDs)
 	var admit func(*v1.Pod) error
 	if cgroupsErr == nil {
 		admit = g.Images.admitter(ctx, g.RootDir, rt, g.Log)
@@ -348,7 +348,7 @@ func hostDNS(rc *node.ResolvConf) *engine.DNSConfig {
 func newTeardownRunner(g *globalOptions, rt baseEngine) *runner.Runner {
 	return runner.New(runner.Config{
 		Runtime: rt, RuntimeName: g.runtimeNameOr("docker"), NodeName: g.NodeName, RootDir: g.RootDir, Log: g.Log, HostIP: g.Host().IP,
-		Clock: g.Clock, PodCgroups: runner.NewPodCgroups("", 0),
+		Clock: g.Clock, PodCgroups: runner.NewPodCgroups(g.NodeName, "", 0),
 	})
 }
 
@@ -368,9 +368,9 @@ func addSysctlFlag(f *pflag.FlagSet, g *globalOptions) {
 		"unsafe sysctls (or patterns ending in *) pods may set besides the safe ones, comma-separated; others are refused (SysctlForbidden)")
 }
 
-// podCgroups is the runner's pod cgroups for this engine: they need
-// Docker's cgroupfs driver, which --pod-max-pids then requires.
-func podCgroups(ctx context.Context, rt podEngine, maxPIDs int64) (*runner.PodCgroups, error) {
+// podCgroups is the runner's pod cgroups of node for this engine: they
+// need Docker's cgroupfs driver, which --pod-max-pids then requires.
+func podCgroups(ctx context.Context, rt podEngine, node string, maxPIDs int64) (*runner.PodCgroups, error) {
 	if maxPIDs < 0 {
 		return nil, badInputf("--pod-max-pids %d: want 0 (no limit) or more", maxPIDs)
 	}
@@ -385,5 +385,5 @@ func podCgroups(ctx context.Context, rt podEngine, maxPIDs int64) (*runner.PodCg
 		return nil, badInputf("--pod-max-pids needs a pod cgroup, which podrun makes only under Docker's cgroupfs "+
 			"cgroup driver; this engine uses %q", driver)
 	}
-	return runner.NewPodCgroups(driver, maxPIDs), nil
+	return runner.NewPodCgroups(node, driver, maxPIDs), nil
 }

@@ -20,10 +20,17 @@ import (
 // enforced on all its containers together. Only pods that need one get
 // one. Docker must use its cgroupfs driver: under the systemd driver a
 // parent is a systemd slice, which only systemd makes.
+//
+// A pod's cgroup is Parent/<node>/pod<uid>: every podrun node of a host
+// shares Parent, and a manifest may set any metadata.uid, so a cgroup
+// named by the UID alone let a pod of one node rewrite the limits of
+// another node's pod with that UID, join its cgroup and remove it.
 type PodCgroups struct {
 	// Parent is the part of the hierarchy podrun owns ("/podrun"); pods
-	// are Parent/pod<uid>.
+	// are Parent/<Node>/pod<uid>.
 	Parent string
+	// Node is this podrun's node name: one element of the pods' paths.
+	Node string
 	// MaxPIDs is the per-pod process limit (the kubelet's --pod-max-pids);
 	// 0 is none.
 	MaxPIDs int64
@@ -36,9 +43,37 @@ type PodCgroups struct {
 	Mountpoint string
 }
 
-// NewPodCgroups is PodCgroups on this host, for an engine with driver.
-func NewPodCgroups(driver string, maxPIDs int64) *PodCgroups {
-	return &PodCgroups{Parent: "/podrun", MaxPIDs: maxPIDs, Driver: driver, Unified: cgroups.Mode() == cgroups.Unified}
+// NewPodCgroups is PodCgroups of node on this host, for an engine with
+// driver.
+func NewPodCgroups(node, driver string, maxPIDs int64) *PodCgroups {
+	return &PodCgroups{Parent: "/podrun", Node: node, MaxPIDs: maxPIDs, Driver: driver, Unified: cgroups.Mode() == cgroups.Unified}
+}
+
+// group is the cgroup of pod uid on this node, or an error (a configError)
+// when the node name or uid cannot be a path element.
+func (c *PodCgroups) group(uid string) (string, error) {
+	if err := checkName("node name", c.Node); err != nil {
+		return "", err
+	}
+	if err := checkName("pod uid", uid); err != nil {
+		return "", err
+	}
+	return path.Join(c.Parent, c.Node, "pod"+uid), nil
+}
+
+// legacyGroup is the cgroup of pod uid as podrun made it before pod
+// cgroups were per node. Pods it started still run there (the path is no
+// part of any hash, so they are not made again), and it must go with them.
+func (c *PodCgroups) legacyGroup(uid string) string {
+	return path.Join(c.Parent, "pod"+uid)
+}
+
+// mountpoint is cgroup v2's mount.
+func (c *PodCgroups) mountpoint() string {
+	if c.Mountpoint == "" {
+		return "/sys/fs/cgroup"
+	}
+	return c.Mountpoint
 }
 
 // podCgroupResources are the limits of the pod's cgroup, or nil when the
@@ -91,17 +126,12 @@ func (c *PodCgroups) Ensure(pod *v1.Pod) (string, error) {
 		return "", configErrorf("pod-level resources and --pod-max-pids need a pod cgroup, which podrun makes only "+
 			"under Docker's cgroupfs cgroup driver (this engine's: %s)", driver)
 	}
-	uid := string(pod.UID)
-	if err := checkName("pod uid", uid); err != nil {
+	group, err := c.group(string(pod.UID))
+	if err != nil {
 		return "", err
 	}
-	group := path.Join(c.Parent, "pod"+uid)
 	if c.Unified {
-		mount := c.Mountpoint
-		if mount == "" {
-			mount = "/sys/fs/cgroup"
-		}
-		if _, err := cgroup2.NewManager(mount, group, cgroup2.ToResources(res)); err != nil {
+		if _, err := cgroup2.NewManager(c.mountpoint(), group, cgroup2.ToResources(res)); err != nil {
 			return "", configErrorf("pod cgroup %s: %v", group, err)
 		}
 		return group, nil
@@ -122,29 +152,56 @@ func (c *PodCgroups) Ensure(pod *v1.Pod) (string, error) {
 // earlier one: the driver need not be known). Its containers must be gone
 // (stopped: the engine removes theirs).
 func (c *PodCgroups) Remove(uid string) error {
-	if c == nil || checkName("pod uid", uid) != nil {
+	if c == nil {
 		return nil
 	}
-	group := path.Join(c.Parent, "pod"+uid)
-	if c.Unified {
-		mount := c.Mountpoint
-		if mount == "" {
-			mount = "/sys/fs/cgroup"
-		}
-		m, err := cgroup2.Load(group, cgroup2.WithMountpoint(mount))
-		if err != nil {
-			return nil
-		}
-		if err := m.Delete(); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("remove pod cgroup %s: %w", group, err)
-		}
-		return nil
-	}
-	cg, err := cgroup1.Load(cgroup1.StaticPath(group))
+	group, err := c.group(uid)
 	if err != nil {
-		return nil // never made, or gone
+		return nil // never made
 	}
-	if err := cg.Delete(); err != nil {
+	if err := c.remove(group, false); err != nil {
+		return err
+	}
+	// The legacy cgroup may be another node's pod with the same UID: the
+	// pod's own is empty by now, so one with processes is not ours.
+	return c.remove(c.legacyGroup(uid), true)
+}
+
+// remove deletes group if it exists; when ifIdle, only if no process is
+// in it or below.
+func (c *PodCgroups) remove(group string, ifIdle bool) error {
+	var busy func() bool
+	var del func() error
+	if c.Unified {
+		m, err := cgroup2.Load(group, cgroup2.WithMountpoint(c.mountpoint()))
+		if err != nil {
+			return nil // never made, or gone
+		}
+		busy = func() bool {
+			procs, err := m.Procs(true)
+			return err != nil || len(procs) > 0
+		}
+		del = m.Delete
+	} else {
+		cg, err := cgroup1.Load(cgroup1.StaticPath(group))
+		if err != nil {
+			return nil // never made, or gone
+		}
+		busy = func() bool {
+			for _, s := range cg.Subsystems() {
+				procs, err := cg.Processes(s.Name(), true)
+				if len(procs) > 0 || (err != nil && !errors.Is(err, fs.ErrNotExist)) {
+					return true
+				}
+			}
+			return false
+		}
+		del = cg.Delete
+	}
+	if ifIdle && busy() {
+		return nil
+	}
+	if err := del(); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("remove pod cgroup %s: %w", group, err)
 	}
 	return nil

@@ -90,7 +90,7 @@ func TestTeardownStopsOnlyWhatNeedsAGracefulStop(t *testing.T) {
 	fake.ResetCalls()
 	rec := &callRecorder{Fake: fake}
 	r := runner.New(runner.Config{Runtime: rec, RuntimeName: "fake", NodeName: fake.NodeName(), RootDir: t.TempDir(),
-		Clock: clockOf(t, fake), Log: slog.New(slog.NewTextHandler(testLogOut(), nil)), PodCgroups: runner.NewPodCgroups("", 0)})
+		Clock: clockOf(t, fake), Log: slog.New(slog.NewTextHandler(testLogOut(), nil)), PodCgroups: runner.NewPodCgroups(fake.NodeName(), "", 0)})
 	var targets []runner.TeardownTarget
 	for _, p := range pods {
 		targets = append(targets, runner.TeardownTarget{UID: string(p.UID), Name: p.Name, Pod: p})
@@ -229,7 +229,7 @@ func TestTeardownLeavesAnotherPodWithTheUIDAlone(t *testing.T) {
 			fake.ResetCalls()
 
 			r := runner.New(runner.Config{Runtime: fake, RuntimeName: "fake", NodeName: fake.NodeName(), RootDir: root,
-				Clock: clockOf(t, fake), Log: slog.New(slog.NewTextHandler(testLogOut(), nil)), PodCgroups: runner.NewPodCgroups("", 0)})
+				Clock: clockOf(t, fake), Log: slog.New(slog.NewTextHandler(testLogOut(), nil)), PodCgroups: runner.NewPodCgroups(fake.NodeName(), "", 0)})
 			var got error
 			r.TeardownPods(ctx, []runner.TeardownTarget{{UID: "u1", Name: "default/innocent-node1", Pod: innocent}}, -1,
 				func(_ runner.TeardownTarget, err error) { got = err })
