@@ -1,0 +1,142 @@
+package runner
+
+import (
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// A root dir belongs to one node name, as a kubelet's root dir belongs to
+// one kubelet. What podrun keeps there is keyed by pod UID alone (pod
+// directories, CRI log directories, image copies and the files that name
+// them), and housekeeping removes every pod directory its own node does not
+// know: a second node name on the root dir would have its live pods'
+// directories, emptyDirs included, removed under them. So the first podrun
+// that runs pods in a root dir records its node name there, and every podrun
+// of the root dir checks it.
+
+// NodeNameFile is the file, in the root dir, that names the node it
+// belongs to.
+const NodeNameFile = "node-name"
+
+// RootDirOwnerError is a root dir that belongs to another node name.
+type RootDirOwnerError struct {
+	RootDir  string
+	Owner    string // the node name the root dir records
+	NodeName string // the node name that was refused
+}
+
+func (e *RootDirOwnerError) Error() string {
+	return fmt.Sprintf("root dir %s belongs to node %q, not %q: give node %q a --root-dir of its own, or run as --node-name %s "+
+		"(to hand the root dir to another node name, run `podrun down --all --node-name %s --root-dir %s`, then delete %s)",
+		e.RootDir, e.Owner, e.NodeName, e.NodeName, e.Owner, e.Owner, e.RootDir, filepath.Join(e.RootDir, NodeNameFile))
+}
+
+// ClaimRootDir makes rootDir (made when missing) node nodeName's: on first
+// use it records nodeName there, and it refuses a root dir another node
+// name recorded (a *RootDirOwnerError). A root dir that has pods but no
+// record yet (made by a podrun before the record) is adopted by the first
+// node name that claims it. Two podruns that claim a new root dir at once,
+// for two node names, cannot both win: the record is linked into place,
+// which fails when it exists, and the loser reads the winner's.
+func ClaimRootDir(rootDir, nodeName string) error {
+	root, _, err := openRootDir(rootDir)
+	if err != nil {
+		return fmt.Errorf("root dir %s: %w", rootDir, err)
+	}
+	defer root.Close()
+	owner, err := readOwner(root, rootDir)
+	if errors.Is(err, fs.ErrNotExist) {
+		if err := recordOwner(root, nodeName); err != nil && !errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("root dir %s: record node name: %w", rootDir, err)
+		}
+		owner, err = readOwner(root, rootDir)
+	}
+	if err != nil {
+		return err
+	}
+	return checkOwner(rootDir, owner, nodeName)
+}
+
+// CheckRootDir refuses a root dir that another node name recorded (a
+// *RootDirOwnerError), recording nothing: for the commands that make no
+// pods. A root dir without a record, or none at all, passes.
+func CheckRootDir(rootDir, nodeName string) error {
+	root, err := os.OpenRoot(rootDir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("root dir %s: %w", rootDir, err)
+	}
+	defer root.Close()
+	owner, err := readOwner(root, rootDir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return checkOwner(rootDir, owner, nodeName)
+}
+
+func checkOwner(rootDir, owner, nodeName string) error {
+	if owner != nodeName {
+		return &RootDirOwnerError{RootDir: rootDir, Owner: owner, NodeName: nodeName}
+	}
+	return nil
+}
+
+// readOwner reads the node name the root dir records; an error that wraps
+// fs.ErrNotExist means none.
+func readOwner(root *os.Root, rootDir string) (string, error) {
+	b, err := root.ReadFile(NodeNameFile)
+	if err != nil {
+		return "", fmt.Errorf("root dir %s: read its node name: %w", rootDir, err)
+	}
+	owner := strings.TrimSpace(string(b))
+	if owner == "" {
+		// Never podrun's: the record is linked into place whole.
+		return "", fmt.Errorf("root dir %s: %s names no node: write the node name into it, or delete it to let the next podrun claim the root dir",
+			rootDir, filepath.Join(rootDir, NodeNameFile))
+	}
+	return owner, nil
+}
+
+// recordOwner records nodeName in root unless a record exists (then an
+// error that wraps fs.ErrExist). The record is written whole to a file of
+// its own and linked into place: a reader finds no record or a whole one,
+// and of two podruns recording at once exactly one links.
+func recordOwner(root *os.Root, nodeName string) error {
+	tmp := "." + NodeNameFile + "." + rand.Text() + ".tmp"
+	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	defer root.Remove(tmp)
+	_, err = f.WriteString(nodeName + "\n")
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	if err := root.Link(tmp, NodeNameFile); err != nil {
+		return err
+	}
+	// The record must outlive a crash, or the next boot could adopt the
+	// root dir for another node name.
+	dir, err := root.Open(".")
+	if err != nil {
+		return err
+	}
+	defer dir.Close()
+	return dir.Sync()
+}

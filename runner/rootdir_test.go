@@ -1,0 +1,171 @@
+package runner_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/podrun/podrun/runner"
+)
+
+// record is the node name the root dir records ("" when none).
+func record(t *testing.T, root string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(root, runner.NodeNameFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return ""
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// wantOwnedBy checks that err refuses node for the root dir of owner, and
+// says what to do.
+func wantOwnedBy(t *testing.T, err error, root, owner, node string) {
+	t.Helper()
+	owned, ok := errors.AsType[*runner.RootDirOwnerError](err)
+	if !ok {
+		t.Fatalf("%s on %s's root dir: want a RootDirOwnerError, got %v", node, owner, err)
+	}
+	if owned.RootDir != root || owned.Owner != owner || owned.NodeName != node {
+		t.Errorf("error %+v, want root dir %s, owner %s, node %s", owned, root, owner, node)
+	}
+	for _, s := range []string{root, `node "` + owner + `"`, "--root-dir of its own", "--node-name " + owner,
+		filepath.Join(root, runner.NodeNameFile)} {
+		if !strings.Contains(err.Error(), s) {
+			t.Errorf("error does not say %q: %v", s, err)
+		}
+	}
+}
+
+// TestRootDirBelongsToOneNodeName: the first claim records its node name,
+// later claims and checks of that name pass, and another name is refused,
+// the record unchanged.
+func TestRootDirBelongsToOneNodeName(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "podrun")
+	if err := runner.CheckRootDir(root, "b"); err != nil {
+		t.Fatalf("check of a root dir that does not exist: %v", err)
+	}
+	if _, err := os.Stat(root); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a check made the root dir: %v", err)
+	}
+	if err := runner.ClaimRootDir(root, "a"); err != nil {
+		t.Fatalf("first claim: %v", err)
+	}
+	if got := record(t, root); got != "a\n" {
+		t.Fatalf("record %q, want %q", got, "a\n")
+	}
+	if err := runner.ClaimRootDir(root, "a"); err != nil {
+		t.Errorf("the owner's claim again: %v", err)
+	}
+	if err := runner.CheckRootDir(root, "a"); err != nil {
+		t.Errorf("the owner's check: %v", err)
+	}
+	wantOwnedBy(t, runner.ClaimRootDir(root, "b"), root, "a", "b")
+	wantOwnedBy(t, runner.CheckRootDir(root, "b"), root, "a", "b")
+	if got := record(t, root); got != "a\n" {
+		t.Errorf("record after refusals %q, want %q", got, "a\n")
+	}
+}
+
+// TestRootDirAdoptedAndRepointed: a root dir a podrun before the record
+// filled is adopted by the first claim; checks record nothing; and with
+// the record deleted (after `down --all`) the root dir is another name's.
+func TestRootDirAdoptedAndRepointed(t *testing.T) {
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "pods", "uid-1", "volumes"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := runner.CheckRootDir(root, "b"); err != nil {
+		t.Fatalf("check without a record: %v", err)
+	}
+	if got := record(t, root); got != "" {
+		t.Fatalf("a check recorded %q", got)
+	}
+	if err := runner.ClaimRootDir(root, "a"); err != nil {
+		t.Fatalf("claim of a root dir with pods but no record: %v", err)
+	}
+	if got := record(t, root); got != "a\n" {
+		t.Fatalf("record %q, want %q", got, "a\n")
+	}
+	if err := os.Remove(filepath.Join(root, runner.NodeNameFile)); err != nil {
+		t.Fatal(err)
+	}
+	if err := runner.ClaimRootDir(root, "b"); err != nil {
+		t.Fatalf("claim after the record was deleted: %v", err)
+	}
+	wantOwnedBy(t, runner.ClaimRootDir(root, "a"), root, "b", "a")
+}
+
+// TestRootDirEmptyRecordRefused: an empty record (never podrun's) is
+// nobody's: refused, not taken for a name, and not overwritten.
+func TestRootDirEmptyRecordRefused(t *testing.T) {
+	root := t.TempDir()
+	if err := os.WriteFile(filepath.Join(root, runner.NodeNameFile), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for name, own := range map[string]func(string, string) error{"claim": runner.ClaimRootDir, "check": runner.CheckRootDir} {
+		err := own(root, "a")
+		if err == nil || !strings.Contains(err.Error(), "names no node") {
+			t.Errorf("%s: want an empty record refused, got %v", name, err)
+		}
+	}
+	if got := record(t, root); got != "" {
+		t.Errorf("record %q, want it left empty", got)
+	}
+}
+
+// TestRootDirConcurrentFirstClaims: podruns of two node names that claim a
+// new root dir at once: exactly one name wins, every claim of it passes,
+// every claim of the other is refused, and no temporary file is left.
+func TestRootDirConcurrentFirstClaims(t *testing.T) {
+	const rounds, perName = 20, 8
+	for round := range rounds {
+		root := filepath.Join(t.TempDir(), "podrun")
+		start := make(chan struct{})
+		errs := map[string][]error{"a": make([]error, perName), "b": make([]error, perName)}
+		var wg sync.WaitGroup
+		for name, out := range errs {
+			for i := range out {
+				wg.Go(func() {
+					<-start
+					out[i] = runner.ClaimRootDir(root, name)
+				})
+			}
+		}
+		close(start)
+		wg.Wait()
+
+		winner := strings.TrimSpace(record(t, root))
+		loser := map[string]string{"a": "b", "b": "a"}[winner]
+		if loser == "" {
+			t.Fatalf("round %d: record %q, want a or b", round, winner)
+		}
+		for i := range perName {
+			if err := errs[winner][i]; err != nil {
+				t.Errorf("round %d: %s won, yet its claim %d failed: %v", round, winner, i, err)
+			}
+			wantOwnedBy(t, errs[loser][i], root, winner, loser)
+		}
+		entries, err := os.ReadDir(root)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(entries) != 1 {
+			t.Errorf("round %d: root dir holds %v, want the record alone", round, entryNames(entries))
+		}
+	}
+}
+
+func entryNames(entries []os.DirEntry) []string {
+	out := make([]string, len(entries))
+	for i, e := range entries {
+		out[i] = e.Name()
+	}
+	return out
+}
