@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -242,15 +244,19 @@ func TestWatchRunExitCodes(t *testing.T) {
 	})
 }
 
+// runDown runs downRun as `podrun down args...` would, with the fake engine.
+func (e *cmdEnv) runDown(args ...string) error {
+	e.t.Helper()
+	var opts *downOptions
+	e.parse(func(g *globalOptions) *cobra.Command {
+		return newDownCmd(g, func(_ context.Context, o *downOptions) error { opts = o; return nil })
+	}, append([]string{"down"}, args...)...)
+	opts.Engine = engineOf[baseEngine](e)
+	return downRun(context.Background(), opts)
+}
+
 func TestDownRun(t *testing.T) {
-	down := func(e *cmdEnv, args ...string) error {
-		var opts *downOptions
-		e.parse(func(g *globalOptions) *cobra.Command {
-			return newDownCmd(g, func(_ context.Context, o *downOptions) error { opts = o; return nil })
-		}, append([]string{"down"}, args...)...)
-		opts.Engine = engineOf[baseEngine](e)
-		return downRun(context.Background(), opts)
-	}
+	down := (*cmdEnv).runDown
 	e := newCmdEnv(t)
 	web, db := e.write("web.yaml", webPod("web")), e.write("db.yaml", webPod("db"))
 	if err := e.once(web, db, "--timeout", "10s"); err != nil {
@@ -287,6 +293,53 @@ func TestDownRun(t *testing.T) {
 	wantExit(t, "down with a failing engine", down(e, web), exitPodFailed, "remove default/web-node1: injected failure")
 	e.down = true
 	wantExit(t, "down with the engine unreachable", down(e, web), exitUnreachable)
+}
+
+// TestRootDirOfOneNodeName: once records its node name in a new root dir;
+// once, watch, down and plan refuse a root dir another node name recorded,
+// as bad input, before anything is started or removed.
+func TestRootDirOfOneNodeName(t *testing.T) {
+	t.Run("first use records", func(t *testing.T) {
+		e := newCmdEnv(t)
+		e.g.RootDir = filepath.Join(e.g.RootDir, "new")
+		wantExit(t, "once", e.once(e.write("web.yaml", webPod("web")), "--timeout", "10s"), exitOK)
+		if b, err := os.ReadFile(filepath.Join(e.g.RootDir, "node-name")); err != nil || string(b) != "node1\n" {
+			t.Errorf("record %q (%v), want %q", b, err, "node1\n")
+		}
+	})
+	t.Run("another node's refused", func(t *testing.T) {
+		e := newCmdEnv(t)
+		record := filepath.Join(e.g.RootDir, "node-name")
+		other := filepath.Join(e.g.RootDir, "pods", "uid-of-other", "volumes", "kubernetes.io~empty-dir", "data", "f")
+		for p, data := range map[string]string{record: "other\n", other: "kept"} {
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		web := e.write("web.yaml", webPod("web"))
+		says := []string{"root dir " + e.g.RootDir + ` belongs to node "other", not "node1"`, "--root-dir of its own", "--node-name other"}
+		never := func() bool { return false }
+		for what, err := range map[string]func() error{
+			"once":       func() error { return e.once(web, "--timeout", "10s") },
+			"watch":      func() error { return e.watch([]string{"--path", e.dir}, never) },
+			"down":       func() error { return e.runDown(web) },
+			"down --all": func() error { return e.runDown("--all") },
+			"plan":       func() error { return e.plan(web) },
+		} {
+			wantExit(t, what, err(), exitBadInput, says...)
+		}
+		if n := e.sandboxes(); n != 0 {
+			t.Errorf("%d sandboxes started", n)
+		}
+		for p, want := range map[string]string{record: "other\n", other: "kept"} {
+			if b, err := os.ReadFile(p); err != nil || string(b) != want {
+				t.Errorf("%s: %q (%v), want %q", p, b, err, want)
+			}
+		}
+	})
 }
 
 func TestPsRun(t *testing.T) {

@@ -197,6 +197,26 @@ func checkNodeName(name string) error {
 	return nil
 }
 
+// claimRootDir makes the root dir this node's (runner.ClaimRootDir), for
+// once and watch, which run pods in it; checkRootDir only checks that it is
+// no other node's, for the commands that use it but make no pods. Either
+// comes before the engine is reached: another node's root dir is bad input,
+// and nothing is started.
+func (g *globalOptions) claimRootDir() error { return g.ownRootDir(runner.ClaimRootDir) }
+func (g *globalOptions) checkRootDir() error { return g.ownRootDir(runner.CheckRootDir) }
+
+func (g *globalOptions) ownRootDir(own func(rootDir, nodeName string) error) error {
+	// The name is checked first: it may be recorded.
+	if err := checkNodeName(g.NodeName); err != nil {
+		return err
+	}
+	err := own(g.RootDir, g.NodeName)
+	if _, other := errors.AsType[*runner.RootDirOwnerError](err); other {
+		return badInput(err)
+	}
+	return err
+}
+
 // earlyEngine is an engine being reached while its caller does something
 // else first (onceRun reads the manifests meanwhile).
 type earlyEngine struct {

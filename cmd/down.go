@@ -77,6 +77,11 @@ func downRun(ctx context.Context, opts *downOptions) error {
 		}
 		targets = teardownTargets(d.Pods())
 	}
+	// Another node's root dir holds that node's pod directories and image
+	// copies, which this node's removals must not touch.
+	if err := opts.checkRootDir(); err != nil {
+		return err
+	}
 	rt, err := opts.Engine(ctx)
 	if err != nil {
 		return err

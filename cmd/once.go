@@ -137,6 +137,9 @@ func onceRun(ctx context.Context, opts *onceOptions) error {
 		return nil
 	}
 
+	if err := opts.claimRootDir(); err != nil {
+		return err
+	}
 	rt, err := early.take()
 	if err != nil {
 		return err

@@ -90,6 +90,11 @@ func planRun(ctx context.Context, opts *planOptions) error {
 	if _, refused := podUpdates(d.Changes, opts.AllowPrivileged); len(refused) > 0 {
 		return badInput(errors.Join(refused...))
 	}
+	// Another node's root dir has none of this node's specs to diff
+	// against: say so rather than plan without them.
+	if err := opts.checkRootDir(); err != nil {
+		return err
+	}
 	rt, err := opts.Engine(ctx)
 	if err != nil {
 		return err

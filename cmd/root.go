@@ -144,7 +144,7 @@ func newRootCmd(g *globalOptions) *cobra.Command {
 	pf := root.PersistentFlags()
 	addImageFlags(pf, &g.Images)
 	pf.StringVar(&g.NodeName, "node-name", strings.ToLower(hostname), "name of this node; pods are named <name>-<node-name>")
-	pf.StringVar(&g.RootDir, "root-dir", "/var/lib/podrun", "directory for pod directories and volumes")
+	pf.StringVar(&g.RootDir, "root-dir", "/var/lib/podrun", "directory for pod directories and volumes, of this node name alone (the first once or watch records it in <root-dir>/node-name)")
 	pf.StringVar(&g.DockerHost, "docker-host", "", "Docker Engine address (default: $DOCKER_HOST, else the local socket)")
 	pf.StringVar(&g.RuntimeEndpoint, "container-runtime-endpoint", "",
 		"CRI runtime socket (unix:///run/containerd/containerd.sock) to run pods on instead of the Docker Engine")

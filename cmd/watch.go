@@ -157,6 +157,9 @@ func watchRun(ctx context.Context, opts *watchOptions) error {
 			Source: &source.APIServerSource{NodeName: opts.NodeName, Client: clientAs[source.APIClient](kc), Logger: opts.Log}})
 	}
 
+	if err := opts.claimRootDir(); err != nil {
+		return err
+	}
 	rt, err := opts.Engine(ctx)
 	if err != nil {
 		return err
