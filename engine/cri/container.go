@@ -371,8 +371,9 @@ func (r *Runtime) StopContainer(ctx context.Context, id string, grace time.Durat
 }
 
 // RemoveContainer removes a container (killing it if it runs) and its log
-// file: the runtime leaves that to its caller, and a crash-looping
-// container would otherwise fill the disk with one file per restart.
+// files, the current one and the rotated ones (RotateLogs): the runtime
+// leaves that to its caller, and a crash-looping container would otherwise
+// fill the disk with one file per restart.
 func (r *Runtime) RemoveContainer(ctx context.Context, id string) error {
 	st, err := r.ownContainer(ctx, id)
 	if err != nil {
@@ -397,6 +398,9 @@ func (r *Runtime) RemoveContainer(ctx context.Context, id string) error {
 	r.forget(id)
 	if err := r.removeUnderLogDir(st.LogPath); err != nil {
 		r.log.Warn("remove container log", "container", shortID(id), "err", err)
+	}
+	if err := r.removeRotatedLogs(id, st.LogPath); err != nil {
+		r.log.Warn("remove rotated container logs", "container", shortID(id), "err", err)
 	}
 	return nil
 }

@@ -34,6 +34,7 @@ import (
 	internalapi "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	remote "k8s.io/cri-client/pkg"
+	"k8s.io/utils/clock"
 
 	"github.com/podrun/podrun/engine"
 	"github.com/podrun/podrun/engine/labels"
@@ -63,6 +64,8 @@ type Options struct {
 	// PullProgressInterval is how often a running pull's downloads are
 	// asked; 0 means DefaultPullProgressInterval.
 	PullProgressInterval time.Duration
+	// Clock stamps rotated logs' names (RotateLogs); nil is the real one.
+	Clock clock.PassiveClock
 }
 
 // Runtime is the engine on a CRI runtime, for one node.
@@ -72,6 +75,7 @@ type Runtime struct {
 	node   string
 	logDir string
 	log    *slog.Logger
+	clock  clock.PassiveClock
 	// pulls reports pulls' progress; nil when no one asked for it.
 	pulls *pullWatch
 	// containerd is containerd's own services, for what the CRI cannot do.
@@ -127,6 +131,9 @@ func New(ctx context.Context, opts Options) (*Runtime, error) {
 	if opts.CallTimeout == 0 {
 		opts.CallTimeout = 2 * time.Minute
 	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -158,7 +165,7 @@ func New(ctx context.Context, opts Options) (*Runtime, error) {
 		return nil, fmt.Errorf("cri image service %s: %w: %v", opts.Endpoint, engine.ErrUnavailable, isErr)
 	}
 	r := &Runtime{
-		rs: rs, is: is, node: opts.NodeName, logDir: opts.LogDir, log: log,
+		rs: rs, is: is, node: opts.NodeName, logDir: opts.LogDir, log: log, clock: opts.Clock,
 		owned:        map[string]bool{},
 		statuses:     map[string]*runtimeapi.ContainerStatus{},
 		sandboxIPs:   map[string]string{},

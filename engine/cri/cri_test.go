@@ -178,8 +178,8 @@ func TestConformance(t *testing.T) {
 	enginetest.Run(t, func(t *testing.T, node string) engine.Runtime { return newRuntime(t, node) }, env)
 }
 
-// A removed container's log file goes with it; its sandbox's log directory
-// goes with the sandbox.
+// A removed container's log files (the current one and the rotated ones)
+// go with it; its sandbox's log directory goes with the sandbox.
 func TestLogFilesRemoved(t *testing.T) {
 	r := newRuntime(t, "rt-logs-"+randHex(6))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -202,11 +202,23 @@ func TestLogFilesRemoved(t *testing.T) {
 	if _, err := os.Stat(logFile); err != nil {
 		t.Fatalf("the container's log file: %v", err)
 	}
+	// Files a rotation made (RotateLogs) go too; another name stays.
+	rotated := []string{logFile + ".20260102-030405.gz", logFile + ".20260102-030406"}
+	for _, p := range append(rotated, logFile+".keep") {
+		if err := os.WriteFile(p, []byte("x"), 0o640); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := r.RemoveContainer(ctx, id); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(logFile); !os.IsNotExist(err) {
-		t.Errorf("after RemoveContainer, the log file: %v, want gone", err)
+	for _, p := range append(rotated, logFile) {
+		if _, err := os.Stat(p); !os.IsNotExist(err) {
+			t.Errorf("after RemoveContainer, %s: %v, want gone", filepath.Base(p), err)
+		}
+	}
+	if _, err := os.Stat(logFile + ".keep"); err != nil {
+		t.Errorf("after RemoveContainer, a file not of its log: %v, want kept", err)
 	}
 	if err := r.RemoveSandbox(ctx, sbID); err != nil {
 		t.Fatal(err)

@@ -245,8 +245,8 @@ func (r *Runtime) removeLogDir(name string) error {
 // removeUnderLogDir removes path (with what it holds) when it is under the
 // log directory, through an os.Root of it: never anything outside.
 func (r *Runtime) removeUnderLogDir(path string) error {
-	rel, err := filepath.Rel(r.logDir, path)
-	if path == "" || err != nil || rel == "." || !filepath.IsLocal(rel) {
+	rel, ok := r.underLogDir(path)
+	if !ok {
 		return nil // not one of podrun's log files
 	}
 	root, err := os.OpenRoot(r.logDir)
@@ -258,6 +258,16 @@ func (r *Runtime) removeUnderLogDir(path string) error {
 	}
 	defer root.Close()
 	return root.RemoveAll(rel)
+}
+
+// underLogDir returns path relative to the log directory when it is under
+// it (not the directory itself): the only paths podrun removes or rotates.
+func (r *Runtime) underLogDir(path string) (string, bool) {
+	rel, err := filepath.Rel(r.logDir, path)
+	if path == "" || err != nil || rel == "." || !filepath.IsLocal(rel) {
+		return "", false
+	}
+	return rel, true
 }
 
 // ListSandboxes returns this node's sandboxes.
