@@ -160,15 +160,21 @@ func TestOnceRunExitCodes(t *testing.T) {
 	}
 }
 
-// watchUntil runs watchRun with args until stop says so, then cancels it
+// watch runs watchRun with args until stop says so, then cancels it
 // and returns its error.
 func (e *cmdEnv) watch(args []string, until func() bool) error {
+	e.t.Helper()
+	return e.watchWith(engineOf[watchEngine](e), args, until)
+}
+
+// watchWith is watch with an engine of the test's.
+func (e *cmdEnv) watchWith(eng func(context.Context) (watchEngine, error), args []string, until func() bool) error {
 	e.t.Helper()
 	var opts *watchOptions
 	e.parse(func(g *globalOptions) *cobra.Command {
 		return newWatchCmd(g, func(_ context.Context, o *watchOptions) error { opts = o; return nil })
 	}, append([]string{"watch", "--healthz-port", "0"}, args...)...)
-	opts.Engine = engineOf[watchEngine](e)
+	opts.Engine = eng
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	errc := make(chan error, 1)

@@ -116,7 +116,7 @@ func connectCRI(ctx context.Context, g *globalOptions, progress func(string, eng
 	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	rt, err := cri.New(pingCtx, cri.Options{Endpoint: endpoint, NodeName: g.NodeName, LogDir: filepath.Join(g.RootDir, "logs"), Logger: g.Log,
-		PullProgress: progress})
+		PullProgress: progress, Clock: g.Clock})
 	if err != nil {
 		return nil, unreachable(fmt.Errorf("cannot reach the CRI runtime at %s (see --container-runtime-endpoint): %w", endpoint, err))
 	}

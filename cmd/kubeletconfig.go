@@ -125,6 +125,12 @@ func kubeletConfigFlags(data []byte) (map[string][]string, []string, error) {
 	if len(kc.AllowedUnsafeSysctls) > 0 {
 		set("allowed-unsafe-sysctls", strings.Join(kc.AllowedUnsafeSysctls, ","))
 	}
+	if kc.ContainerLogMaxSize != "" {
+		set("container-log-max-size", kc.ContainerLogMaxSize)
+	}
+	if kc.ContainerLogMaxFiles != nil {
+		set("container-log-max-files", strconv.Itoa(int(*kc.ContainerLogMaxFiles)))
+	}
 	if kc.PodPidsLimit != nil && *kc.PodPidsLimit > 0 {
 		set("pod-max-pids", strconv.FormatInt(*kc.PodPidsLimit, 10))
 	}
@@ -145,6 +151,7 @@ func kubeletConfigFlags(data []byte) (map[string][]string, []string, error) {
 		"authorization.webhook.cacheAuthorizedTTL", "authorization.webhook.cacheUnauthorizedTTL",
 		"imageGCHighThresholdPercent", "imageGCLowThresholdPercent", "imageMinimumGCAge",
 		"clusterDNS", "clusterDomain", "maxPods", "streamingConnectionIdleTimeout", "allowedUnsafeSysctls",
+		"containerLogMaxSize", "containerLogMaxFiles",
 		// The engine's own cgroup driver is used.
 		"cgroupDriver", "containerRuntimeEndpoint",
 	}

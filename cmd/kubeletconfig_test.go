@@ -138,6 +138,14 @@ func TestKubeletConfigurationStreamingIdleTimeout(t *testing.T) {
 	}
 }
 
+func TestKubeletConfigurationContainerLogs(t *testing.T) {
+	vals, ignored, err := kubeletConfigFlags([]byte("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncontainerLogMaxSize: 20Mi\ncontainerLogMaxFiles: 3\n"))
+	if err != nil || !slices.Equal(vals["container-log-max-size"], []string{"20Mi"}) ||
+		!slices.Equal(vals["container-log-max-files"], []string{"3"}) || len(ignored) != 0 {
+		t.Errorf("containerLogMaxSize: 20Mi, containerLogMaxFiles: 3 = %v, ignored %v, %v; want the two flags", vals, ignored, err)
+	}
+}
+
 func TestKubeletConfigurationOfAnotherVersionRefused(t *testing.T) {
 	cfg := filepath.Join(t.TempDir(), "config.yaml")
 	os.WriteFile(cfg, []byte("apiVersion: kubelet.config.k8s.io/v1alpha9\nkind: KubeletConfiguration\n"), 0o600)

@@ -39,6 +39,7 @@ type watchOptions struct {
 	RuntimeClasses     runtimeClassOptions
 	ExtendedResources  extendedResources
 	GC                 gcOptions
+	LogRotation        logRotationOptions
 	Cluster            clusterOptions
 	// EvictionHard are the node-pressure eviction thresholds
 	// (--eviction-hard), parsed.
@@ -85,6 +86,9 @@ running (an upgrade of podrun is not an outage) unless --stop-pods-on-exit.`,
 			if err := opts.GC.validate(); err != nil {
 				return err
 			}
+			if err := opts.LogRotation.parse(); err != nil {
+				return err
+			}
 			if err := opts.Cluster.validate(); err != nil {
 				return err
 			}
@@ -119,6 +123,7 @@ running (an upgrade of podrun is not an outage) unless --stop-pods-on-exit.`,
 	addPodMaxPIDsFlag(f, g)
 	addSysctlFlag(f, g)
 	addGCFlags(f, &opts.GC)
+	addLogRotationFlags(f, &opts.LogRotation)
 	addClusterFlags(f, &opts.Cluster)
 	return cmd
 }
@@ -249,6 +254,14 @@ func watchRun(ctx context.Context, opts *watchOptions) error {
 		defer wg.Done()
 		waitGC()
 	}()
+	// The CRI engine's logs; dockerd rotates its own.
+	if lr, ok := rt.(logRotator); ok {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rotateLogs(runCtx, lr, opts.LogRotation, opts.Clock, opts.Log)
+		}()
+	}
 	if server != nil {
 		wg.Add(1)
 		go func() {
