@@ -384,6 +384,13 @@ func (r *Runtime) RemoveContainer(ctx context.Context, id string) error {
 		return fmt.Errorf("remove container %s: %w", shortID(id), err)
 	}
 	err = r.rs.RemoveContainer(ctx, id)
+	if isExitNotRecorded(err) {
+		if werr := r.waitExitRecorded(ctx, id); werr != nil {
+			err = fmt.Errorf("%w (waited for its exit to be recorded: %v)", err, werr)
+		} else {
+			err = r.rs.RemoveContainer(ctx, id)
+		}
+	}
 	if isStrayTask(err) {
 		if kerr := r.endStrayTask(ctx, id); kerr != nil {
 			r.log.Warn("cannot end the task the CRI left running", "container", shortID(id), "err", kerr)
@@ -403,6 +410,43 @@ func (r *Runtime) RemoveContainer(ctx context.Context, id string) error {
 		r.log.Warn("remove rotated container logs", "container", shortID(id), "err", err)
 	}
 	return nil
+}
+
+// isExitNotRecorded reports whether err is containerd 1.6's refusal to
+// remove a container whose task has ended but whose exit its CRI has not
+// recorded yet: its forced stop finds no task and returns, and the status
+// still says running ("container is still running, to stop first").
+func isExitNotRecorded(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "still running, to stop first")
+}
+
+// exitRecordWait bounds how long waitExitRecorded waits; the CRI records
+// an exit within milliseconds of its event.
+const exitRecordWait = 10 * time.Second
+
+// waitExitRecorded waits until the CRI's status of container id no longer
+// says running (or the container is gone).
+func (r *Runtime) waitExitRecorded(ctx context.Context, id string) error {
+	ctx, cancel := context.WithTimeout(ctx, exitRecordWait)
+	defer cancel()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		resp, err := r.rs.ContainerStatus(ctx, id, false)
+		switch {
+		case isNotFound(err):
+			return nil
+		case err != nil:
+			return wrap(err)
+		case resp.GetStatus().GetState() != runtimeapi.ContainerState_CONTAINER_RUNNING:
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
 }
 
 // ListContainers returns this node's containers.
