@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"strings"
 	"time"
 
@@ -88,6 +89,22 @@ func SetConfigSource(obj metav1.Object, kind string) {
 	}
 	a[AnnotationConfigSource] = kind
 	obj.SetAnnotations(a)
+}
+
+// RedactedSource is source as it may be shown off the node or to others
+// than root (a mirror pod's annotation, a metric label, a log line): a
+// URL without its userinfo, query and fragment, where a presigned URL or
+// user:password@ carries credentials. A path is shown as it is.
+func RedactedSource(source string) string {
+	if SourceKind(source) != ConfigSourceHTTP {
+		return source
+	}
+	u, err := url.Parse(source)
+	if err != nil {
+		return SourceKind(source) + "://(a URL that does not parse)"
+	}
+	u.User, u.RawQuery, u.ForceQuery, u.Fragment, u.RawFragment = nil, "", false, "", ""
+	return u.String()
 }
 
 // applyIdentity turns a defaulted, validated pod into the static pod podrun

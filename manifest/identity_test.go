@@ -129,3 +129,19 @@ func TestStaticPodUIDIsUnambiguous(t *testing.T) {
 		t.Errorf("namespace/name boundaries collide")
 	}
 }
+
+// TestRedactedSource: a URL is shown without what may carry credentials;
+// a path, and a URL without them, as they are.
+func TestRedactedSource(t *testing.T) {
+	for in, want := range map[string]string{
+		"https://u:p@h.example:8443/m.yaml?sig=x#f": "https://h.example:8443/m.yaml",
+		"HTTP://token@h/m.yaml?":                    "http://h/m.yaml",
+		"https://h.example/m.yaml":                  "https://h.example/m.yaml",
+		"/etc/kubernetes/manifests":                 "/etc/kubernetes/manifests",
+		"http://%zz":                                "http://(a URL that does not parse)",
+	} {
+		if got := RedactedSource(in); got != want {
+			t.Errorf("RedactedSource(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -316,9 +316,11 @@ func (m *Metrics) observe(u Update) {
 	if m == nil {
 		return
 	}
+	// /metrics is for others than root: a URL's credentials stay out.
+	src := manifest.RedactedSource(u.Source)
 	if u.Err != nil {
-		m.errors.WithLabelValues(u.Source).Inc()
+		m.errors.WithLabelValues(src).Inc()
 		return
 	}
-	m.lastSuccess.WithLabelValues(u.Source).SetToCurrentTime()
+	m.lastSuccess.WithLabelValues(src).SetToCurrentTime()
 }

@@ -43,7 +43,9 @@ func (f *fakeSource) Run(ctx context.Context, out chan<- Update) {
 // TestMux runs two sources through a mux and checks what it hands on and
 // what it answers other goroutines, after each update.
 func TestMux(t *testing.T) {
-	const dir, url = "/etc/podrun", "https://config.example/pods.yaml"
+	// The URL carries credentials, which /metrics must not show: its
+	// series are of the URL without them.
+	const dir, url = "/etc/podrun", "https://deploy:S3CRET@config.example/pods.yaml?sig=x"
 	a, b := newFakeSource(), newFakeSource()
 	reg := prometheus.NewRegistry()
 	mux := NewMux([]Named{{Name: dir, Source: a}, {Name: url, Source: b}}, NewMetrics(reg))
@@ -100,8 +102,8 @@ func TestMux(t *testing.T) {
 	if err := mux.Errors()[url]; err == nil || !strings.Contains(err.Error(), "connection refused") {
 		t.Errorf("Errors = %v", mux.Errors())
 	}
-	if n := gauge(t, reg, "podrun_source_errors_total", url); n != 1 {
-		t.Errorf("errors of %s = %v", url, n)
+	if n := gauge(t, reg, "podrun_source_errors_total", manifest.RedactedSource(url)); n != 1 {
+		t.Errorf("errors of %s = %v", manifest.RedactedSource(url), n)
 	}
 
 	// It recovers with a pod of the same name: the directory comes first.
@@ -116,8 +118,8 @@ func TestMux(t *testing.T) {
 	if pods := podNames(&manifest.Snapshot{Pods: mux.Pods()}); strings.Join(pods, ",") != "web-node1,db-node1" {
 		t.Errorf("Pods = %v", pods)
 	}
-	if n := gauge(t, reg, "podrun_source_last_success_timestamp_seconds", url); n == 0 {
-		t.Error("no last success recorded")
+	if n := gauge(t, reg, "podrun_source_last_success_timestamp_seconds", "https://config.example/pods.yaml"); n == 0 {
+		t.Error("no last success recorded under the URL without its credentials")
 	}
 
 	cancel()

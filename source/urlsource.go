@@ -282,7 +282,7 @@ func (s *URLSource) Run(ctx context.Context, out chan<- Update) {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	logger = logger.With("source", s.URL)
+	logger = logger.With("source", manifest.RedactedSource(s.URL))
 	opts := s.Options
 	if opts.Logger == nil {
 		opts.Logger = logger

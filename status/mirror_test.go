@@ -144,6 +144,17 @@ func TestMirrorPod(t *testing.T) {
 	if !isMirrorOf(apiMirror("etcd", "h1"), st) || isMirrorOf(apiMirror("etcd", "h2"), st) {
 		t.Error("isMirrorOf")
 	}
+
+	// A manifest URL's credentials do not leave the node in the mirror.
+	const url = "https://deploy:S3CRET@config.example/edge.yaml?X-Amz-Signature=SIG#frag"
+	st.Annotations[manifest.AnnotationSource] = url
+	m = mirrorPod(st, "node1", "node-uid")
+	if got := m.Annotations[manifest.AnnotationSource]; got != "https://config.example/edge.yaml" {
+		t.Errorf("mirror of a pod from %s: podrun.io/source %q, want the URL without userinfo, query and fragment", url, got)
+	}
+	if st.Annotations[manifest.AnnotationSource] != url {
+		t.Error("mirrorPod modified the static pod's source")
+	}
 }
 
 // TestNextMirrorRetry: the retry timer is armed for the earliest back-off
