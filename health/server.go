@@ -31,6 +31,11 @@ type ServerOptions struct {
 	// Gatherer serves /metrics.
 	Gatherer prometheus.Gatherer
 	Logger   *slog.Logger
+	// IdleTimeout closes a kept-alive connection that sends no request for
+	// so long; 0 means 2 minutes, as the node API's. Any local user may
+	// connect: without it, connections held open would pin podrun's file
+	// descriptors and goroutines for ever.
+	IdleTimeout time.Duration
 }
 
 // Server is podrun's HTTP server: /healthz, /readyz, /pods, /metrics.
@@ -48,7 +53,19 @@ func Listen(opts ServerOptions) (*Server, error) {
 		return nil, fmt.Errorf("listen on %s: %w", opts.Addr, err)
 	}
 	s := &Server{opts: opts, ln: ln}
-	s.srv = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	idle := opts.IdleTimeout
+	if idle <= 0 {
+		idle = 2 * time.Minute
+	}
+	s.srv = &http.Server{
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       idle,
+		// Every answer is small and whole (no stream): a client that
+		// does not read it is not waited for.
+		WriteTimeout:   time.Minute,
+		MaxHeaderBytes: 1 << 20,
+	}
 	return s, nil
 }
 
