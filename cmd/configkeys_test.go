@@ -3,11 +3,14 @@ package cmd
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // TestConfigUnknownKeys: a key of podrun's config file that is no flag is
@@ -29,6 +32,40 @@ func TestConfigUnknownKeys(t *testing.T) {
 	}
 	if out.Len() != 0 {
 		t.Errorf("the command ran anyway:\n%s", out.String())
+	}
+}
+
+// TestConfigFileThatIsNoConfigFile: a config file that is a FIFO (read
+// blocking, it would hang the start until a writer came) or far larger
+// than any config (read whole into memory) is bad input, at once.
+func TestConfigFileThatIsNoConfigFile(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo.yaml")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	huge := filepath.Join(dir, "huge.yaml")
+	if err := os.WriteFile(huge, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(huge, 256<<20); err != nil { // sparse: no disk spent
+		t.Fatal(err)
+	}
+	for file, want := range map[string]string{fifo: "not a regular file", huge: "over 1 MiB"} {
+		done := make(chan string, 1)
+		go func() {
+			var errOut bytes.Buffer
+			code := run(context.Background(), []string{"version", "--config", file}, strings.NewReader(""), &bytes.Buffer{}, &errOut)
+			done <- fmt.Sprintf("exit %d: %s", code, errOut.String())
+		}()
+		select {
+		case got := <-done:
+			if !strings.HasPrefix(got, fmt.Sprintf("exit %d: ", exitBadInput)) || !strings.Contains(got, want) {
+				t.Errorf("config file %s: %s; want exit %d saying %q", filepath.Base(file), got, exitBadInput, want)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("config file %s: podrun still reads it after 30 s", filepath.Base(file))
+		}
 	}
 }
 

@@ -185,6 +185,36 @@ func newRootCmd(g *globalOptions) *cobra.Command {
 	return root
 }
 
+// maxConfigFileSize bounds a config file: a KubeletConfiguration is a few
+// KiB.
+const maxConfigFileSize = 1 << 20
+
+// readConfigFile reads the config file at path: a regular file of at most
+// maxConfigFileSize. It is opened non-blocking, so a FIFO does not hang
+// the start, and judged by what was opened.
+func readConfigFile(path string) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !info.Mode().IsRegular() {
+		return nil, fmt.Errorf("not a regular file (%s)", info.Mode().Type())
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxConfigFileSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxConfigFileSize {
+		return nil, fmt.Errorf("over %d MiB: is it really a config file?", maxConfigFileSize>>20)
+	}
+	return data, nil
+}
+
 // loadConfig fills every flag not set on the command line from PODRUN_<FLAG>
 // or the config file, in that order. The file is podrun's own (flag names
 // as keys; a key that is no flag of any command is an error) or a
@@ -197,7 +227,7 @@ func loadConfig(v *viper.Viper, cmd *cobra.Command, file string) ([]string, erro
 	var kubelet map[string][]string
 	var ignored []string
 	if file != "" {
-		data, err := os.ReadFile(file)
+		data, err := readConfigFile(file)
 		switch {
 		// The default file is optional; a file that was named must exist.
 		case errors.Is(err, fs.ErrNotExist) && file == defaultConfigFile:
