@@ -482,6 +482,14 @@ func (r *run) sync(ctx context.Context, all bool) {
 			delete(r.lastRunner, uid)
 		}
 	}
+	// A pod gone from the API and from the runner has no problem left to
+	// report: without this, every pod a cluster made and deleted while
+	// the apiserver refused its patches would stay here for good.
+	live := maps.Clone(byName)
+	for _, p := range runnerPods {
+		live[podName(p)] = p
+	}
+	r.problems.forgetPods(live)
 }
 
 // syncStatus writes the runner's status node of the API pod target, if it
@@ -828,6 +836,16 @@ func (p *problemLog) set(key string, err error, what string) {
 	if msg := err.Error(); p.msgs[key] != msg {
 		p.logger.Warn(what, "about", key, "err", msg)
 		p.msgs[key] = msg
+	}
+}
+
+// forgetPods drops, without a word, the problems of the pods ("<what>
+// <namespace>/<name>" keys) not in live, by podName.
+func (p *problemLog) forgetPods(live map[string]*v1.Pod) {
+	for key := range p.msgs {
+		if _, pod, ok := strings.Cut(key, " "); ok && live[pod] == nil {
+			delete(p.msgs, key)
+		}
 	}
 }
 
