@@ -525,7 +525,7 @@ func (e slowExecer) ExecStream(ctx context.Context, _ string, _ []string, s engi
 // the writing of /run's answer, not the command's run before it: a
 // command that runs longer than the write timeout is still answered.
 func TestRunAnswersAfterOutlivingTheWriteTimeout(t *testing.T) {
-	const writeTimeout = 500 * time.Millisecond
+	const writeTimeout = 2 * time.Second
 	h := newHarness(t, func(o *Options) { o.Exec = slowExecer{d: 3 * writeTimeout}; o.WriteTimeout = writeTimeout })
 	resp, err := h.apiserverClient().Post(h.base+"/run/default/web-node1/app?cmd=slow", "text/plain", nil)
 	if err != nil {
