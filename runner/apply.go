@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/distribution/reference"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	corevalidation "k8s.io/kubernetes/pkg/apis/core/validation"
@@ -29,6 +30,7 @@ const (
 	reasonErrImagePull      = "ErrImagePull"
 	reasonImagePullBackOff  = "ImagePullBackOff"
 	reasonErrImageNeverPull = "ErrImageNeverPull"
+	reasonInvalidImageName  = "InvalidImageName"
 )
 
 // imageError is an image that could not be had.
@@ -991,6 +993,9 @@ func podDomain(pod *v1.Pod, clusterDomain string) string {
 // tells opts.Used of the image about to be used. opts may be nil.
 func (r *Runner) ensureImage(ctx context.Context, pod *v1.Pod, container, ref string, policy v1.PullPolicy,
 	opts *ImageOptions, looked *imageLookup) (*engine.Image, error) {
+	if err := checkImageRef(ref); err != nil {
+		return nil, &imageError{reason: reasonInvalidImageName, err: err}
+	}
 	if policy != v1.PullAlways {
 		var img *engine.Image
 		var err error
@@ -1029,6 +1034,17 @@ func (r *Runner) ensureImage(ctx context.Context, pod *v1.Pod, container, ref st
 	return img, nil
 }
 
+// checkImageRef refuses an image reference that is not one, as the
+// kubelet does (InvalidImageName) before it asks the runtime anything: a
+// ref reaches Docker's API as a URL path, where "x/../../containers/<id>"
+// would inspect a container.
+func checkImageRef(ref string) error {
+	if _, err := reference.ParseNormalizedNamed(ref); err != nil {
+		return fmt.Errorf("image %q is not an image reference: %w", ref, err)
+	}
+	return nil
+}
+
 // imageLookup is an ImageStatus begun before it is needed; done is closed
 // when img and err are set.
 type imageLookup struct {
@@ -1051,7 +1067,7 @@ func (r *Runner) lookUpImages(ctx context.Context, a *podActions) map[string]*im
 	}
 	out := map[string]*imageLookup{}
 	for _, c := range cs {
-		if c.ImagePullPolicy == v1.PullAlways || out[c.Image] != nil {
+		if c.ImagePullPolicy == v1.PullAlways || out[c.Image] != nil || checkImageRef(c.Image) != nil {
 			continue
 		}
 		l := &imageLookup{done: make(chan struct{})}

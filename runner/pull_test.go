@@ -191,3 +191,30 @@ func ensure(ctx context.Context, r *Runner, pod *v1.Pod, c *v1.Container, opts *
 	_, err := r.ensureImage(ctx, pod, c.Name, c.Image, c.ImagePullPolicy, opts, nil)
 	return err
 }
+
+// TestInvalidImageNameAsksTheEngineNothing: an image that is no image
+// reference waits as InvalidImageName, as with the kubelet, and the
+// engine is asked nothing about it: Docker takes a ref into its API's URL
+// path, where "x/../../containers/<id>" would inspect a container.
+func TestInvalidImageNameAsksTheEngineNothing(t *testing.T) {
+	ctx := context.Background()
+	for _, image := range []string{"x/../../containers/c0ffee", "app/Upper:1", "app:1 ", "a@sha256:short"} {
+		rt := &pullRuntime{present: map[string]bool{image: true}}
+		r := newPullRunner(rt)
+		for _, policy := range []v1.PullPolicy{v1.PullIfNotPresent, v1.PullAlways} {
+			err := ensure(ctx, r, pullPod(), &v1.Container{Name: "c", Image: image, ImagePullPolicy: policy}, nil)
+			var ie *imageError
+			if !errors.As(err, &ie) || ie.reason != reasonInvalidImageName || errorReason(err) != "InvalidImageName" {
+				t.Errorf("%q, %s: %v, want InvalidImageName", image, policy, err)
+			}
+		}
+		if len(rt.auths) != 0 {
+			t.Errorf("%q was pulled: %v", image, rt.auths)
+		}
+		pod := pullPod()
+		pod.Spec.Containers = []v1.Container{{Name: "c", Image: image}}
+		if looked := r.lookUpImages(ctx, &podActions{StartApps: []*v1.Container{&pod.Spec.Containers[0]}}); len(looked) != 0 {
+			t.Errorf("%q was looked up", image)
+		}
+	}
+}
