@@ -1180,17 +1180,9 @@ func (r *Runner) containerConfig(pod *v1.Pod, c *v1.Container, typ engine.Contai
 		return nil, err
 	}
 	var budget expansion.Budget
-	env, err := makeEnv(pod, c, r.cfg.Objects, pe, &budget)
+	env, lookup, err := makeEnv(pod, c, r.cfg.Objects, pe, &budget)
 	if err != nil {
 		return nil, err
-	}
-	vars := make(map[string]string, len(env))
-	for _, e := range env {
-		vars[e.Name] = e.Value
-	}
-	lookup := func(name string) (string, bool) {
-		v, ok := vars[name]
-		return v, ok
 	}
 	command, err := expansion.All(c.Command, lookup, &budget)
 	if err != nil {

@@ -48,8 +48,9 @@ type podEnv struct {
 
 // makeEnv resolves a container's envFrom and env, in the kubelet's order:
 // envFrom first, then env, each value expanded with the variables before it.
-// The environment is taken from budget, which command and args share.
-func makeEnv(pod *v1.Pod, c *v1.Container, objs *Objects, pe podEnv, budget *expansion.Budget) ([]engine.EnvVar, error) {
+// The environment is taken from budget, which command and args share, and
+// lookup finds its variables for their expansion.
+func makeEnv(pod *v1.Pod, c *v1.Container, objs *Objects, pe podEnv, budget *expansion.Budget) (env []engine.EnvVar, lookup func(string) (string, bool), err error) {
 	var out []engine.EnvVar
 	index := map[string]int{}
 	set := func(name, value string) error {
@@ -67,9 +68,9 @@ func makeEnv(pod *v1.Pod, c *v1.Container, objs *Objects, pe podEnv, budget *exp
 		return nil
 	}
 	if pe.ServiceErr != nil {
-		return nil, pe.ServiceErr
+		return nil, nil, pe.ServiceErr
 	}
-	lookup := func(name string) (string, bool) {
+	lookup = func(name string) (string, bool) {
 		if i, ok := index[name]; ok {
 			return out[i].Value, true
 		}
@@ -86,11 +87,11 @@ func makeEnv(pod *v1.Pod, c *v1.Container, objs *Objects, pe podEnv, budget *exp
 				if optional(ref.Optional) {
 					continue
 				}
-				return nil, errObjectNotFound(KindConfigMap, ref.Name)
+				return nil, nil, errObjectNotFound(KindConfigMap, ref.Name)
 			}
 			for _, k := range sortedKeys(cm.Data) {
 				if err := set(from.Prefix+k, cm.Data[k]); err != nil {
-					return nil, err
+					return nil, nil, err
 				}
 			}
 		case from.SecretRef != nil:
@@ -100,11 +101,11 @@ func makeEnv(pod *v1.Pod, c *v1.Container, objs *Objects, pe podEnv, budget *exp
 				if optional(ref.Optional) {
 					continue
 				}
-				return nil, errObjectNotFound(KindSecret, ref.Name)
+				return nil, nil, errObjectNotFound(KindSecret, ref.Name)
 			}
 			for _, k := range sortedKeys(sec.Data) {
 				if err := set(from.Prefix+k, string(sec.Data[k])); err != nil {
-					return nil, err
+					return nil, nil, err
 				}
 			}
 		}
@@ -114,20 +115,20 @@ func makeEnv(pod *v1.Pod, c *v1.Container, objs *Objects, pe podEnv, budget *exp
 		if e.ValueFrom == nil {
 			v, err := expansion.Expand(e.Value, lookup)
 			if err != nil {
-				return nil, configErrorf("env %s: %v", e.Name, err)
+				return nil, nil, configErrorf("env %s: %v", e.Name, err)
 			}
 			if err := set(e.Name, v); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			continue
 		}
 		v, ok, err := envValueFrom(pod, c, e.ValueFrom, objs, pe)
 		if err != nil {
-			return nil, fmt.Errorf("env %s: %w", e.Name, err)
+			return nil, nil, fmt.Errorf("env %s: %w", e.Name, err)
 		}
 		if ok {
 			if err := set(e.Name, v); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 		}
 	}
@@ -136,11 +137,11 @@ func makeEnv(pod *v1.Pod, c *v1.Container, objs *Objects, pe podEnv, budget *exp
 	for _, name := range sortedKeys(pe.ServiceEnv) {
 		if _, ok := index[name]; !ok {
 			if err := set(name, pe.ServiceEnv[name]); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 		}
 	}
-	return out, nil
+	return out, lookup, nil
 }
 
 // envValueFrom resolves one valueFrom. ok is false for an optional reference

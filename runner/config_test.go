@@ -62,7 +62,7 @@ func TestMakeEnv(t *testing.T) {
 	sec.Name, sec.Namespace = "sec", "prod"
 	objs.Set([]*v1.ConfigMap{cm}, []*v1.Secret{sec})
 
-	env, err := makeEnv(pod, &pod.Spec.Containers[0], objs, podEnv{PodIP: "10.0.0.2", HostIP: "192.0.2.1", NodeMilliCPU: 4000, NodeMemory: 8 << 30}, &expansion.Budget{})
+	env, _, err := makeEnv(pod, &pod.Spec.Containers[0], objs, podEnv{PodIP: "10.0.0.2", HostIP: "192.0.2.1", NodeMilliCPU: 4000, NodeMemory: 8 << 30}, &expansion.Budget{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +88,7 @@ func TestMakeEnv(t *testing.T) {
 	// A missing required key is a configuration error, not a crash.
 	pod.Spec.Containers[0].Env = []v1.EnvVar{{Name: "X", ValueFrom: &v1.EnvVarSource{ConfigMapKeyRef: &v1.ConfigMapKeySelector{
 		LocalObjectReference: v1.LocalObjectReference{Name: "cfg"}, Key: "missing"}}}}
-	_, err = makeEnv(pod, &pod.Spec.Containers[0], objs, podEnv{}, &expansion.Budget{})
+	_, _, err = makeEnv(pod, &pod.Spec.Containers[0], objs, podEnv{}, &expansion.Budget{})
 	if err == nil || errorReason(err) != "CreateContainerConfigError" {
 		t.Fatalf("err %v (%s), want a CreateContainerConfigError", err, errorReason(err))
 	}
@@ -177,7 +177,7 @@ func TestMakeEnvIsBounded(t *testing.T) {
 	} {
 		pod := &v1.Pod{Spec: v1.PodSpec{Containers: []v1.Container{*tc.c}}}
 		pod.Name, pod.Namespace = "boom", "prod"
-		env, err := makeEnv(pod, &pod.Spec.Containers[0], objs, podEnv{}, &expansion.Budget{})
+		env, _, err := makeEnv(pod, &pod.Spec.Containers[0], objs, podEnv{}, &expansion.Budget{})
 		if !isConfigError(err) || !strings.HasPrefix(err.Error(), tc.want+tc.wantErr.Error()) {
 			t.Errorf("%s: %d variables, %v; want a configuration error %q", tc.name, len(env), err, tc.want+tc.wantErr.Error())
 		}

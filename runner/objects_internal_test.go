@@ -63,7 +63,7 @@ spec:
 		if err != nil {
 			return "", "", err
 		}
-		vars, err := makeEnv(pod, &pod.Spec.Containers[0], objs, podEnv{}, &expansion.Budget{})
+		vars, _, err := makeEnv(pod, &pod.Spec.Containers[0], objs, podEnv{}, &expansion.Budget{})
 		if err != nil {
 			return "", "", err
 		}
