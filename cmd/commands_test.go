@@ -353,7 +353,7 @@ func TestPsRun(t *testing.T) {
 		var opts *psOptions
 		e.parse(func(g *globalOptions) *cobra.Command {
 			return newPsCmd(g, func(_ context.Context, o *psOptions) error { opts = o; return nil })
-		}, append([]string{"ps", "--daemon-address", ""}, args...)...)
+		}, append([]string{"ps", "--daemon=false"}, args...)...)
 		opts.Engine = engineOf[baseEngine](e)
 		return psRun(context.Background(), opts)
 	}

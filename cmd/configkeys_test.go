@@ -94,7 +94,7 @@ func TestConfigKnownKeys(t *testing.T) {
 	}
 
 	keys := configKeys(newRootCmd(&globalOptions{}))
-	for _, k := range []string{"node-name", "path", "healthz-port", "wait", "grace-period", "output", "daemon-address"} {
+	for _, k := range []string{"node-name", "path", "healthz-port", "wait", "grace-period", "output", "daemon"} {
 		if !slices.Contains(keys, k) {
 			t.Errorf("config keys lack %q", k)
 		}

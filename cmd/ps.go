@@ -3,10 +3,10 @@ package cmd
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -15,6 +15,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/duration"
 
+	"github.com/podrun/podrun/health"
 	"github.com/podrun/podrun/runner"
 	"github.com/podrun/podrun/source"
 )
@@ -24,9 +25,9 @@ type psOptions struct {
 	Output        string
 	Namespace     string
 	AllNamespaces bool
-	// Daemon is the address of a podrun watch's HTTP server; when it
-	// answers, ps shows its pods (with readiness and source errors).
-	Daemon string
+	// Daemon asks the podrun watch of the root dir first, on its socket;
+	// when it answers, ps shows its pods (with readiness and source errors).
+	Daemon bool
 	// Engine connects to the container engine (connect by default).
 	Engine func(context.Context) (baseEngine, error)
 }
@@ -56,15 +57,23 @@ func newPsCmd(g *globalOptions, runF func(context.Context, *psOptions) error) *c
 	f.StringVarP(&opts.Output, "output", "o", "", "output format: wide, json or yaml")
 	f.StringVarP(&opts.Namespace, "namespace", "n", "", "only pods of this namespace")
 	f.BoolVarP(&opts.AllNamespaces, "all-namespaces", "A", false, "pods of every namespace (the default unless -n)")
-	f.StringVar(&opts.Daemon, "daemon-address", "127.0.0.1:10248",
-		"podrun watch's HTTP server, asked first for live pods (\"\" to read Docker only)")
+	f.BoolVar(&opts.Daemon, "daemon", true,
+		"ask the podrun watch of --root-dir (<root-dir>/podrun.sock, root only) first for live pods; false reads the engine only")
 	return cmd
 }
 
 func psRun(ctx context.Context, opts *psOptions) error {
-	pods, err := daemonPods(ctx, opts.Daemon, opts.NodeName)
-	if err != nil {
-		opts.Log.Debug("no podrun daemon answers; reading the engine", "err", err)
+	var pods []*v1.Pod
+	asked := false
+	if opts.Daemon {
+		var err error
+		if pods, err = daemonPods(ctx, filepath.Join(opts.RootDir, health.SocketName), opts.NodeName); err == nil {
+			asked = true
+		} else {
+			opts.Log.Debug("no podrun daemon answers; reading the engine", "err", err)
+		}
+	}
+	if !asked {
 		rt, err := opts.Engine(ctx)
 		if err != nil {
 			return err
@@ -95,19 +104,17 @@ func psRun(ctx context.Context, opts *psOptions) error {
 	return writePodTable(opts.Out, pods, opts.Output == "wide", opts.Clock.Now())
 }
 
-// daemonPods asks a running `podrun watch` for its pods. It fails when none
-// answers, or when the one that answers runs for another node.
-func daemonPods(ctx context.Context, addr, node string) ([]*v1.Pod, error) {
-	if addr == "" {
-		return nil, errors.New("no daemon address")
-	}
+// daemonPods asks a running `podrun watch` for its pods, on its socket.
+// It fails when none answers, or when the one that answers runs for
+// another node.
+func daemonPods(ctx context.Context, socket, node string) ([]*v1.Pod, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/pods", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://podrun/pods", nil)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := health.SocketClient(socket, 2*time.Second).Do(req)
 	if err != nil {
 		return nil, err
 	}
@@ -123,7 +130,7 @@ func daemonPods(ctx context.Context, addr, node string) ([]*v1.Pod, error) {
 	for i := range list.Items {
 		p := &list.Items[i]
 		if p.Spec.NodeName != node {
-			return nil, fmt.Errorf("the daemon at %s runs node %s, not %s", addr, p.Spec.NodeName, node)
+			return nil, fmt.Errorf("the daemon at %s runs node %s, not %s", socket, p.Spec.NodeName, node)
 		}
 		out = append(out, p)
 	}

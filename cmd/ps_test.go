@@ -6,8 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
-	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/duration"
 	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/podrun/podrun/health"
 )
 
 func TestPodAge(t *testing.T) {
@@ -48,13 +49,7 @@ func TestPsThroughTheDaemon(t *testing.T) {
 	t0 := time.Now().Truncate(time.Second)
 	e.fake.SetClock(func() time.Time { return t0 })
 	e.write("web.yaml", webPod("web"))
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	_, port, _ := net.SplitHostPort(addr)
+	socket := filepath.Join(e.g.RootDir, health.SocketName)
 
 	var out bytes.Buffer
 	var startedAfter time.Duration
@@ -62,7 +57,7 @@ func TestPsThroughTheDaemon(t *testing.T) {
 		out.Reset()
 		g := *e.g
 		g.Out, g.Clock = &out, testingclock.NewFakeClock(t0.Add(90*time.Second))
-		opts := &psOptions{globalOptions: &g, Daemon: addr,
+		opts := &psOptions{globalOptions: &g, Daemon: true,
 			Engine: func(context.Context) (baseEngine, error) { return nil, errors.New("ps asked Docker") }}
 		if err := psRun(context.Background(), opts); err != nil {
 			return false // the server is not up yet
@@ -70,7 +65,7 @@ func TestPsThroughTheDaemon(t *testing.T) {
 		if !strings.Contains(out.String(), "Running") {
 			return false
 		}
-		start, err := daemonStartTime(addr, "web-node1")
+		start, err := daemonStartTime(socket, "web-node1")
 		if err != nil {
 			t.Errorf("the daemon's /pods: %v", err)
 			return true
@@ -78,7 +73,7 @@ func TestPsThroughTheDaemon(t *testing.T) {
 		startedAfter = start.Sub(t0)
 		return true
 	}
-	err = e.watch([]string{"--path", e.dir, "--healthz-port", port}, func() bool { return e.running("web-node1") != nil && ps() })
+	err := e.watch([]string{"--path", e.dir, "--healthz-port", "0"}, func() bool { return e.running("web-node1") != nil && ps() })
 	wantExit(t, "watch", err, exitOK)
 	// AGE counts from the startTime watch gave the pod: the real time it
 	// was first synced, a moment (longer on a busy machine) after t0.
@@ -90,9 +85,9 @@ func TestPsThroughTheDaemon(t *testing.T) {
 }
 
 // daemonStartTime is the status.startTime of the pod named name on the
-// /pods of the watch serving addr.
-func daemonStartTime(addr, name string) (time.Time, error) {
-	resp, err := http.Get("http://" + addr + "/pods")
+// /pods of the watch serving socket.
+func daemonStartTime(socket, name string) (time.Time, error) {
+	resp, err := health.SocketClient(socket, 10*time.Second).Get("http://podrun/pods")
 	if err != nil {
 		return time.Time{}, err
 	}

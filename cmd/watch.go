@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
@@ -115,8 +116,8 @@ running (an upgrade of podrun is not an outage) unless --stop-pods-on-exit.`,
 	f.BoolVar(&opts.StopPodsOnExit, "stop-pods-on-exit", false, "stop and remove the pods when podrun exits")
 	f.BoolVar(&opts.AllowPrivileged, "allow-privileged", false, "allow privileged containers")
 	addRuntimeClassFlag(f, &opts.RuntimeClasses)
-	f.StringVar(&opts.HealthzAddress, "healthz-bind-address", "127.0.0.1", "address of the HTTP server (/healthz, /readyz, /pods, /metrics)")
-	f.IntVar(&opts.HealthzPort, "healthz-port", 10248, "port of the HTTP server; 0 disables it")
+	f.StringVar(&opts.HealthzAddress, "healthz-bind-address", "127.0.0.1", "address of the HTTP server (/healthz, /readyz, /metrics; /pods is on <root-dir>/podrun.sock)")
+	f.IntVar(&opts.HealthzPort, "healthz-port", 10248, "port of the HTTP server; 0 disables it (not the socket)")
 	f.StringVar(&opts.evictionHardRaw, "eviction-hard", node.DefaultEvictionHard,
 		"node-pressure eviction thresholds, as the kubelet's flag (signal<quantity or signal<N%); empty: no eviction")
 	addExtendedResourceFlag(f, &opts.ExtendedResources)
@@ -214,27 +215,29 @@ func watchRun(ctx context.Context, opts *watchOptions) error {
 		}
 		annotatePods = cl.statuses.AnnotateMirrorErrors
 	}
-	var server *health.Server
-	if opts.HealthzPort != 0 {
-		server, err = health.Listen(health.ServerOptions{
-			Addr:    net.JoinHostPort(opts.HealthzAddress, strconv.Itoa(opts.HealthzPort)),
-			Healthy: r.Healthy,
-			Ready: func() error {
-				if !mux.Ready() {
-					return errors.New("not every source has delivered its manifests yet")
-				}
-				return nil
-			},
-			Pods:     func() []*v1.Pod { return annotatePods(mux.AnnotateErrors(mux.AnnotateWarnings(r.Pods()))) },
-			Gatherer: reg,
-			Logger:   opts.Log,
-		})
-		if err != nil {
-			if cl != nil && cl.nodeAPI != nil {
-				cl.nodeAPI.Close()
+	// The socket always (ps reads /pods there); TCP unless port 0.
+	srvOpts := health.ServerOptions{
+		Socket:  filepath.Join(opts.RootDir, health.SocketName),
+		Healthy: r.Healthy,
+		Ready: func() error {
+			if !mux.Ready() {
+				return errors.New("not every source has delivered its manifests yet")
 			}
-			return badInput(fmt.Errorf("--healthz-port: %w", err))
+			return nil
+		},
+		Pods:     func() []*v1.Pod { return annotatePods(mux.AnnotateErrors(mux.AnnotateWarnings(r.Pods()))) },
+		Gatherer: reg,
+		Logger:   opts.Log,
+	}
+	if opts.HealthzPort != 0 {
+		srvOpts.Addr = net.JoinHostPort(opts.HealthzAddress, strconv.Itoa(opts.HealthzPort))
+	}
+	server, err := health.Listen(srvOpts)
+	if err != nil {
+		if cl != nil && cl.nodeAPI != nil {
+			cl.nodeAPI.Close()
 		}
+		return badInput(fmt.Errorf("HTTP server: %w", err))
 	}
 
 	runCtx, stop := context.WithCancel(context.Background())
@@ -262,16 +265,14 @@ func watchRun(ctx context.Context, opts *watchOptions) error {
 			rotateLogs(runCtx, lr, opts.LogRotation, opts.Clock, opts.Log)
 		}()
 	}
-	if server != nil {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := server.Serve(runCtx); err != nil {
-				opts.Log.Error("HTTP server", "err", err)
-			}
-		}()
-		opts.Log.Info("serving /healthz, /readyz, /pods, /metrics", "address", server.Addr())
-	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := server.Serve(runCtx); err != nil {
+			opts.Log.Error("HTTP server", "err", err)
+		}
+	}()
+	opts.Log.Info("serving /healthz, /readyz, /metrics", "address", server.Addr(), "socket", srvOpts.Socket)
 	if cl != nil {
 		cl.start(runCtx, &wg)
 	}

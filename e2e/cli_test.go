@@ -54,7 +54,7 @@ func TestCLIPsOutputsAndNamespaces(t *testing.T) {
 	// Docker only: no podrun watch of another test may answer.
 	ps := func(args ...string) string {
 		t.Helper()
-		r := e.podrun(time.Minute, "ps", append([]string{"--daemon-address", ""}, args...)...)
+		r := e.podrun(time.Minute, "ps", append([]string{"--daemon=false"}, args...)...)
 		if r.code != 0 {
 			t.Fatalf("ps %v: exit %d\n%s", args, r.code, r.stderr)
 		}
@@ -228,7 +228,7 @@ func TestCLIRuntimeUnreachableExit3(t *testing.T) {
 		{"once", "--wait", "complete", e.dir},
 		{"down", p},
 		{"down", "--all"},
-		{"ps", "--daemon-address", ""},
+		{"ps", "--daemon=false"},
 		{"logs", "s"},
 		{"plan", p},
 	} {

@@ -182,7 +182,7 @@ func TestCRIOnceDownPsLogs(t *testing.T) {
 		t.Fatalf("no running web container on containerd: %v", e.runningByName())
 	}
 
-	r = e.podrun(time.Minute, "ps", "-o", "wide", "--daemon-address", "")
+	r = e.podrun(time.Minute, "ps", "-o", "wide", "--daemon=false")
 	if r.code != 0 {
 		t.Fatalf("ps: exit %d\n%s", r.code, r.stderr)
 	}

@@ -83,7 +83,7 @@ func checkManagedEtcHosts(t *testing.T, e *env) {
 		return strings.TrimSuffix(out, "== end\n")
 	}
 
-	r = e.podrun(time.Minute, "ps", "-o", "json", "--daemon-address", "")
+	r = e.podrun(time.Minute, "ps", "-o", "json", "--daemon=false")
 	var list v1.PodList
 	if err := json.Unmarshal([]byte(r.stdout), &list); r.code != 0 || err != nil {
 		t.Fatalf("ps -o json: exit %d, %v\n%s", r.code, err, r.stderr)

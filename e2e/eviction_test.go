@@ -37,12 +37,12 @@ spec:
       requests: {cpu: 100m, memory: 64Mi}
       limits: {cpu: 100m, memory: 64Mi}
 `, testImage))
-	base, stop := e.watchWithServer("--eviction-hard", "memory.available<1000Ti")
+	_, stop := e.watchWithServer("--eviction-hard", "memory.available<1000Ti")
 	defer stop(syscall.SIGTERM)
 
 	var evicted v1.Pod
 	waitFor(t, "the BestEffort pod to be evicted", 2*time.Minute, func() bool {
-		evicted = pods(t, base)["be-"+e.node]
+		evicted = e.pods()["be-"+e.node]
 		return evicted.Status.Reason == "Evicted"
 	})
 	if evicted.Status.Phase != v1.PodFailed || !strings.Contains(evicted.Status.Message, "The node was low on resource: memory") {
@@ -58,9 +58,9 @@ spec:
 	// was a candidate at every look, and still runs as it did.
 	e.write("late.yaml", sleepPod("late", 1))
 	waitFor(t, "the later BestEffort pod to be evicted", 2*time.Minute, func() bool {
-		return pods(t, base)["late-"+e.node].Status.Reason == "Evicted"
+		return e.pods()["late-"+e.node].Status.Reason == "Evicted"
 	})
-	p := pods(t, base)["etcd-"+e.node]
+	p := e.pods()["etcd-"+e.node]
 	if p.Status.Phase != v1.PodRunning || p.Status.Reason != "" {
 		t.Fatalf("the critical pod is %s (%s: %s)", p.Status.Phase, p.Status.Reason, p.Status.Message)
 	}
@@ -97,7 +97,7 @@ spec:
 	e.write("dir.yaml", pod("dir", "100Mi", "1Mi", "/scratch/filler"))
 	e.write("layer.yaml", pod("layer", "1Mi", "100Mi", "/filler"))
 	e.write("within.yaml", pod("within", "100Mi", "100Mi", "/scratch/filler"))
-	base, stop := e.watchWithServer("--container-gc-period", "1s")
+	_, stop := e.watchWithServer("--container-gc-period", "1s")
 	defer stop(syscall.SIGTERM)
 
 	want := map[string]string{
@@ -105,7 +105,7 @@ spec:
 		"layer": `Container c exceeded its local ephemeral storage limit "1Mi".`,
 	}
 	waitFor(t, "the pods over their limits to be evicted", 2*time.Minute, func() bool {
-		got := pods(t, base)
+		got := e.pods()
 		for name := range want {
 			if got[name+"-"+e.node].Status.Reason != "Evicted" {
 				return false
@@ -113,7 +113,7 @@ spec:
 		}
 		return true
 	})
-	got := pods(t, base)
+	got := e.pods()
 	for name, msg := range want {
 		if m := got[name+"-"+e.node].Status.Message; m != msg {
 			t.Errorf("%s: message %q, want %q", name, m, msg)
@@ -139,7 +139,7 @@ spec:
 			_, err := os.Lstat(emptyDirs)
 			return objects(pod.Name) == 0 && errors.Is(err, fs.ErrNotExist)
 		})
-		if p := pods(t, base)[pod.Name]; p.Status.Reason != "Evicted" || p.Status.Message != want[name] {
+		if p := e.pods()[pod.Name]; p.Status.Reason != "Evicted" || p.Status.Message != want[name] {
 			t.Errorf("%s after its containers went: %s %q, want Evicted %q", name, p.Status.Reason, p.Status.Message, want[name])
 		}
 	}

@@ -108,8 +108,8 @@ spec:
 
 // waiting is the waiting reason and message of the pod's container, from
 // /pods.
-func waiting(t *testing.T, base, pod, container string) (string, string) {
-	p, ok := pods(t, base)[pod]
+func (e *env) waiting(pod, container string) (string, string) {
+	p, ok := e.pods()[pod]
 	if !ok {
 		return "", ""
 	}
@@ -152,14 +152,14 @@ func TestImagesPullBackOffUntilTheSecretIsFixed(t *testing.T) {
 	e := newEnv(t)
 	e.write("secret.yaml", reg.pullSecret("regcred", "wrong-password"))
 	e.write("pod.yaml", privatePod("private", ref, "regcred"))
-	base, stop := e.watchWithServer()
+	_, stop := e.watchWithServer()
 	defer stop(syscall.SIGTERM)
 
 	// ErrImagePull is shown from the failed pull until the worker looks
 	// again (at once): then ImagePullBackOff until the back-off is over.
 	seen := map[string]string{}
 	waitFor(t, "ImagePullBackOff", time.Minute, func() bool {
-		reason, msg := waiting(t, base, "private-"+e.node, "app")
+		reason, msg := e.waiting("private-"+e.node, "app")
 		if reason != "" {
 			seen[reason] = msg
 		}

@@ -107,15 +107,15 @@ func TestLifecycleActiveDeadline(t *testing.T) {
 
 	// Under watch, the manifest edited to give the pod more time makes a
 	// new pod of it, as an edit of an evicted pod does: it runs again.
-	base, stop := e.watchWithServer()
+	_, stop := e.watchWithServer()
 	defer stop(syscall.SIGTERM)
 	name := "deadline-" + e.node
 	waitFor(t, "watch to report the pod past its deadline", 2*time.Minute, func() bool {
-		return pods(t, base)[name].Status.Reason == "DeadlineExceeded"
+		return e.pods()[name].Status.Reason == "DeadlineExceeded"
 	})
 	e.write("deadline.yaml", deadlinePod(3600))
-	e.waitSynced(base, "deadline")
-	if p := pods(t, base)[name]; p.Status.Phase != v1.PodRunning || p.Status.Reason != "" {
+	e.waitSynced("deadline")
+	if p := e.pods()[name]; p.Status.Phase != v1.PodRunning || p.Status.Reason != "" {
 		t.Errorf("after the edit: phase %s reason %q, want Running", p.Status.Phase, p.Status.Reason)
 	}
 	if run := e.running(); run["deadline/sleeper"] == "" {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -17,6 +18,8 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/podrun/podrun/health"
 )
 
 // watchWithServer starts `podrun watch` on the env's manifest dir with its
@@ -36,10 +39,11 @@ func (e *env) watchWithServer(extra ...string) (base string, stop func(syscall.S
 	return base, stop
 }
 
-// pods fetches /pods.
-func pods(t *testing.T, base string) map[string]v1.Pod {
+// pods fetches the watch's /pods, from its socket in the root dir.
+func (e *env) pods() map[string]v1.Pod {
+	t := e.t
 	t.Helper()
-	resp, err := http.Get(base + "/pods")
+	resp, err := health.SocketClient(filepath.Join(e.root, health.SocketName), 30*time.Second).Get("http://podrun/pods")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,15 +105,15 @@ spec:
       periodSeconds: 1
       failureThreshold: 1
 `, testImage))
-	base, stop := e.watchWithServer()
+	_, stop := e.watchWithServer()
 	defer stop(syscall.SIGTERM)
 	name := "live-" + e.node
 	waitFor(t, "two liveness restarts", 2*time.Minute, func() bool {
-		p, ok := pods(t, base)[name]
+		p, ok := e.pods()[name]
 		return ok && len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].RestartCount >= 2 &&
 			p.Status.ContainerStatuses[0].State.Running != nil
 	})
-	cs := pods(t, base)[name].Status.ContainerStatuses[0]
+	cs := e.pods()[name].Status.ContainerStatuses[0]
 	last := cs.LastTerminationState.Terminated
 	if last == nil {
 		t.Fatalf("no lastState after a restart: %+v", cs)
@@ -138,16 +142,16 @@ spec:
       periodSeconds: 1
       failureThreshold: 1
 `, testImage))
-	base, stop := e.watchWithServer()
+	_, stop := e.watchWithServer()
 	defer stop(syscall.SIGTERM)
 	name := "web-" + e.node
 	waitFor(t, "the pod running, not ready", time.Minute, func() bool {
-		p, ok := pods(t, base)[name]
+		p, ok := e.pods()[name]
 		return ok && p.Status.Phase == v1.PodRunning && !podReady(p)
 	})
 	psReady := func(want string) func() bool {
 		return func() bool {
-			r := e.podrun(30*time.Second, "ps", "--daemon-address", strings.TrimPrefix(base, "http://"))
+			r := e.podrun(30*time.Second, "ps")
 			for _, line := range strings.Split(r.stdout, "\n") {
 				if strings.Contains(line, name) {
 					return strings.Fields(line)[2] == want
@@ -159,11 +163,11 @@ spec:
 	waitFor(t, "ps to show 0/1", 30*time.Second, psReady("0/1"))
 
 	e.execIn("web", "httpd", "touch", "/www/ready")
-	waitFor(t, "Ready", 30*time.Second, func() bool { return podReady(pods(t, base)[name]) })
+	waitFor(t, "Ready", 30*time.Second, func() bool { return podReady(e.pods()[name]) })
 	waitFor(t, "ps to show 1/1", 30*time.Second, psReady("1/1"))
 
 	e.execIn("web", "httpd", "rm", "/www/ready")
-	waitFor(t, "not Ready again", 30*time.Second, func() bool { return !podReady(pods(t, base)[name]) })
+	waitFor(t, "not Ready again", 30*time.Second, func() bool { return !podReady(e.pods()[name]) })
 	waitFor(t, "ps to show 0/1 again", 30*time.Second, psReady("0/1"))
 }
 
@@ -193,7 +197,7 @@ spec:
 	defer stop(syscall.SIGTERM)
 	name := "slow-" + e.node
 	waitFor(t, "started and ready", time.Minute, func() bool {
-		p, ok := pods(t, base)[name]
+		p, ok := e.pods()[name]
 		if !ok || len(p.Status.ContainerStatuses) == 0 {
 			return false
 		}
@@ -206,7 +210,7 @@ spec:
 	waitFor(t, "three liveness runs", time.Minute, func() bool {
 		return metric(t, base, "podrun_probe_results_total", map[string]string{"probe_type": "Liveness", "result": "success"}) >= 3
 	})
-	if cs := pods(t, base)[name].Status.ContainerStatuses[0]; cs.RestartCount != 0 {
+	if cs := e.pods()[name].Status.ContainerStatuses[0]; cs.RestartCount != 0 {
 		t.Fatalf("liveness ran before the startup probe passed: restartCount %d", cs.RestartCount)
 	}
 }
@@ -274,7 +278,7 @@ func TestServerEndpoints(t *testing.T) {
 			t.Errorf("/metrics lacks %s", series)
 		}
 	}
-	if _, ok := pods(t, base)["a-"+e.node]; !ok {
+	if _, ok := e.pods()["a-"+e.node]; !ok {
 		t.Errorf("/pods lacks the pod")
 	}
 
@@ -307,10 +311,10 @@ spec:
     image: %s
     command: ["sh", "-c", "echo run-$(cat /proc/sys/kernel/random/uuid); sleep 1; exit 1"]
 `, testImage))
-	base, stop := e.watchWithServer()
+	_, stop := e.watchWithServer()
 	defer stop(syscall.SIGTERM)
 	waitFor(t, "a restart", time.Minute, func() bool {
-		p, ok := pods(t, base)["crash-"+e.node]
+		p, ok := e.pods()["crash-"+e.node]
 		return ok && len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].RestartCount >= 1
 	})
 	prev := e.podrun(30*time.Second, "logs", "crash", "--previous")

@@ -40,13 +40,13 @@ spec:
 	// The readiness worker has had its first (gated) tick by the time the
 	// startup probe has failed twice.
 	waitFor(t, "the startup probe to fail twice", time.Minute, func() bool { return startupRuns() >= 2 })
-	if p := pods(t, base)[name]; podReady(p) {
+	if p := e.pods()[name]; podReady(p) {
 		t.Fatal("ready before the startup probe passed")
 	}
 
 	e.execIn("startup", "app", "touch", "/tmp/startup")
 	waitFor(t, "Ready, long before the readiness period (1 h) ends", 2*time.Minute, func() bool {
-		return podReady(pods(t, base)[name])
+		return podReady(e.pods()[name])
 	})
 }
 
@@ -89,7 +89,7 @@ spec:
 	base, stop := e.watchWithServer()
 	defer stop(syscall.SIGTERM)
 	name := "term-" + e.node
-	waitFor(t, "running and ready", 2*time.Minute, func() bool { return podReady(pods(t, base)[name]) })
+	waitFor(t, "running and ready", 2*time.Minute, func() bool { return podReady(e.pods()[name]) })
 	liveFailures := func() float64 {
 		return metric(t, base, "podrun_probe_results_total", map[string]string{"probe_type": "Liveness", "result": "failure"})
 	}
@@ -102,7 +102,7 @@ spec:
 	}
 	// Not ready while it is still there: the trap keeps it 20 s.
 	waitFor(t, "not ready while terminating", time.Minute, func() bool {
-		p, ok := pods(t, base)[name]
+		p, ok := e.pods()[name]
 		if !ok {
 			t.Fatal("the pod was gone before it was shown not ready")
 		}
@@ -112,7 +112,7 @@ spec:
 		t.Fatal("the container had stopped before the pod was shown not ready")
 	}
 	waitFor(t, "the pod gone", 2*time.Minute, func() bool {
-		_, ok := pods(t, base)[name]
+		_, ok := e.pods()[name]
 		return !ok
 	})
 	if n := liveFailures(); n != 0 {

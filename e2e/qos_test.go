@@ -102,7 +102,7 @@ func TestQOSOOMScoreAdj(t *testing.T) {
 	}
 
 	// ps, from Docker alone (no daemon): the classes kept with the sandboxes.
-	ps := e.podrun(time.Minute, "ps", "-o", "json", "--daemon-address", "")
+	ps := e.podrun(time.Minute, "ps", "-o", "json", "--daemon=false")
 	if ps.code != 0 {
 		t.Fatalf("ps: exit %d\n%s", ps.code, ps.stderr)
 	}
@@ -208,8 +208,8 @@ func TestQOSWatchPodsAndOwnScore(t *testing.T) {
 		resp.Body.Close()
 		return true
 	})
-	e.waitSynced(base, "etcd", "besteffort")
-	got := pods(t, base)
+	e.waitSynced("etcd", "besteffort")
+	got := e.pods()
 	for name, want := range map[string]v1.PodQOSClass{"etcd": v1.PodQOSGuaranteed, "besteffort": v1.PodQOSBestEffort} {
 		if c := got[name+"-"+e.node].Status.QOSClass; c != want {
 			t.Errorf("/pods: %s has QoS class %q, want %q", name, c, want)

@@ -35,12 +35,12 @@ metadata:
 handler: no-such-runtime
 `)
 	kubeconfig, _ := c.NodeKubeconfig(t, e.node)
-	base, stop := e.watchWithServer("--kubeconfig", kubeconfig, "--port", "0")
+	_, stop := e.watchWithServer("--kubeconfig", kubeconfig, "--port", "0")
 	defer stop(syscall.SIGTERM)
 
 	name := "apiclass-" + e.node
 	waitFor(t, "the pod running", 2*time.Minute, func() bool {
-		p := e.psPods(base)[name]
+		p := e.psPods()[name]
 		return len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].State.Running != nil
 	})
 	seen := 0

@@ -191,11 +191,11 @@ handler: runc
 	}
 }
 
-// psPods runs `podrun ps -o json` against the watch at base and returns
-// its pods by name.
-func (e *env) psPods(base string) map[string]v1.Pod {
+// psPods runs `podrun ps -o json` against the env's watch and returns its
+// pods by name.
+func (e *env) psPods() map[string]v1.Pod {
 	e.t.Helper()
-	r := e.podrun(30*time.Second, "ps", "-o", "json", "--daemon-address", strings.TrimPrefix(base, "http://"))
+	r := e.podrun(30*time.Second, "ps", "-o", "json")
 	var list struct {
 		Items []v1.Pod `json:"items"`
 	}
@@ -219,13 +219,13 @@ func TestSecurityWatchShowsRefusalsAndTakesNewClasses(t *testing.T) {
 	e.write("root.yaml", securityPod("rootimage", "Always", "sleep 3600", "",
 		"    securityContext: {runAsNonRoot: true}\n"))
 	e.write("late.yaml", securityPod("late", "Always", "sleep 3600", "  runtimeClassName: late\n", ""))
-	base, stop := e.watchWithServer()
+	_, stop := e.watchWithServer()
 	defer stop(syscall.SIGTERM)
 
 	root, late := "rootimage-"+e.node, "late-"+e.node
 	var last map[string]v1.Pod
 	waitFor(t, "ps to show both waiting with CreateContainerConfigError", time.Minute, func() bool {
-		last = e.psPods(base)
+		last = e.psPods()
 		a, b := waitingOf(last[root]), waitingOf(last[late])
 		return a != nil && a.Reason == "CreateContainerConfigError" && b != nil && b.Reason == "CreateContainerConfigError"
 	})
@@ -238,7 +238,7 @@ func TestSecurityWatchShowsRefusalsAndTakesNewClasses(t *testing.T) {
 
 	e.write("class.yaml", "apiVersion: node.k8s.io/v1\nkind: RuntimeClass\nmetadata:\n  name: late\nhandler: runc\n")
 	waitFor(t, "the late pod running once its class is declared", 2*time.Minute, func() bool {
-		p := e.psPods(base)[late]
+		p := e.psPods()[late]
 		return len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].State.Running != nil
 	})
 	for _, c := range e.containers() {

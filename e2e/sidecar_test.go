@@ -64,10 +64,10 @@ func TestSidecarAdoptedAndRestartedAlone(t *testing.T) {
 		t.Fatalf("after once, running: %v", before)
 	}
 
-	base, stop := e.watchWithServer()
+	_, stop := e.watchWithServer()
 	defer stop(syscall.SIGTERM)
-	e.waitSynced(base, "side")
-	p := pods(t, base)["side-"+e.node]
+	e.waitSynced("side")
+	p := e.pods()["side-"+e.node]
 	// The init container ran once: it started only after the sidecar's
 	// startup probe passed (before that, /shared/up is missing and it fails).
 	if st := initStatus(&p, "setup"); st == nil || st.RestartCount != 0 || st.State.Terminated == nil || st.State.Terminated.ExitCode != 0 {
@@ -91,7 +91,7 @@ func TestSidecarAdoptedAndRestartedAlone(t *testing.T) {
 	// While the restarted sidecar is not ready, neither is the pod; then it
 	// is again.
 	waitFor(t, "the pod to be ready again", time.Minute, func() bool {
-		p := pods(t, base)["side-"+e.node]
+		p := e.pods()["side-"+e.node]
 		st := initStatus(&p, "proxy")
 		return st != nil && st.Ready && st.RestartCount == 1 && podReady(p)
 	})

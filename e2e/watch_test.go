@@ -226,8 +226,8 @@ func TestWatchAdoptsAfterRestart(t *testing.T) {
 	// adopted them once its /pods shows both pods with every container
 	// running: only then is the comparison a check of adoption.
 	stop(syscall.SIGKILL)
-	base, stop := e.watchWithServer()
-	e.waitSynced(base, "a", "web")
+	_, stop = e.watchWithServer()
+	e.waitSynced("a", "web")
 	if now := e.running(); !sameIDs(now, before) {
 		t.Fatalf("restart after SIGKILL changed containers:\nbefore %v\nafter  %v", before, now)
 	}
@@ -240,20 +240,20 @@ func TestWatchAdoptsAfterRestart(t *testing.T) {
 
 	// --stop-pods-on-exit removes them: those it knows, so wait until it
 	// knows both.
-	base, stop = e.watchWithServer("--stop-pods-on-exit")
-	e.waitSynced(base, "a", "web")
+	_, stop = e.watchWithServer("--stop-pods-on-exit")
+	e.waitSynced("a", "web")
 	stop(syscall.SIGTERM)
 	if n := len(e.containers()); n != 0 {
 		t.Fatalf("--stop-pods-on-exit left %d containers", n)
 	}
 }
 
-// waitSynced waits until the watch serving base has synced the named pods
-// (manifest names): /pods lists each with every container running.
-func (e *env) waitSynced(base string, names ...string) {
+// waitSynced waits until the watch has synced the named pods (manifest
+// names): /pods lists each with every container running.
+func (e *env) waitSynced(names ...string) {
 	e.t.Helper()
 	waitFor(e.t, fmt.Sprintf("/pods to show %v running", names), 2*time.Minute, func() bool {
-		got := pods(e.t, base)
+		got := e.pods()
 		for _, n := range names {
 			p, ok := got[n+"-"+e.node]
 			if !ok || p.Status.Phase != v1.PodRunning || len(p.Status.ContainerStatuses) == 0 {
@@ -278,13 +278,13 @@ func TestWatchKilledMidBringUp(t *testing.T) {
 	// The kill lands in the bring-up: some pods' containers made, not all.
 	waitFor(t, "the bring-up to begin", time.Minute, func() bool { return len(e.containers()) > 0 })
 	stop(syscall.SIGKILL)
-	base, stop := e.watchWithServer()
+	_, stop = e.watchWithServer()
 	defer stop(syscall.SIGTERM)
 	names := make([]string, 10)
 	for i := range names {
 		names[i] = fmt.Sprintf("p%d", i)
 	}
-	e.waitSynced(base, names...)
+	e.waitSynced(names...)
 	// Converged means exactly the 20 containers, all running: leftovers of
 	// the killed run (created, exited, or a second sandbox) are removed by
 	// the sync, so wait for that rather than for a fixed time.
@@ -378,16 +378,15 @@ spec:
 func TestWatchDropsUnknownFieldsAndSaysSo(t *testing.T) {
 	e := newEnv(t)
 	e.write("a.yaml", strings.Replace(sleepPod("a", 1), "  containers:\n", "  colour: blue\n  containers:\n", 1))
-	base, stop := e.watchWithServer()
+	_, stop := e.watchWithServer()
 	defer stop(syscall.SIGTERM)
-	e.waitSynced(base, "a")
+	e.waitSynced("a")
 	warning := filepath.Join(e.dir, "a.yaml") + ":"
-	got := pods(t, base)["a-"+e.node].Annotations["podrun.io/manifest-warnings"]
+	got := e.pods()["a-"+e.node].Annotations["podrun.io/manifest-warnings"]
 	if !strings.HasPrefix(got, warning) || !strings.HasSuffix(got, ": spec.colour: unknown field, ignored") {
 		t.Errorf("/pods warnings = %q, want %s<line>: spec.colour: unknown field, ignored", got, warning)
 	}
-	port := strings.TrimPrefix(base, "http://")
-	ps := e.podrun(time.Minute, "ps", "-o", "wide", "--daemon-address", port)
+	ps := e.podrun(time.Minute, "ps", "-o", "wide")
 	if ps.code != 0 || !strings.Contains(ps.stdout, "default/a-"+e.node+": warning: "+warning) {
 		t.Errorf("ps -o wide: exit %d\n%s\n%s", ps.code, ps.stdout, ps.stderr)
 	}

@@ -18,9 +18,15 @@ import (
 
 // ServerOptions are what podrun's HTTP server reports on.
 type ServerOptions struct {
-	// Addr is host:port to listen on (127.0.0.1:10248 by default in
-	// podrun; nothing listens on other addresses unless asked).
+	// Addr is host:port of the TCP listener (127.0.0.1:10248 by default in
+	// podrun), which serves /healthz, /readyz and /metrics; "" for none.
 	Addr string
+	// Socket is the path of the unix socket that serves those and /pods,
+	// to podrun's own user (and root) only; "" for none. Pod specs carry
+	// what manifests hold as literals (env values, commands, probe
+	// headers), and the files may be readable by root alone: /pods must
+	// not undo that for every local user, as a TCP port would.
+	Socket string
 	// Healthy fails when podrun is stuck (its sync loop has not turned).
 	Healthy func() error
 	// Ready fails until every source has delivered once.
@@ -38,66 +44,123 @@ type ServerOptions struct {
 	IdleTimeout time.Duration
 }
 
-// Server is podrun's HTTP server: /healthz, /readyz, /pods, /metrics.
+// Server is podrun's HTTP server: /healthz, /readyz, /metrics on TCP, and
+// /pods with them on a unix socket.
 type Server struct {
 	opts ServerOptions
-	srv  *http.Server
-	ln   net.Listener
+	tcp  *listening
+	unix *listening
 }
 
-// Listen binds the server's address, so that a port already taken is an
-// error at start rather than a log line later.
+type listening struct {
+	srv *http.Server
+	ln  net.Listener
+}
+
+// Listen binds the server's addresses, so that a port already taken (or
+// a socket another podrun serves) is an error at start rather than a log
+// line later.
 func Listen(opts ServerOptions) (*Server, error) {
-	ln, err := net.Listen("tcp", opts.Addr)
-	if err != nil {
-		return nil, fmt.Errorf("listen on %s: %w", opts.Addr, err)
+	if opts.Addr == "" && opts.Socket == "" {
+		return nil, errors.New("no address and no socket to serve on")
 	}
-	s := &Server{opts: opts, ln: ln}
-	idle := opts.IdleTimeout
+	s := &Server{opts: opts}
+	if opts.Addr != "" {
+		ln, err := net.Listen("tcp", opts.Addr)
+		if err != nil {
+			return nil, fmt.Errorf("listen on %s: %w", opts.Addr, err)
+		}
+		s.tcp = s.serving(ln, s.publicHandler())
+	}
+	if opts.Socket != "" {
+		ln, err := listenOwnerOnly(opts.Socket, opts.Logger)
+		if err != nil {
+			if s.tcp != nil {
+				s.tcp.ln.Close()
+			}
+			return nil, err
+		}
+		s.unix = s.serving(ln, s.Handler())
+	}
+	return s, nil
+}
+
+func (s *Server) serving(ln net.Listener, h http.Handler) *listening {
+	idle := s.opts.IdleTimeout
 	if idle <= 0 {
 		idle = 2 * time.Minute
 	}
-	s.srv = &http.Server{
-		Handler:           s.Handler(),
+	return &listening{ln: ln, srv: &http.Server{
+		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       idle,
 		// Every answer is small and whole (no stream): a client that
 		// does not read it is not waited for.
 		WriteTimeout:   time.Minute,
 		MaxHeaderBytes: 1 << 20,
-	}
-	return s, nil
+	}}
 }
 
-// Addr is the address the server listens on.
-func (s *Server) Addr() string { return s.ln.Addr().String() }
+// Addr is the TCP address the server listens on, "" without one.
+func (s *Server) Addr() string {
+	if s.tcp == nil {
+		return ""
+	}
+	return s.tcp.ln.Addr().String()
+}
 
 // Serve serves until ctx ends, then shuts down (bounded).
 func (s *Server) Serve(ctx context.Context) error {
-	errc := make(chan error, 1)
-	go func() { errc <- s.srv.Serve(s.ln) }()
+	var all []*listening
+	for _, l := range []*listening{s.tcp, s.unix} {
+		if l != nil {
+			all = append(all, l)
+		}
+	}
+	errc := make(chan error, len(all))
+	for _, l := range all {
+		go func() { errc <- l.srv.Serve(l.ln) }()
+	}
+	var first error
 	select {
-	case err := <-errc:
-		return err
+	case first = <-errc:
 	case <-ctx.Done():
 	}
 	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := s.srv.Shutdown(shutdown); err != nil {
-		return err
+	var errs []error
+	for _, l := range all {
+		errs = append(errs, l.srv.Shutdown(shutdown))
 	}
-	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return err
+	// Every Serve returns once its server is shut down.
+	pending := len(all)
+	if first != nil {
+		errs = append(errs, first)
+		pending--
 	}
-	return nil
+	for ; pending > 0; pending-- {
+		if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
-// Handler is the server's routes, for tests and for embedding.
+// Handler is every route, as the unix socket serves them; for tests and
+// for embedding.
 func (s *Server) Handler() http.Handler {
+	mux := s.publicMux()
+	mux.HandleFunc("GET /pods", s.pods)
+	return mux
+}
+
+// publicHandler is what TCP serves: nothing a manifest holds.
+func (s *Server) publicHandler() http.Handler { return s.publicMux() }
+
+func (s *Server) publicMux() *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", check(s.opts.Healthy))
 	mux.HandleFunc("GET /readyz", check(s.opts.Ready))
-	mux.HandleFunc("GET /pods", s.pods)
 	if s.opts.Gatherer != nil {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(s.opts.Gatherer, promhttp.HandlerOpts{}))
 	}

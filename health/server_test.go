@@ -2,7 +2,6 @@ package health
 
 import (
 	"bufio"
-	"context"
 	"errors"
 	"io"
 	"net"
@@ -16,19 +15,7 @@ import (
 // timeout rather than held for ever (each one a file descriptor and a
 // goroutine of podrun's).
 func TestServerClosesIdleConnections(t *testing.T) {
-	s, err := Listen(ServerOptions{Addr: "127.0.0.1:0", IdleTimeout: 100 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- s.Serve(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-served; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	})
+	s := serve(t, ServerOptions{Addr: "127.0.0.1:0", IdleTimeout: 100 * time.Millisecond})
 
 	conn, err := net.Dial("tcp", s.Addr())
 	if err != nil {

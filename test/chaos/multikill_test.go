@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/podrun/podrun/bench/benchkit"
+	"github.com/podrun/podrun/health"
 	v1 "k8s.io/api/core/v1"
 )
 
@@ -156,12 +157,7 @@ func multiKillTrial(t *testing.T, mode string) ([]int, time.Duration, error) {
 		// The last watch serves /pods: converged means it has synced every
 		// pod itself (adopted or made), not only that the engine shows the
 		// state an earlier watch left. Only then is it stopped.
-		port, err := benchkit.FreePort()
-		if err != nil {
-			return at, 0, err
-		}
-		base := fmt.Sprintf("http://127.0.0.1:%d", port)
-		pr, err := n.p.Start("watch", "--path", n.dir, "--healthz-port", strconv.Itoa(port))
+		pr, err := n.p.Start("watch", "--path", n.dir, "--healthz-port", "0")
 		if err != nil {
 			return at, 0, err
 		}
@@ -178,7 +174,7 @@ func multiKillTrial(t *testing.T, mode string) ([]int, time.Duration, error) {
 			if last = n.checkPods(ctx, "m", mkPods, mkContainers); last != nil {
 				return false, nil
 			}
-			last = watchSynced(ctx, base, mkPods)
+			last = watchSynced(ctx, filepath.Join(n.root, health.SocketName), mkPods)
 			return last == nil, nil
 		})
 		if err != nil {
@@ -373,13 +369,13 @@ func tailLines(s string, n int) string {
 }
 
 // watchSynced reports (as an error, nil when so) whether the watch serving
-// base shows pods pods in /pods, each with every container running.
-func watchSynced(ctx context.Context, base string, pods int) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/pods", nil)
+// socket shows pods pods in /pods, each with every container running.
+func watchSynced(ctx context.Context, socket string, pods int) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://podrun/pods", nil)
 	if err != nil {
 		return err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := health.SocketClient(socket, 30*time.Second).Do(req)
 	if err != nil {
 		return fmt.Errorf("the watch's /pods: %w", err)
 	}
