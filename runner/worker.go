@@ -365,6 +365,11 @@ func (w *podWorker) syncBegins() {
 func (w *podWorker) sync(ctx context.Context, pod *v1.Pod, st *podState) (*podActions, bool, error) {
 	r := w.r
 	w.syncBegins()
+	// The UID first: what every other step acts on (stops, adopts, the pod
+	// directory) must be this pod's.
+	if own, why := uidConflict(pod, st); why != nil {
+		return w.syncUIDConflict(ctx, pod, own, why)
+	}
 	if msg, ok := w.evictedMessage(pod); ok {
 		return w.syncEvicted(ctx, pod, st, msg)
 	}

@@ -1,0 +1,119 @@
+package runner_test
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/podrun/podrun/runner"
+)
+
+// A manifest may set any metadata.uid: a pod whose UID's objects in the
+// runtime are another pod's is refused (Failed, UIDConflict, naming that
+// pod) whether its spec matches theirs (it would adopt them) or not (it
+// would replace them), and neither they nor the UID's pod directory are
+// touched. Once they are gone, the pod starts.
+func TestPodRefusedTheUIDOfAnotherPod(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cmds map[string][]string
+	}{
+		{"same spec", map[string][]string{"a": {"run"}}},
+		{"other spec", map[string][]string{"a": {"run", "other"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fake := newFake(t)
+			root := t.TempDir()
+			rootDir := func(c *runner.Config) { c.RootDir = root }
+			h := start(t, fake, rootDir)
+			owner := newPod("u1", "owner-node1", v1.RestartPolicyAlways, map[string][]string{"a": {"run"}})
+			h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{owner}}
+			h.waitStatus("u1", "running", allRunning)
+			h.stop()
+			ctx := context.Background()
+			ownerSbs, ownerCs, err := fake.ListPodObjects(ctx, "u1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			dir := filepath.Join(root, "pods", "u1")
+			if err := os.WriteFile(filepath.Join(dir, "owner-data"), []byte("owner's"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			dirBefore := treeOf(t, dir)
+			fake.ResetCalls()
+
+			events := &eventLog{}
+			h2 := start(t, fake, func(c *runner.Config) { rootDir(c); c.Events = events })
+			borrower := newPod("u1", "borrower-node1", v1.RestartPolicyAlways, tc.cmds)
+			h2.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{borrower}}
+			p := h2.waitStatus("u1", "refused", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodFailed })
+			if p.Status.Reason != runner.ReasonUIDConflict || !strings.Contains(p.Status.Message, "default/owner-node1") {
+				t.Errorf("status %s: %q, want %s naming default/owner-node1", p.Status.Reason, p.Status.Message, runner.ReasonUIDConflict)
+			}
+			if len(p.Status.ContainerStatuses) != 0 {
+				t.Errorf("container statuses %+v of the owner's containers, want none", p.Status.ContainerStatuses)
+			}
+			if _, converged, _ := h2.r.SyncedPod("u1"); !converged {
+				t.Error("a refused pod is not converged: once would wait on it")
+			}
+			if !events.has("Warning UIDConflict") {
+				t.Errorf("events %q, want a UIDConflict warning", events.events)
+			}
+			for _, m := range []string{"RunSandbox", "StopSandbox", "RemoveSandbox", "CreateContainer", "StartContainer", "StopContainer", "RemoveContainer"} {
+				if n := fake.Calls(m); n != 0 {
+					t.Errorf("%s called %d times on the owner's objects", m, n)
+				}
+			}
+			sbs, cs, err := fake.ListPodObjects(ctx, "u1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(sbs) != len(ownerSbs) || sbs[0].ID != ownerSbs[0].ID || len(cs) != len(ownerCs) || cs[0].ID != ownerCs[0].ID {
+				t.Errorf("objects after: %v %v, want the owner's %v %v", sbs, cs, ownerSbs, ownerCs)
+			}
+			if after := treeOf(t, dir); !maps.Equal(after, dirBefore) {
+				t.Errorf("pod directory changed: %v, was %v", after, dirBefore)
+			}
+
+			// The owner goes: the next sync starts the pod.
+			for _, c := range cs {
+				if err := fake.RemoveContainer(ctx, c.ID); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := fake.RemoveSandbox(ctx, sbs[0].ID); err != nil {
+				t.Fatal(err)
+			}
+			h2.stepUntilStatus("u1", "running once the owner is gone", relistPeriod, allRunning)
+		})
+	}
+}
+
+// treeOf is the files and directories under dir, with their sizes and
+// modification times.
+func treeOf(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		out[path] = fmt.Sprint(info.Mode(), info.ModTime(), info.Size())
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
