@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 )
@@ -41,4 +42,19 @@ func (w *podWorker) syncUIDConflict(ctx context.Context, pod *v1.Pod, own *podSt
 	}
 	return w.stopAsFailed(ctx, pod, own, gracePeriod(pod), "pod refused: "+why.reason,
 		v1.PodStatus{Phase: v1.PodFailed, Reason: why.reason, Message: why.message})
+}
+
+// teardownOwn is the teardown of a removed pod, own its objects of its
+// UID's and others the pods the rest are labelled as (splitByPod): with
+// others, its own objects alone are removed, and the rest are left with
+// the UID's pod directory and cgroup, which they use (a pod refused its
+// UID, then removed, must not take its owner with it).
+func (r *Runner) teardownOwn(ctx context.Context, pod *v1.Pod, own *podState, others []string, grace time.Duration) error {
+	if len(others) == 0 {
+		return r.teardown(ctx, pod, own, grace)
+	}
+	r.probes.RemovePod(string(pod.UID))
+	r.log.Info("removing the pod's own objects alone: its uid's others and pod directory are another pod's",
+		"pod", podKey(pod), "uid", pod.UID, "owners", others)
+	return r.removePodObjects(ctx, pod, own, grace)
 }

@@ -117,3 +117,36 @@ func treeOf(t *testing.T, dir string) map[string]string {
 	}
 	return out
 }
+
+// A pod refused the UID of another pod and then removed (its manifest
+// deleted) removes nothing of that pod: not its objects, not the UID's pod
+// directory.
+func TestRemovedPodLeavesTheOwnerOfItsUIDAlone(t *testing.T) {
+	fake := newFake(t)
+	root := t.TempDir()
+	rootDir := func(c *runner.Config) { c.RootDir = root }
+	h := start(t, fake, rootDir)
+	owner := newPod("u1", "owner-node1", v1.RestartPolicyAlways, map[string][]string{"a": {"run"}})
+	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{owner}}
+	h.waitStatus("u1", "running", allRunning)
+	h.stop()
+	dir := filepath.Join(root, "pods", "u1")
+	dirBefore := treeOf(t, dir)
+	fake.ResetCalls()
+
+	h2 := start(t, fake, rootDir)
+	borrower := newPod("u1", "borrower-node1", v1.RestartPolicyAlways, map[string][]string{"a": {"run"}})
+	h2.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{borrower}}
+	h2.waitStatus("u1", "refused", func(p *v1.Pod) bool { return p.Status.Reason == runner.ReasonUIDConflict })
+	h2.updates <- runner.PodUpdate{Op: runner.OpRemove, Pods: []*v1.Pod{borrower}}
+	h2.waitGone("u1")
+
+	for _, m := range []string{"StopSandbox", "RemoveSandbox", "StopContainer", "RemoveContainer"} {
+		if n := fake.Calls(m); n != 0 {
+			t.Errorf("%s called %d times on the owner's objects", m, n)
+		}
+	}
+	if after := treeOf(t, dir); !maps.Equal(after, dirBefore) {
+		t.Errorf("pod directory changed: %v, was %v", after, dirBefore)
+	}
+}

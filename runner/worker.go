@@ -212,12 +212,13 @@ func (w *podWorker) run(ctx context.Context) {
 			r.publishNotReady(w.uid)
 			grace := gracePeriod(pod)
 			sctx, shortened := w.beginStop(ctx, grace)
+			own, others := splitByPod(pod, st)
 			if pod.DeletionTimestamp != nil && err == nil {
-				st = w.stopForFinalStatus(sctx, pod, st, grace)
+				own = w.stopForFinalStatus(sctx, pod, own, grace)
 			}
 			terr := sctx.Err()
 			if terr == nil {
-				terr = r.teardown(sctx, pod, st, grace)
+				terr = r.teardownOwn(sctx, pod, own, others, grace)
 			}
 			if shortened() {
 				// A second delete with a shorter grace period: the stop
