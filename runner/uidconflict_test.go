@@ -12,6 +12,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/podrun/podrun/engine/enginetest"
 	"github.com/podrun/podrun/runner"
 )
 
@@ -29,14 +30,8 @@ func TestPodRefusedTheUIDOfAnotherPod(t *testing.T) {
 		{"other spec", map[string][]string{"a": {"run", "other"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			fake := newFake(t)
-			root := t.TempDir()
+			fake, root := ranOwner(t)
 			rootDir := func(c *runner.Config) { c.RootDir = root }
-			h := start(t, fake, rootDir)
-			owner := newPod("u1", "owner-node1", v1.RestartPolicyAlways, map[string][]string{"a": {"run"}})
-			h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{owner}}
-			h.waitStatus("u1", "running", allRunning)
-			h.stop()
 			ctx := context.Background()
 			ownerSbs, ownerCs, err := fake.ListPodObjects(ctx, "u1")
 			if err != nil {
@@ -96,6 +91,21 @@ func TestPodRefusedTheUIDOfAnotherPod(t *testing.T) {
 	}
 }
 
+// ranOwner runs default/owner-node1, uid u1, on a new fake and a new
+// root dir, which it returns, and stops the runner once the pod runs: the
+// pod runs on, as one an earlier podrun started.
+func ranOwner(t *testing.T) (*enginetest.Fake, string) {
+	t.Helper()
+	fake := newFake(t)
+	root := t.TempDir()
+	h := start(t, fake, func(c *runner.Config) { c.RootDir = root })
+	owner := newPod("u1", "owner-node1", v1.RestartPolicyAlways, map[string][]string{"a": {"run"}})
+	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{owner}}
+	h.waitStatus("u1", "running", allRunning)
+	h.stop()
+	return fake, root
+}
+
 // treeOf is the files and directories under dir, with their sizes and
 // modification times.
 func treeOf(t *testing.T, dir string) map[string]string {
@@ -122,19 +132,12 @@ func treeOf(t *testing.T, dir string) map[string]string {
 // deleted) removes nothing of that pod: not its objects, not the UID's pod
 // directory.
 func TestRemovedPodLeavesTheOwnerOfItsUIDAlone(t *testing.T) {
-	fake := newFake(t)
-	root := t.TempDir()
-	rootDir := func(c *runner.Config) { c.RootDir = root }
-	h := start(t, fake, rootDir)
-	owner := newPod("u1", "owner-node1", v1.RestartPolicyAlways, map[string][]string{"a": {"run"}})
-	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{owner}}
-	h.waitStatus("u1", "running", allRunning)
-	h.stop()
+	fake, root := ranOwner(t)
 	dir := filepath.Join(root, "pods", "u1")
 	dirBefore := treeOf(t, dir)
 	fake.ResetCalls()
 
-	h2 := start(t, fake, rootDir)
+	h2 := start(t, fake, func(c *runner.Config) { c.RootDir = root })
 	borrower := newPod("u1", "borrower-node1", v1.RestartPolicyAlways, map[string][]string{"a": {"run"}})
 	h2.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{borrower}}
 	h2.waitStatus("u1", "refused", func(p *v1.Pod) bool { return p.Status.Reason == runner.ReasonUIDConflict })
