@@ -44,11 +44,11 @@ func (w *podWorker) syncUIDConflict(ctx context.Context, pod *v1.Pod, own *podSt
 		v1.PodStatus{Phase: v1.PodFailed, Reason: why.reason, Message: why.message})
 }
 
-// teardownOwn is the teardown of a removed pod, own its objects of its
-// UID's and others the pods the rest are labelled as (splitByPod): with
-// others, its own objects alone are removed, and the rest are left with
-// the UID's pod directory and cgroup, which they use (a pod refused its
-// UID, then removed, must not take its owner with it).
+// teardownOwn is the teardown of a removed pod: own are its objects, and
+// others the pods the rest of its UID's objects are labelled as
+// (splitByPod). With others, its own objects alone are removed; the rest
+// keep the UID's pod directory and cgroup, which they use (a pod refused
+// its UID, then removed, must not take the UID's owner with it).
 func (r *Runner) teardownOwn(ctx context.Context, pod *v1.Pod, own *podState, others []string, grace time.Duration) error {
 	if len(others) == 0 {
 		return r.teardown(ctx, pod, own, grace)
