@@ -276,6 +276,17 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		refuse(rec, msg, http.StatusForbidden)
 		return
 	}
+	// No route reads a request body (exec's streams come over the
+	// hijacked connection, /run's command in the query), and net/http
+	// would drain an unread one with no deadline: a request that declares
+	// one (ContentLength -1: chunked) is refused as the guard refuses. 413:
+	// the most content the node API takes is none (RFC 9110 lets a 413
+	// close the connection).
+	if r.ContentLength != 0 {
+		log.Info("node api request refused: it has a body", "status", http.StatusRequestEntityTooLarge, "contentLength", r.ContentLength)
+		refuse(rec, "podrun's node API takes no request body", http.StatusRequestEntityTooLarge)
+		return
+	}
 
 	g.next.ServeHTTP(rec, r)
 
@@ -291,13 +302,13 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // refuse answers a request the guard turns away, whose body no one has
-// read, and closes its connection. There is no server ReadTimeout (it
-// would cut streams), so net/http, to keep the connection, would read up
-// to 256 KiB of the unread body with no deadline, twice: before writing
-// the answer (chunkWriter.writeHeader) and when closing the body after it
-// (finishRequest, body.Close). A client that declares a body and sends
-// none would then never be answered and would hold the connection and its
-// goroutine. "Connection: close" skips the first read; the expired read
+// read (no route reads one), and closes its connection. There is no
+// server ReadTimeout (it would cut streams), so net/http, to keep the
+// connection, would read up to 256 KiB of the unread body with no
+// deadline, twice: before writing the answer (chunkWriter.writeHeader)
+// and when closing the body after it (finishRequest, body.Close). A
+// client that declares a body and sends none would then never be
+// answered and would hold the connection and its goroutine. "Connection: close" skips the first read; the expired read
 // deadline ends the second at once. (Over HTTP/2, net/http makes the
 // close a GOAWAY.)
 func refuse(w http.ResponseWriter, msg string, code int) {

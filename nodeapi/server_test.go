@@ -335,29 +335,103 @@ func TestRefusalWithAnUnsentBodyIsAnsweredAndClosed(t *testing.T) {
 			if tc.user != "" {
 				cfg.Certificates = []tls.Certificate{h.ca.client(t, tc.user)}
 			}
-			conn, err := tls.Dial("tcp", h.srv.Addr(), cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer conn.Close()
-			// Generous: the answer comes at once; only a broken server
-			// makes the test wait this long.
-			conn.SetDeadline(time.Now().Add(30 * time.Second))
-			fmt.Fprintf(conn, "POST /run/default/web-%s/app?cmd=id HTTP/1.1\r\nHost: node\r\n%s\r\n\r\n", testNode, tc.framing)
-			br := bufio.NewReader(conn)
-			resp, err := http.ReadResponse(br, nil)
-			if err != nil {
-				t.Fatalf("no answer to a refused request whose body never came: %v", err)
-			}
-			body, err := io.ReadAll(resp.Body)
-			if err != nil || resp.StatusCode != tc.code || !resp.Close {
-				t.Errorf("refused request = %d %q (Connection: close %v), %v; want %d closing the connection", resp.StatusCode, body, resp.Close, err, tc.code)
-			}
-			if rest, err := io.ReadAll(br); err != nil || len(rest) != 0 {
-				t.Errorf("after the answer: %q, %v; want the server to close the connection (EOF)", rest, err)
-			}
+			request := fmt.Sprintf("POST /run/default/web-%s/app?cmd=id HTTP/1.1\r\nHost: node\r\n%s\r\n\r\n", testNode, tc.framing)
+			expectAnsweredAndClosed(t, h.srv.Addr(), cfg, request, tc.code)
 		})
 	}
+}
+
+// expectAnsweredAndClosed sends request, whose declared body does not all
+// come, over a new HTTP/1.1 connection and expects an answer of code that
+// closes the connection.
+func expectAnsweredAndClosed(t *testing.T, addr string, cfg *tls.Config, request string, code int) {
+	t.Helper()
+	conn, err := tls.Dial("tcp", addr, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	// Generous: the answer comes at once; only a broken server makes the
+	// test wait this long.
+	conn.SetDeadline(time.Now().Add(30 * time.Second))
+	io.WriteString(conn, request)
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatalf("no answer to a request whose body never came: %v", err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != code || !resp.Close {
+		t.Errorf("request whose body never came = %d %q (Connection: close %v), %v; want %d closing the connection", resp.StatusCode, body, resp.Close, err, code)
+	}
+	if rest, err := io.ReadAll(br); err != nil || len(rest) != 0 {
+		t.Errorf("after the answer: %q, %v; want the server to close the connection (EOF)", rest, err)
+	}
+}
+
+// TestAuthorizedRequestWithAnUnsentBodyIsAnsweredAndClosed: no route
+// reads a request body, so an authorized request that declares one and
+// sends only part of it gets its 413 at once, and the server closes its
+// connection, rather than draining the body with no read deadline and
+// holding the connection and its goroutine for ever.
+func TestAuthorizedRequestWithAnUnsentBodyIsAnsweredAndClosed(t *testing.T) {
+	h, _ := newExecHarness(t)
+	cert := h.ca.client(t, "kube-apiserver-kubelet-client", "system:masters")
+	for _, route := range []string{
+		"GET /pods", "GET /healthz", "GET /containerLogs/default/web-node1/app",
+		"POST /run/default/web-node1/app?cmd=id", "POST /exec/default/web-node1/app?command=id&output=1",
+		"GET /attach/default/web-node1/app", "POST /portForward/default/web-node1",
+	} {
+		for _, framing := range []struct{ name, header, body string }{
+			// Up to 256 KiB, net/http drains an unread body to keep the
+			// connection; past that it closes the connection instead.
+			{"content-length", "Content-Length: 1000", "0123456789"},
+			{"large content-length", "Content-Length: 1000000", "0123456789"},
+			{"chunked", "Transfer-Encoding: chunked", "a\r\n0123456789\r\n"}, // no last chunk
+		} {
+			t.Run(route+"/"+framing.name, func(t *testing.T) {
+				method, path, _ := strings.Cut(route, " ")
+				request := fmt.Sprintf("%s %s HTTP/1.1\r\nHost: node\r\n%s\r\n\r\n%s", method, path, framing.header, framing.body)
+				cfg := &tls.Config{RootCAs: h.roots, Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12} // no ALPN: HTTP/1.1
+				expectAnsweredAndClosed(t, h.srv.Addr(), cfg, request, http.StatusRequestEntityTooLarge)
+			})
+		}
+	}
+	// Over HTTP/2 a body is a stream's, so the connection is not pinned;
+	// the answer still comes at once, and the stream ends: the client's
+	// transport stops sending the body, which it does only once the
+	// server is done with the stream.
+	t.Run("HTTP/2", func(t *testing.T) {
+		pr, pw := io.Pipe()
+		req, _ := http.NewRequest("GET", h.base+"/pods", pr)
+		req.ContentLength = 1000000
+		wrote := make(chan error, 1)
+		go func() {
+			if _, err := pw.Write([]byte("0123456789")); err != nil {
+				wrote <- err
+				return
+			}
+			_, err := pw.Write(make([]byte, 1000000-10)) // blocks until the stream ends
+			wrote <- err
+		}()
+		resp, err := h.apiserverClient().Do(req) // its Timeout (20 s) guards
+		if err != nil {
+			t.Fatalf("no answer to a request whose body never came: %v", err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusRequestEntityTooLarge || resp.Proto != "HTTP/2.0" {
+			t.Errorf("request with a body = %d %q over %s, %v; want 413 over HTTP/2.0", resp.StatusCode, body, resp.Proto, err)
+		}
+		select {
+		case err := <-wrote:
+			if err == nil {
+				t.Error("the server read the whole body")
+			}
+		case <-time.After(10 * time.Second):
+			t.Error("the stream was not ended: the client still sends its body")
+		}
+	})
 }
 
 func TestCAFileWrittenAfterStartIsRead(t *testing.T) {
