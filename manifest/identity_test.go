@@ -145,3 +145,40 @@ func TestRedactedSource(t *testing.T) {
 		}
 	}
 }
+
+// TestURLCredentialsStayOutOfMessages: what Parse says of a URL source
+// (errors, warnings, where a definition is) names it without its userinfo
+// and query, which may carry credentials, while its pods are still
+// identified by the whole URL, so that their UIDs stay what they were.
+func TestURLCredentialsStayOutOfMessages(t *testing.T) {
+	const url = "https://deploy:S3CRET@config.example/pods.yaml?sig=x"
+	opts := testOptions()
+	data := strings.Replace(minimalPod, "spec:", "spec:\n  notAField: 1", 1) + // a warning
+		"---\n" + strings.Replace(podNamed("bad"), "nginx:1.27", "", 1) + // an error
+		"---\n" + minimalPod // a second definition of web
+	snap, err := Parse(url, []byte(data), opts)
+	if err == nil {
+		t.Fatal("Parse of a manifest with problems: no error")
+	}
+	shown := []string{err.Error(), snap.Source}
+	shown = append(shown, snap.Warnings...)
+	for _, p := range snap.Pods {
+		shown = append(shown, snap.Origin(p))
+		shown = append(shown, snap.WarningsOf(p)...)
+	}
+	for _, s := range shown {
+		if strings.Contains(s, "S3CRET") || strings.Contains(s, "sig=x") {
+			t.Errorf("shown with the URL's credentials: %q", s)
+		}
+	}
+	if !strings.Contains(err.Error(), "https://config.example/pods.yaml:") {
+		t.Errorf("error %q does not name the URL", err)
+	}
+	if len(snap.Pods) == 0 {
+		t.Fatal("no valid pod in the snapshot")
+	}
+	pod := snap.Pods[0]
+	if pod.Annotations[AnnotationSource] != url || pod.UID != StaticPodUID(opts.NodeName, url, "default", "web") {
+		t.Errorf("pod identified by %q as %s, want by the whole URL", pod.Annotations[AnnotationSource], pod.UID)
+	}
+}

@@ -73,7 +73,8 @@ func (o Options) complete() (Options, error) {
 // Snapshot is everything one source (a file, a directory, a URL, stdin)
 // yields.
 type Snapshot struct {
-	// Source is the file path, URL or "-" as given.
+	// Source is the file path or "-" as given, or the URL as
+	// RedactedSource shows it.
 	Source string
 	// Pods are defaulted, validated, with the static identity applied, in
 	// document order (for a directory: by file name, then document order).
@@ -129,8 +130,9 @@ func newSnapshot(source string) *Snapshot {
 
 // Parse decodes data read from source: any number of YAML or JSON documents,
 // each a v1 Pod, ConfigMap, Secret or List of them. source names the data in
-// messages and is part of each pod's UID: give the same source (an absolute
-// path, a URL) for the same manifest every time.
+// messages (a URL as RedactedSource shows it) and, whole, is part of each
+// pod's UID: give the same source (an absolute path, a URL) for the same
+// manifest every time.
 //
 // On any problem Parse returns an ErrorList holding every problem found, each
 // naming source, line and field, together with a Snapshot of the objects that
@@ -142,12 +144,13 @@ func Parse(source string, data []byte, opts Options) (*Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	return parse(source, source, data, opts)
+	return parse(RedactedSource(source), source, data, opts)
 }
 
 // parse is Parse with the name shown in messages (display) apart from the
 // one that identifies pods (identity): ReadPath shows paths as the user gave
-// them but identifies pods by absolute path.
+// them but identifies pods by absolute path, and Parse shows a URL without
+// its credentials.
 func parse(display, identity string, data []byte, opts Options) (*Snapshot, error) {
 	s := &parsing{display: display, identity: identity, opts: opts, seen: seenAnnotation(opts.Now())}
 	a := assembly{snap: newSnapshot(display), names: map[definedName]any{}}

@@ -148,7 +148,7 @@ func (m *Merger) recompute() []PodChange {
 	for _, c := range claimed.Conflicts {
 		loser, winner := m.sources[c.Loser], m.sources[c.Winner]
 		conflicts = append(conflicts, Conflict{Source: loser, Kind: c.Kind, Problem: c.Problem(fmt.Sprintf(
-			"%s conflicts with the one defined at %s (source %s comes first); the first one is kept", c.What, c.WinnerAt, winner))})
+			"%s conflicts with the one defined at %s (source %s comes first); the first one is kept", c.What, c.WinnerAt, manifest.RedactedSource(winner)))})
 	}
 	pods, cms, secrets := claimed.Pods, claimed.ConfigMaps, claimed.Secrets
 

@@ -120,6 +120,21 @@ func TestMergerConflictFirstSourceWinsWithoutFlapping(t *testing.T) {
 	}
 }
 
+// TestMergerConflictNamesAURLWithoutCredentials: a conflict with a URL
+// source that comes first names it, and where it defines the pod, without
+// the URL's credentials.
+func TestMergerConflictNamesAURLWithoutCredentials(t *testing.T) {
+	const first, second = "https://deploy:S3CRET@config.example/pods.yaml?sig=x", "/etc/kubernetes/manifests"
+	m := NewMerger([]string{first, second})
+	m.Update(Update{Source: first, Snapshot: snapAt(t, first, podImage("web", "from-url"), 1)})
+	m.Update(Update{Source: second, Snapshot: snapAt(t, second, podImage("web", "from-file"), 1)})
+	err := m.Errors()[second]
+	const want = "conflicts with the one defined at https://config.example/pods.yaml:4 (source https://config.example/pods.yaml comes first)"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("Errors = %v, want the conflict named %q", m.Errors(), want)
+	}
+}
+
 func TestMergerReadyWaitsForEverySource(t *testing.T) {
 	const a, b = "/etc/podrun", "https://config.example/pods.yaml"
 	m := NewMerger([]string{a, b})

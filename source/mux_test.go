@@ -107,7 +107,8 @@ func TestMux(t *testing.T) {
 	}
 
 	// It recovers with a pod of the same name: the directory comes first.
-	c = send(b, Update{Source: url, Snapshot: snapAt(t, url, podImage("web", "from-url")+"---\n"+podNamed("db"), 1)})
+	fromURL := snapAt(t, url, podImage("web", "from-url")+"---\n"+podNamed("db"), 1)
+	c = send(b, Update{Source: url, Snapshot: fromURL})
 	expectChanges(t, c.Pods, "ADD db-node1@nginx:1.27")
 	if !mux.Ready() || mux.Keep(url) {
 		t.Errorf("ready %v, keep url %v", mux.Ready(), mux.Keep(url))
@@ -121,6 +122,17 @@ func TestMux(t *testing.T) {
 	if n := gauge(t, reg, "podrun_source_last_success_timestamp_seconds", "https://config.example/pods.yaml"); n == 0 {
 		t.Error("no last success recorded under the URL without its credentials")
 	}
+	expectNoCredentials(t, mux)
+
+	// An invalid manifest at the URL: its last good pods run, and carry
+	// the problem, named without the URL's credentials.
+	_, err := manifest.Parse(url, []byte(podImage("db", "")), testOptions())
+	if err == nil {
+		t.Fatal("a pod without an image parsed")
+	}
+	c = send(b, Update{Source: url, Snapshot: fromURL, Err: err})
+	expectChanges(t, c.Pods, "")
+	expectNoCredentials(t, mux)
 
 	cancel()
 	for _, done := range []<-chan struct{}{ran, a.done, b.done} {
@@ -128,6 +140,33 @@ func TestMux(t *testing.T) {
 		case <-done:
 		case <-time.After(failAfter):
 			t.Fatal("Run or a source did not return after its context ended")
+		}
+	}
+}
+
+// expectNoCredentials checks that the mux's errors, and the pods'
+// source-error annotations, name the URL of TestMux without its
+// credentials. (podrun.io/source is the whole URL, which identifies the
+// pods: the servers of /pods show it redacted.)
+func expectNoCredentials(t *testing.T, mux *Mux) {
+	t.Helper()
+	var shown []string
+	for _, err := range mux.Errors() {
+		shown = append(shown, err.Error())
+	}
+	annotated := 0
+	for _, p := range mux.AnnotateErrors(mux.Pods()) {
+		if e, ok := p.Annotations[AnnotationSourceError]; ok {
+			annotated++
+			shown = append(shown, e)
+		}
+	}
+	if len(shown) < 2 || annotated == 0 {
+		t.Errorf("errors and source-error annotations %q: want the URL's", shown)
+	}
+	for _, s := range shown {
+		if strings.Contains(s, "S3CRET") || strings.Contains(s, "sig=x") {
+			t.Errorf("shown with the URL's credentials: %q", s)
 		}
 	}
 }

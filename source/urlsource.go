@@ -135,11 +135,13 @@ type fetchResult struct {
 	validators  validators
 }
 
-// fetch makes one (conditional, when val is set) request.
+// fetch makes one (conditional, when val is set) request. Its errors name
+// url as RedactedSource shows it: they reach /pods, `podrun ps` and logs.
 func fetch(ctx context.Context, client *http.Client, url string, header http.Header, val validators, opts manifest.Options) (fetchResult, error) {
+	shown := manifest.RedactedSource(url)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return fetchResult{}, fmt.Errorf("manifest URL %q: %w", url, err)
+		return fetchResult{}, fmt.Errorf("manifest URL %q: %w", shown, redactURLError(err))
 	}
 	for key, values := range header {
 		if http.CanonicalHeaderKey(key) == "Host" && len(values) > 0 {
@@ -167,7 +169,7 @@ func fetch(ctx context.Context, client *http.Client, url string, header http.Hea
 	resp, err := guardRedirects(client, header).Do(req)
 	if err != nil {
 		// The error names the method and URL: Get "https://...": ...
-		return fetchResult{}, fmt.Errorf("fetch manifests: %w", err)
+		return fetchResult{}, fmt.Errorf("fetch manifests: %w", redactURLError(err))
 	}
 	defer resp.Body.Close()
 
@@ -175,21 +177,21 @@ func fetch(ctx context.Context, client *http.Client, url string, header http.Hea
 	case resp.StatusCode == http.StatusNotModified && val != (validators{}):
 		return fetchResult{notModified: true}, nil
 	case resp.StatusCode != http.StatusOK:
-		return fetchResult{}, fmt.Errorf("fetch manifests from %s: the server answered %s, want 200 OK", url, resp.Status)
+		return fetchResult{}, fmt.Errorf("fetch manifests from %s: the server answered %s, want 200 OK", shown, resp.Status)
 	case resp.ContentLength > manifest.MaxFileSize:
-		return fetchResult{}, tooLarge(url, resp.ContentLength)
+		return fetchResult{}, tooLarge(shown, resp.ContentLength)
 	case unframed(resp):
 		return fetchResult{}, fmt.Errorf("fetch manifests from %s: the server sent neither Content-Length nor chunked encoding, "+
 			"so a body cut short by a dropped connection could not be told from a whole one: the body is refused and "+
-			"the last good pods are kept; have the server send Content-Length or Transfer-Encoding: chunked", url)
+			"the last good pods are kept; have the server send Content-Length or Transfer-Encoding: chunked", shown)
 	}
 	// The timeout covers the body too: Client.Timeout ends a slow read.
 	data, err := io.ReadAll(io.LimitReader(resp.Body, manifest.MaxFileSize+1))
 	if err != nil {
-		return fetchResult{}, fmt.Errorf("fetch manifests from %s: read body: %w", url, err)
+		return fetchResult{}, fmt.Errorf("fetch manifests from %s: read body: %w", shown, err)
 	}
 	if len(data) > manifest.MaxFileSize {
-		return fetchResult{}, tooLarge(url, -1)
+		return fetchResult{}, tooLarge(shown, -1)
 	}
 	snap, err := manifest.Parse(url, data, opts)
 	if err != nil {
@@ -198,7 +200,7 @@ func fetch(ctx context.Context, client *http.Client, url string, header http.Hea
 	if snap.Documents() == 0 {
 		// A server that lost its files, a proxy's empty answer: not a
 		// reason to stop every pod. Saying "no pods" takes an empty List.
-		return fetchResult{}, manifest.ErrorList{{Source: url, Message: "the body is empty (no document): the last good pods are kept; " +
+		return fetchResult{}, manifest.ErrorList{{Source: shown, Message: "the body is empty (no document): the last good pods are kept; " +
 			"to remove them, serve an empty List (kind: List, items: [])"}}
 	}
 	return fetchResult{snap: snap, validators: validators{
@@ -221,7 +223,7 @@ func guardRedirects(client *http.Client, header http.Header) *http.Client {
 		prev := via[len(via)-1].URL
 		if prev.Scheme == "https" && req.URL.Scheme == "http" {
 			return fmt.Errorf("refused a redirect from %s to %s: it would send the request, and its headers, unencrypted",
-				prev.Redacted(), req.URL.Redacted())
+				manifest.RedactedSource(prev.String()), manifest.RedactedSource(req.URL.String()))
 		}
 		// Once the chain has left the first host, even a way back is one
 		// that another host chose: the headers stay behind from then on.
@@ -255,6 +257,16 @@ func hostPort(u *url.URL) string {
 	return net.JoinHostPort(strings.ToLower(u.Hostname()), port)
 }
 
+// redactURLError hides the credentials in the URL of an *url.Error in err
+// (net/http's hide only a password, not a username or a presigned query).
+func redactURLError(err error) error {
+	var uerr *url.Error
+	if errors.As(err, &uerr) {
+		uerr.URL = manifest.RedactedSource(uerr.URL)
+	}
+	return err
+}
+
 // unframed reports whether resp's body ends only where the connection
 // closes (HTTP/1.x with neither Content-Length nor chunked encoding), so
 // that a body cut short reads as a whole one: a cut at a "---" would
@@ -265,12 +277,14 @@ func unframed(resp *http.Response) bool {
 	return resp.ProtoMajor == 1 && resp.ContentLength < 0 && len(resp.TransferEncoding) == 0 && !resp.Uncompressed
 }
 
-func tooLarge(url string, size int64) error {
+// tooLarge is the error of a body over MaxFileSize from shown, the URL as
+// RedactedSource shows it.
+func tooLarge(shown string, size int64) error {
 	what := "more"
 	if size > 0 {
 		what = fmt.Sprintf("%.1f MiB", float64(size)/(1<<20))
 	}
-	return manifest.ErrorList{{Source: url, Message: fmt.Sprintf(
+	return manifest.ErrorList{{Source: shown, Message: fmt.Sprintf(
 		"the body is %s, over the %d MiB limit for manifests: is it really a manifest?", what, manifest.MaxFileSize>>20)}}
 }
 
@@ -296,7 +310,7 @@ func (s *URLSource) Run(ctx context.Context, out chan<- Update) {
 		client, err = NewHTTPClient("")
 	}
 	if err != nil {
-		err = fmt.Errorf("watch manifest URL %s: %w", s.URL, err)
+		err = fmt.Errorf("watch manifest URL %s: %w", manifest.RedactedSource(s.URL), err)
 		logger.Error("cannot watch manifest URL", "error", err)
 		sendUntilDone(ctx, out, Update{Source: s.URL, Err: err, Failing: []string{s.URL}})
 		return

@@ -173,14 +173,20 @@ func testClient(t *testing.T, short bool) *http.Client {
 	return client
 }
 
+// TestFetchURLFaults: every fault is an error, which names the URL
+// without its userinfo and query (credentials).
 func TestFetchURLFaults(t *testing.T) {
 	for _, fault := range urlFaults {
 		t.Run(fault.name, func(t *testing.T) {
 			srv := httptest.NewServer(fault.handler)
 			defer srv.Close()
-			snap, err := FetchURL(context.Background(), testClient(t, fault.short), srv.URL, nil, testOptions())
+			url := "http://deploy:S3CRET@" + strings.TrimPrefix(srv.URL, "http://") + "/pods.yaml?sig=x"
+			snap, err := FetchURL(context.Background(), testClient(t, fault.short), url, nil, testOptions())
 			if err == nil || !strings.Contains(err.Error(), fault.want) {
 				t.Fatalf("FetchURL error = %v, want %q", err, fault.want)
+			}
+			if msg := err.Error(); strings.Contains(msg, "S3CRET") || strings.Contains(msg, "sig=x") || strings.Contains(msg, "deploy") {
+				t.Errorf("FetchURL error %q shows the URL's credentials", msg)
 			}
 			if snap != nil && !snap.Empty() {
 				t.Errorf("FetchURL returned pods with an error")
@@ -271,16 +277,20 @@ func TestFetchURLRefusesRedirectOutOfTLS(t *testing.T) {
 		fmt.Fprint(w, podNamed("web"))
 	}))
 	defer plain.Close()
-	secure := httptest.NewTLSServer(http.RedirectHandler(plain.URL+"/pods.yaml", http.StatusFound))
+	// A presigned URL's signature stays out of the error.
+	secure := httptest.NewTLSServer(http.RedirectHandler(plain.URL+"/pods.yaml?X-Amz-Signature=SIG", http.StatusFound))
 	defer secure.Close()
 	header, err := ParseHeaders([]string{"Authorization: Bearer s3cret"})
 	if err != nil {
 		t.Fatal(err)
 	}
 
-	_, err = FetchURL(context.Background(), trustingClient(t, secure), secure.URL+"/pods.yaml", header, testOptions())
-	if want := "redirect from " + secure.URL + "/pods.yaml to " + plain.URL + "/pods.yaml"; err == nil || !strings.Contains(err.Error(), want) {
+	_, err = FetchURL(context.Background(), trustingClient(t, secure), secure.URL+"/pods.yaml?sig=x", header, testOptions())
+	if want := "redirect from " + secure.URL + "/pods.yaml to " + plain.URL + "/pods.yaml:"; err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("FetchURL error = %v, want %q", err, want)
+	}
+	if err != nil && (strings.Contains(err.Error(), "SIG") || strings.Contains(err.Error(), "sig=x")) {
+		t.Errorf("FetchURL error %q shows the URLs' queries", err)
 	}
 	select {
 	case r := <-reached:
