@@ -14,6 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/podrun/podrun/manifest"
 )
 
 // ServerOptions are what podrun's HTTP server reports on.
@@ -188,6 +190,9 @@ func (s *Server) pods(w http.ResponseWriter, _ *http.Request) {
 		for _, p := range s.opts.Pods() {
 			cp := p.DeepCopy()
 			cp.APIVersion, cp.Kind = "v1", "Pod"
+			// Any local user may read /pods: a manifest URL's
+			// credentials stay with root.
+			manifest.RedactSourceAnnotation(cp)
 			list.Items = append(list.Items, *cp)
 		}
 	}

@@ -2,12 +2,17 @@ package health
 
 import (
 	"bufio"
+	"encoding/json"
 	"errors"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // TestServerClosesIdleConnections: any local user may connect, so a
@@ -40,5 +45,28 @@ func TestServerClosesIdleConnections(t *testing.T) {
 	conn.SetReadDeadline(time.Now().Add(30 * time.Second))
 	if _, err := r.ReadByte(); !errors.Is(err, io.EOF) {
 		t.Errorf("an idle kept-alive connection: %v, want it closed by the server (EOF)", err)
+	}
+}
+
+// TestPodsShowsAURLSourceWithoutCredentials: any local user may read
+// /pods (`podrun ps`), so a pod's podrun.io/source names its URL without
+// the userinfo and query that may carry credentials; the pod podrun holds
+// keeps the whole URL, which identifies it.
+func TestPodsShowsAURLSourceWithoutCredentials(t *testing.T) {
+	const url = "https://deploy:S3CRET@config.example/pods.yaml?sig=x"
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-node1", Namespace: "default",
+		Annotations: map[string]string{"podrun.io/source": url}}}
+	s := &Server{opts: ServerOptions{Pods: func() []*v1.Pod { return []*v1.Pod{pod} }}}
+	rec := httptest.NewRecorder()
+	s.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/pods", nil))
+	var list v1.PodList
+	if err := json.Unmarshal(rec.Body.Bytes(), &list); err != nil || len(list.Items) != 1 {
+		t.Fatalf("/pods = %d %q, %v", rec.Code, rec.Body, err)
+	}
+	if got := list.Items[0].Annotations["podrun.io/source"]; got != "https://config.example/pods.yaml" {
+		t.Errorf("/pods shows podrun.io/source %q, want the URL without its credentials", got)
+	}
+	if pod.Annotations["podrun.io/source"] != url {
+		t.Errorf("the pod held became %q, want the whole URL", pod.Annotations["podrun.io/source"])
 	}
 }

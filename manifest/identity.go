@@ -107,6 +107,16 @@ func RedactedSource(source string) string {
 	return u.String()
 }
 
+// RedactSourceAnnotation sets pod's podrun.io/source to its RedactedSource,
+// for a pod shown off the node or to others than root (/pods, a mirror
+// pod). pod must be the caller's copy: the pods podrun runs keep the whole
+// URL, which names their source and their UIDs.
+func RedactSourceAnnotation(pod *v1.Pod) {
+	if src, ok := pod.Annotations[AnnotationSource]; ok {
+		pod.Annotations[AnnotationSource] = RedactedSource(src)
+	}
+}
+
 // applyIdentity turns a defaulted, validated pod into the static pod podrun
 // runs: name <name>-<node>, spec.nodeName, UID and annotations. source is the
 // identity source (an absolute path or a URL), seen the time it was read

@@ -26,6 +26,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
+
+	"github.com/podrun/podrun/manifest"
 )
 
 // PodLister gives the node's pods with their live status (the sync core's
@@ -374,6 +376,9 @@ func (s *Server) pods(w http.ResponseWriter, _ *http.Request) {
 		}
 		cp := p.DeepCopy()
 		cp.APIVersion, cp.Kind = "v1", "Pod"
+		// Read by whoever may read nodes/pods: a manifest URL's
+		// credentials stay on the node.
+		manifest.RedactSourceAnnotation(cp)
 		list.Items = append(list.Items, *cp)
 	}
 	if list.Items == nil {

@@ -434,6 +434,30 @@ func TestAuthorizedRequestWithAnUnsentBodyIsAnsweredAndClosed(t *testing.T) {
 	})
 }
 
+// TestPodsShowsAURLSourceWithoutCredentials: /pods goes to whoever the
+// apiserver lets read nodes/pods, so a pod's podrun.io/source names its
+// URL without the userinfo and query that may carry credentials; the pod
+// podrun holds keeps the whole URL, which identifies it.
+func TestPodsShowsAURLSourceWithoutCredentials(t *testing.T) {
+	const url = "https://deploy:S3CRET@config.example/pods.yaml?sig=x"
+	h := newHarness(t, nil)
+	h.pods.mu.Lock()
+	held := h.pods.pods[0]
+	held.Annotations = map[string]string{"podrun.io/source": url}
+	h.pods.mu.Unlock()
+	code, body := h.get(h.apiserverClient(), "/pods")
+	var list v1.PodList
+	if err := json.Unmarshal([]byte(body), &list); code != 200 || err != nil {
+		t.Fatalf("/pods = %d %q, %v", code, body, err)
+	}
+	if got := list.Items[0].Annotations["podrun.io/source"]; got != "https://config.example/pods.yaml" {
+		t.Errorf("/pods shows podrun.io/source %q, want the URL without its credentials", got)
+	}
+	if held.Annotations["podrun.io/source"] != url {
+		t.Errorf("the pod held became %q, want the whole URL", held.Annotations["podrun.io/source"])
+	}
+}
+
 func TestCAFileWrittenAfterStartIsRead(t *testing.T) {
 	missing := ""
 	h := newHarness(t, func(o *Options) {

@@ -6,6 +6,8 @@ import (
 	"strconv"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/podrun/podrun/manifest"
 )
 
 // ReasonNodePorts is the status reason of a pod refused because a host
@@ -150,7 +152,9 @@ func (c *PortConflict) Describe(holderAt string) string {
 func (c *PortConflict) statusMessage() string {
 	holderAt := c.HolderPort.Field + ".hostPort"
 	if src := c.Holder.Annotations[annotationSource]; src != "" {
-		holderAt += " in " + src
+		// A status is shown in /pods and the mirror pod: a URL without
+		// its credentials.
+		holderAt += " in " + manifest.RedactedSource(src)
 	}
 	hint := "; change one of the ports, or remove that pod: this pod is tried again when its manifest changes or that pod goes"
 	if c.Pod.Annotations[annotationConfigSource] == configSourceAPI {

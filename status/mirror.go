@@ -166,9 +166,7 @@ func mirrorPod(st *v1.Pod, node string, nodeUID types.UID) *v1.Pod {
 	m.Annotations[v1.MirrorPodAnnotationKey] = staticHash(st)
 	// Whoever may read pods in the cluster reads the mirror: a manifest
 	// URL's credentials stay on the node.
-	if src, ok := m.Annotations[manifest.AnnotationSource]; ok {
-		m.Annotations[manifest.AnnotationSource] = manifest.RedactedSource(src)
-	}
+	manifest.RedactSourceAnnotation(m)
 	m.Spec.NodeName = node
 	return m
 }
