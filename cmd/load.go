@@ -161,8 +161,9 @@ func (d *desired) Pods() []*v1.Pod {
 	return pods
 }
 
-// From is the argument pod came from, as given.
-func (d *desired) From(pod *v1.Pod) string { return d.from[pod.UID] }
+// From is the argument pod came from, as given, a URL as
+// manifest.RedactedSource shows it: for messages.
+func (d *desired) From(pod *v1.Pod) string { return manifest.RedactedSource(d.from[pod.UID]) }
 
 // conflictError is the conflicts as a one-shot command refuses them: bad
 // input, one line per definition left out, each as `watch` logs it
@@ -195,7 +196,7 @@ func (l *conflictLog) update(log *slog.Logger, conflicts []source.Conflict) {
 		msg := c.Problem.Error()
 		now[msg] = true
 		if !l.reported[msg] {
-			log.Warn("manifest conflict", "source", c.Source, "error", msg)
+			log.Warn("manifest conflict", "source", manifest.RedactedSource(c.Source), "error", msg)
 		}
 	}
 	for msg := range l.reported {
@@ -217,7 +218,7 @@ func admitPod(pod *v1.Pod, allowPrivileged bool) error {
 	}
 	where := fmt.Sprintf("pod %s/%s", pod.Namespace, pod.Name)
 	if src := pod.Annotations[manifest.AnnotationSource]; src != "" {
-		where = src + ": " + where
+		where = manifest.RedactedSource(src) + ": " + where
 	}
 	var errs []error
 	for _, c := range append(append([]v1.Container(nil), pod.Spec.InitContainers...), pod.Spec.Containers...) {

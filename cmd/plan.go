@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/podrun/podrun/engine"
+	"github.com/podrun/podrun/manifest"
 	"github.com/podrun/podrun/runner"
 	"github.com/podrun/podrun/source"
 )
@@ -142,10 +143,14 @@ type planDocument struct {
 // writePlan prints the plans as text, or as a planDocument in JSON or
 // YAML.
 func writePlan(w io.Writer, format string, plans []runner.PodPlan) error {
-	doc := planDocument{Pods: plans, Summary: map[string]int{}}
-	if doc.Pods == nil {
-		doc.Pods = []runner.PodPlan{}
+	doc := planDocument{Pods: make([]runner.PodPlan, len(plans)), Summary: map[string]int{}}
+	for i, p := range plans {
+		// A plan may be read by others (a CI log): a URL without its
+		// credentials.
+		p.Source = manifest.RedactedSource(p.Source)
+		doc.Pods[i] = p
 	}
+	plans = doc.Pods
 	for _, a := range planActions {
 		doc.Summary[a] = 0
 	}

@@ -207,6 +207,25 @@ func TestPlanRunExitCodes(t *testing.T) {
 	}
 }
 
+// TestWritePlanShowsAURLWithoutCredentials: a plan names a pod's URL
+// source without its userinfo and query, in text and in JSON.
+func TestWritePlanShowsAURLWithoutCredentials(t *testing.T) {
+	plans := []runner.PodPlan{{Namespace: "default", Name: "a-n", Action: runner.PlanCreate,
+		Source: "https://deploy:S3CRET@config.example/pods.yaml?sig=x"}}
+	for _, format := range []string{"text", "json"} {
+		var b strings.Builder
+		if err := writePlan(&b, format, plans); err != nil {
+			t.Fatal(err)
+		}
+		if out := b.String(); !strings.Contains(out, "https://config.example/pods.yaml") || strings.Contains(out, "S3CRET") || strings.Contains(out, "sig=x") {
+			t.Errorf("%s plan:\n%s\nwant the URL without its credentials", format, out)
+		}
+	}
+	if plans[0].Source != "https://deploy:S3CRET@config.example/pods.yaml?sig=x" {
+		t.Errorf("writePlan changed the caller's plan: %q", plans[0].Source)
+	}
+}
+
 // TestWritePlanText: every kind of pod plan and step, a diff cut short,
 // values cut short, a spec without a record.
 func TestWritePlanText(t *testing.T) {

@@ -285,7 +285,11 @@ func watchRun(ctx context.Context, opts *watchOptions) error {
 			evictions.Run(runCtx)
 		}()
 	}
-	opts.Log.Info("podrun watching", "sources", mux.Names(), "node", opts.NodeName)
+	shownSources := mux.Names()
+	for i, src := range shownSources {
+		shownSources[i] = manifest.RedactedSource(src)
+	}
+	opts.Log.Info("podrun watching", "sources", shownSources, "node", opts.NodeName)
 
 	// The sources run until ctx ends; the runner, GC and server until stop.
 	var conflicts conflictLog

@@ -48,6 +48,13 @@ func TestPodUpdatesTranslatesOps(t *testing.T) {
 	if got, refused := podUpdates([]source.PodChange{{Op: source.OpAdd, Pod: pod("priv", true)}}, true); len(got) != 1 || len(refused) != 0 {
 		t.Errorf("with --allow-privileged: %+v, %v", got, refused)
 	}
+	// A refusal names a URL source without its credentials.
+	fromURL := pod("priv", true)
+	fromURL.Annotations = map[string]string{manifest.AnnotationSource: "https://deploy:S3CRET@config.example/pods.yaml?sig=x"}
+	_, refused = podUpdates([]source.PodChange{{Op: source.OpAdd, Pod: fromURL}}, false)
+	if len(refused) != 1 || !strings.HasPrefix(refused[0].Error(), "https://config.example/pods.yaml: pod /priv: container c is privileged") {
+		t.Errorf("refused %q, want it to name the URL without its credentials", refused)
+	}
 }
 
 // TestMergeArgsFirstArgumentWins: the arguments of a one-shot command
@@ -76,5 +83,17 @@ func TestMergeArgsFirstArgumentWins(t *testing.T) {
 	d = mergeArgs([]source.Update{{Source: "/a.yaml", Snapshot: a}})
 	if err := conflictError(d.Conflicts); err != nil || len(d.Changes) != 1 || d.Changes[0].Op != source.OpAdd {
 		t.Errorf("one argument: %+v, %v", d.Changes, err)
+	}
+	// A URL argument is named, in messages, without its credentials.
+	const url = "https://deploy:S3CRET@config.example/pods.yaml?sig=x"
+	u, err := manifest.Parse(url, []byte(pod), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d = mergeArgs([]source.Update{{Source: url, Snapshot: u}})
+	if pods := d.Pods(); len(pods) != 1 {
+		t.Errorf("pods = %+v", pods)
+	} else if from := d.From(pods[0]); from != "https://config.example/pods.yaml" {
+		t.Errorf("a URL argument's pod is from %q, want the URL without its credentials", from)
 	}
 }
