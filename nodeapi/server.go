@@ -310,9 +310,10 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // deadline, twice: before writing the answer (chunkWriter.writeHeader)
 // and when closing the body after it (finishRequest, body.Close). A
 // client that declares a body and sends none would then never be
-// answered and would hold the connection and its goroutine. "Connection: close" skips the first read; the expired read
-// deadline ends the second at once. (Over HTTP/2, net/http makes the
-// close a GOAWAY.)
+// answered and would hold the connection and its goroutine.
+// "Connection: close" skips the first read; the expired read deadline
+// ends the second at once. (Over HTTP/2, net/http makes the close a
+// GOAWAY.)
 func refuse(w http.ResponseWriter, msg string, code int) {
 	w.Header().Set("Connection", "close")
 	_ = http.NewResponseController(w).SetReadDeadline(time.Now())
