@@ -2,12 +2,14 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -126,4 +128,31 @@ func fileTree(t *testing.T, dir string) map[string]string {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// In watch, a manifest that sets metadata.uid and is renamed replaces its
+// pod: the objects of the old name are a pod no source defines any more,
+// and are removed with the UID's pod directory (the new name does not
+// inherit the old one's emptyDir) rather than refusing the new name as a
+// UID conflict for ever.
+func TestWatchRenameKeepingTheUID(t *testing.T) {
+	e := newEnv(t)
+	uid := "kept-" + e.node
+	e.write("p.yaml", uidPod("before", uid))
+	stop := e.watch()
+	defer stop(syscall.SIGTERM)
+	waitFor(t, "the pod before the rename", 2*time.Minute, func() bool { return e.running()["before/c"] != "" })
+	marker := filepath.Join(e.root, "pods", uid, "volumes", "kubernetes.io~empty-dir", "scratch", "before-only")
+	if err := os.WriteFile(marker, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	e.write("p.yaml", uidPod("after", uid))
+	waitFor(t, "the renamed pod alone", 2*time.Minute, func() bool {
+		r := e.running()
+		return r["after/c"] != "" && r["before/c"] == "" && len(e.containers()) == 2
+	})
+	if _, err := os.Stat(marker); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the old pod's emptyDir file under the renamed pod: %v, want it gone", err)
+	}
 }

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -703,43 +704,59 @@ func (r *Runner) teardownTarget(ctx context.Context, t TeardownTarget, st *podSt
 	if grace < 0 {
 		grace = recordedGrace(t.Pod, own)
 	}
-	if len(others) == 0 {
+	if others == nil {
 		return r.teardown(ctx, t.Pod, own, grace)
 	}
 	held := fmt.Errorf("metadata.uid %s is also that of pod %s, left alone with the uid's pod directory and cgroup "+
-		"(a manifest's uid must be its own)", t.UID, strings.Join(others, ", "))
+		"(a manifest's uid must be its own)", t.UID, strings.Join(podNames(others), ", "))
 	return errors.Join(r.removePodObjects(ctx, t.Pod, own, grace), held)
 }
 
 // splitByPod splits st into the objects of pod (by their pod
-// namespace/name labels) and the names of the other pods whose objects
-// share its UID. A nil pod owns all of st.
-func splitByPod(pod *v1.Pod, st *podState) (own *podState, others []string) {
+// namespace/name labels) and those of other pods that share its UID
+// (others is nil when there are none). A nil pod owns all of st.
+func splitByPod(pod *v1.Pod, st *podState) (own, others *podState) {
 	if st == nil || pod == nil {
 		return st, nil
 	}
 	own = &podState{}
-	mine := func(ref engine.PodRef) bool {
-		if ref.Namespace == pod.Namespace && ref.Name == pod.Name {
-			return true
-		}
-		if name := ref.Namespace + "/" + ref.Name; !slices.Contains(others, name) {
-			others = append(others, name)
-		}
-		return false
-	}
+	mine := func(ref engine.PodRef) bool { return ref.Namespace == pod.Namespace && ref.Name == pod.Name }
 	for _, sb := range st.Sandboxes {
 		if mine(sb.Pod) {
 			own.Sandboxes = append(own.Sandboxes, sb)
+		} else {
+			others = cmp.Or(others, &podState{})
+			others.Sandboxes = append(others.Sandboxes, sb)
 		}
 	}
 	for _, c := range st.Containers {
 		if mine(c.Pod) {
 			own.Containers = append(own.Containers, c)
+		} else {
+			others = cmp.Or(others, &podState{})
+			others.Containers = append(others.Containers, c)
 		}
 	}
-	slices.Sort(others)
 	return own, others
+}
+
+// podNames are the namespace/names of the pods st's objects are of,
+// sorted.
+func podNames(st *podState) []string {
+	var names []string
+	add := func(ref engine.PodRef) {
+		if name := ref.Namespace + "/" + ref.Name; !slices.Contains(names, name) {
+			names = append(names, name)
+		}
+	}
+	for _, sb := range st.Sandboxes {
+		add(sb.Pod)
+	}
+	for _, c := range st.Containers {
+		add(c.Pod)
+	}
+	slices.Sort(names)
+	return names
 }
 
 // listForTeardown is the runtime's state of every pod, as a teardown needs

@@ -17,16 +17,51 @@ const ReasonUIDConflict = "UIDConflict"
 // any metadata.uid, and static pod UIDs are predictable, so the runtime's
 // objects of the UID may be labelled as another pod's (another
 // namespace/name). A sync must neither adopt, replace nor stop them, nor
-// use the UID's pod directory, which that pod's volumes live in. own are
-// the pod's own objects of st.
-func uidConflict(pod *v1.Pod, st *podState) (own *podState, why *rejection) {
-	own, others := splitByPod(pod, st)
-	if len(others) == 0 {
-		return own, nil
+// use the UID's pod directory, which that pod's volumes live in. own and
+// others are st split by pod (splitByPod).
+func uidConflict(pod *v1.Pod, st *podState) (own, others *podState, why *rejection) {
+	own, others = splitByPod(pod, st)
+	if others == nil {
+		return own, nil, nil
 	}
-	return own, &rejection{reason: ReasonUIDConflict, message: fmt.Sprintf(
+	return own, others, &rejection{reason: ReasonUIDConflict, message: fmt.Sprintf(
 		"metadata.uid %s is pod %s's: refusing to adopt its sandbox, containers and pod directory (a manifest's uid must be its own)",
-		pod.UID, strings.Join(others, ", "))}
+		pod.UID, strings.Join(podNames(others), ", "))}
+}
+
+// removesOrphansOfUID reports whether the objects of pod's UID that are
+// other pods' (others) are orphans this runner removes: in watch, once
+// every source has spoken, no source defines the pods they are of (a UID
+// names one pod among the sources' pods), so they are what housekeeping
+// removes, kept only by the UID a pod now has - most often that pod
+// itself, renamed in a manifest that sets metadata.uid. once removes only
+// what it is asked to, and the pods of a source kept while it fails are
+// kept.
+func (r *Runner) removesOrphansOfUID(others *podState) bool {
+	if r.cfg.SourcesReady == nil || !r.cfg.SourcesReady() {
+		return false
+	}
+	for _, sb := range others.Sandboxes {
+		if r.cfg.KeepSource != nil && r.cfg.KeepSource(sb.Source) {
+			return false
+		}
+	}
+	return true
+}
+
+// removeOrphansOfUID removes others, the orphans of pod's UID
+// (removesOrphansOfUID), as housekeeping removes a pod no source defines:
+// with the UID's pod directory and cgroup, so that pod starts afresh and
+// never sees their volumes.
+func (r *Runner) removeOrphansOfUID(ctx context.Context, pod *v1.Pod, others *podState) error {
+	ref := podRefOf(others)
+	r.log.Info("removing pod no source defines: its uid is now another pod's",
+		"pod", ref.Namespace+"/"+ref.Name, "uid", pod.UID, "now", podKey(pod))
+	defer r.cache.invalidate()
+	if err := r.teardown(ctx, nil, others, recordedGrace(nil, others)); err != nil {
+		return fmt.Errorf("remove %s/%s, whose uid %s is now %s's: %w", ref.Namespace, ref.Name, pod.UID, podKey(pod), err)
+	}
+	return nil
 }
 
 // syncUIDConflict is the sync of a pod refused its UID: Failed, with the
@@ -49,12 +84,12 @@ func (w *podWorker) syncUIDConflict(ctx context.Context, pod *v1.Pod, own *podSt
 // (splitByPod). With others, its own objects alone are removed; the rest
 // keep the UID's pod directory and cgroup, which they use (a pod refused
 // its UID, then removed, must not take the UID's owner with it).
-func (r *Runner) teardownOwn(ctx context.Context, pod *v1.Pod, own *podState, others []string, grace time.Duration) error {
-	if len(others) == 0 {
+func (r *Runner) teardownOwn(ctx context.Context, pod *v1.Pod, own, others *podState, grace time.Duration) error {
+	if others == nil {
 		return r.teardown(ctx, pod, own, grace)
 	}
 	r.probes.RemovePod(string(pod.UID))
 	r.log.Info("removing the pod's own objects alone: its uid's others and pod directory are another pod's",
-		"pod", podKey(pod), "uid", pod.UID, "owners", others)
+		"pod", podKey(pod), "uid", pod.UID, "owners", podNames(others))
 	return r.removePodObjects(ctx, pod, own, grace)
 }

@@ -2,6 +2,7 @@ package runner_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"maps"
@@ -151,5 +152,69 @@ func TestRemovedPodLeavesTheOwnerOfItsUIDAlone(t *testing.T) {
 	}
 	if after := treeOf(t, dir); !maps.Equal(after, dirBefore) {
 		t.Errorf("pod directory changed: %v, was %v", after, dirBefore)
+	}
+}
+
+// In watch (every source has spoken), the objects of a pod's UID that are
+// another pod's are of a pod no source defines (a UID names one pod among
+// the sources'), most often the pod itself before a rename that kept its
+// metadata.uid: they are removed as housekeeping removes such a pod, pod
+// directory and all, and the pod starts afresh. A pod of a source kept
+// while it fails is not removed: the pod stays refused.
+func TestWatchReplacesTheOrphansOfAUID(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		keep     bool
+		replaced bool
+	}{
+		{"orphans", false, true},
+		{"kept source", true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fake, root := ranOwner(t)
+			dir := filepath.Join(root, "pods", "u1")
+			data := filepath.Join(dir, "owner-data")
+			if err := os.WriteFile(data, []byte("owner's"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			ownerSbs, _, err := fake.ListPodObjects(context.Background(), "u1")
+			if err != nil {
+				t.Fatal(err)
+			}
+
+			h := start(t, fake, func(c *runner.Config) {
+				c.RootDir = root
+				c.SourcesReady = func() bool { return true }
+				c.KeepSource = func(string) bool { return tc.keep }
+			})
+			renamed := newPod("u1", "renamed-node1", v1.RestartPolicyAlways, map[string][]string{"a": {"run"}})
+			h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{renamed}}
+			if !tc.replaced {
+				p := h.waitStatus("u1", "refused", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodFailed })
+				if p.Status.Reason != runner.ReasonUIDConflict {
+					t.Errorf("status %s %q, want %s", p.Status.Reason, p.Status.Message, runner.ReasonUIDConflict)
+				}
+				if _, err := os.Stat(data); err != nil {
+					t.Errorf("the kept pod's data: %v", err)
+				}
+				return
+			}
+			h.waitStatus("u1", "running", allRunning)
+			sbs, cs, err := fake.ListPodObjects(context.Background(), "u1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range cs {
+				if c.Pod.Name != "renamed-node1" {
+					t.Errorf("container %s of %s left under the uid", c.ID, c.Pod.Name)
+				}
+			}
+			if len(sbs) != 1 || sbs[0].ID == ownerSbs[0].ID {
+				t.Errorf("sandboxes %v, want a new one of renamed-node1 in place of %s", sbs, ownerSbs[0].ID)
+			}
+			if _, err := os.Stat(data); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("the removed pod's data: %v, want it gone with its pod directory", err)
+			}
+		})
 	}
 }

@@ -368,8 +368,14 @@ func (w *podWorker) sync(ctx context.Context, pod *v1.Pod, st *podState) (*podAc
 	w.syncBegins()
 	// The UID first: what every other step acts on (stops, adopts, the pod
 	// directory) must be this pod's.
-	if own, why := uidConflict(pod, st); why != nil {
-		return w.syncUIDConflict(ctx, pod, own, why)
+	if own, others, why := uidConflict(pod, st); why != nil {
+		if !r.removesOrphansOfUID(others) {
+			return w.syncUIDConflict(ctx, pod, own, why)
+		}
+		if err := r.removeOrphansOfUID(ctx, pod, others); err != nil {
+			return &podActions{}, false, err
+		}
+		st = own
 	}
 	if msg, ok := w.evictedMessage(pod); ok {
 		return w.syncEvicted(ctx, pod, st, msg)
