@@ -29,28 +29,43 @@ func uidConflict(pod *v1.Pod, st *podState) (own, others *podState, why *rejecti
 		pod.UID, strings.Join(podNames(others), ", "))}
 }
 
-// removesOrphansOfUID reports whether the objects of pod's UID that are
-// other pods' (others) are orphans this runner removes: in watch, once
-// every source has spoken, no source defines the pods they are of (a UID
-// names one pod among the sources' pods), so they are what housekeeping
-// removes, kept only by the UID a pod now has - most often that pod
-// itself, renamed in a manifest that sets metadata.uid. once removes only
-// what it is asked to, and the pods of a source kept while it fails are
-// kept.
-func (r *Runner) removesOrphansOfUID(others *podState) bool {
-	if r.cfg.SourcesReady == nil || !r.cfg.SourcesReady() {
-		return false
+// What becomes of the objects of a pod's UID that are other pods'.
+type orphansVerdict int
+
+const (
+	// orphansKept: they are another pod's, and the pod is refused.
+	orphansKept orphansVerdict = iota
+	// orphansUndecided: not every source has delivered yet, so they may
+	// be of a pod a source still defines, or of this one before a rename.
+	orphansUndecided
+	// orphansRemoved: they are of a pod no source defines, removed.
+	orphansRemoved
+)
+
+// orphansOfUID decides what becomes of others, the objects of a pod's UID
+// that are other pods'. In watch, once every source has spoken, no source
+// defines the pods they are of (a UID names one pod among the sources'
+// pods), so they are what housekeeping removes, kept only by the UID a
+// pod now has - most often that pod itself, renamed in a manifest that
+// sets metadata.uid. once removes only what it is asked to, and the pods
+// of a source kept while it fails are kept.
+func (r *Runner) orphansOfUID(others *podState) orphansVerdict {
+	if r.cfg.SourcesReady == nil {
+		return orphansKept
+	}
+	if !r.cfg.SourcesReady() {
+		return orphansUndecided
 	}
 	for _, sb := range others.Sandboxes {
 		if r.cfg.KeepSource != nil && r.cfg.KeepSource(sb.Source) {
-			return false
+			return orphansKept
 		}
 	}
-	return true
+	return orphansRemoved
 }
 
 // removeOrphansOfUID removes others, the orphans of pod's UID
-// (removesOrphansOfUID), as housekeeping removes a pod no source defines:
+// (orphansOfUID), as housekeeping removes a pod no source defines:
 // with the UID's pod directory and cgroup, so that pod starts afresh and
 // never sees their volumes.
 func (r *Runner) removeOrphansOfUID(ctx context.Context, pod *v1.Pod, others *podState) error {
@@ -92,4 +107,13 @@ func (r *Runner) teardownOwn(ctx context.Context, pod *v1.Pod, own, others *podS
 	r.log.Info("removing the pod's own objects alone: its uid's others and pod directory are another pod's",
 		"pod", podKey(pod), "uid", pod.UID, "owners", podNames(others))
 	return r.removePodObjects(ctx, pod, own, grace)
+}
+
+// startAnew forgets what the worker knew of its UID's pod before the
+// orphans of the UID were removed: the pod now there is a new one, whose
+// start time, deadline and eviction count from now.
+func (w *podWorker) startAnew() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.evicted, w.renewed, w.deadlineSpec = nil, true, ""
 }

@@ -5,13 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"maps"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/podrun/podrun/engine/enginetest"
 	"github.com/podrun/podrun/runner"
@@ -216,5 +220,105 @@ func TestWatchReplacesTheOrphansOfAUID(t *testing.T) {
 				t.Errorf("the removed pod's data: %v, want it gone with its pod directory", err)
 			}
 		})
+	}
+}
+
+// Before every source has delivered (a watch just started, the apiserver
+// source later than the files), other-named objects of a pod's UID may be
+// of a pod a source still defines, or of this one before a rename: the
+// pod is neither refused (Failed is terminal in the API) nor started, and
+// nothing is removed. Once the sources are ready, they are orphans, and
+// the pod starts.
+func TestUIDConflictWaitsForTheSources(t *testing.T) {
+	fake, root := ranOwner(t)
+	ownerSbs, _, err := fake.ListPodObjects(context.Background(), "u1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ready atomic.Bool
+	events := &eventLog{}
+	log := &lockedBuffer{}
+	h := start(t, fake, func(c *runner.Config) {
+		c.RootDir = root
+		c.SourcesReady = ready.Load
+		c.Events = events
+		c.Log = slog.New(slog.NewTextHandler(log, nil))
+	})
+	renamed := newPod("u1", "renamed-node1", v1.RestartPolicyAlways, map[string][]string{"a": {"run"}})
+	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{renamed}}
+	waitUntil(t, "the pod to wait for the sources", func() bool {
+		return strings.Contains(log.String(), "pod waits for every source to deliver")
+	})
+	if p, ok := h.r.Pod("u1"); ok && p.Status.Phase == v1.PodFailed {
+		t.Errorf("before the sources are ready: %s %s %q, want no terminal phase", p.Status.Phase, p.Status.Reason, p.Status.Message)
+	}
+	if events.has("Warning UIDConflict") {
+		t.Errorf("events %q, want no UIDConflict before the sources are ready", events.events)
+	}
+	if sbs, _, _ := fake.ListPodObjects(context.Background(), "u1"); len(sbs) != 1 || sbs[0].ID != ownerSbs[0].ID {
+		t.Errorf("sandboxes %v before the sources are ready, want the owner's %s alone", sbs, ownerSbs[0].ID)
+	}
+
+	ready.Store(true)
+	h.stepUntilStatus("u1", "running once the sources are ready", relistPeriod, func(p *v1.Pod) bool {
+		return p.Name == "renamed-node1" && allRunning(p)
+	})
+}
+
+// A pod that replaces the orphans of its UID is a new pod: its start
+// time, and the activeDeadlineSeconds counted from it, are from now, not
+// from when the pod of the old name started.
+func TestPodReplacingTheOrphansOfItsUIDStartsNow(t *testing.T) {
+	fake := newFake(t)
+	h := start(t, fake, func(c *runner.Config) {
+		c.SourcesReady = func() bool { return true }
+		c.SyncFrequency = 24 * time.Hour
+	})
+	old := newPod("u1", "old-node1", v1.RestartPolicyAlways, map[string][]string{"a": {"run"}})
+	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{old}}
+	first := h.waitStatus("u1", "running", allRunning)
+	h.step(2 * time.Hour)
+
+	renamed := newPod("u1", "renamed-node1", v1.RestartPolicyAlways, map[string][]string{"a": {"run"}})
+	renamed.Spec.ActiveDeadlineSeconds = ptr.To(int64(600))
+	h.updates <- runner.PodUpdate{Op: runner.OpUpdate, Pods: []*v1.Pod{renamed}}
+	p := h.waitStatus("u1", "the renamed pod synced", func(p *v1.Pod) bool {
+		return p.Name == "renamed-node1" && (p.Status.Phase == v1.PodFailed || allRunning(p))
+	})
+	if p.Status.Phase == v1.PodFailed {
+		t.Errorf("the renamed pod (activeDeadlineSeconds 600): %s %s", p.Status.Phase, p.Status.Reason)
+	}
+	if p.Status.StartTime == nil || !p.Status.StartTime.After(first.Status.StartTime.Time) {
+		t.Errorf("start time %v, want later than the old pod's %v", p.Status.StartTime, first.Status.StartTime)
+	}
+}
+
+// The removal of a pod waits for a look at the runtime: with none (the
+// engine's list failing), a teardown would remove the UID's pod directory
+// and cgroup under containers it cannot see - here another pod's, whose
+// UID a refused pod borrowed.
+func TestRemovalWaitsForALookAtTheRuntime(t *testing.T) {
+	fake, root := ranOwner(t)
+	data := filepath.Join(root, "pods", "u1", "owner-data")
+	if err := os.WriteFile(data, []byte("owner's"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h := start(t, fake, func(c *runner.Config) { c.RootDir = root })
+	borrower := newPod("u1", "borrower-node1", v1.RestartPolicyAlways, map[string][]string{"a": {"run"}})
+	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{borrower}}
+	h.waitStatus("u1", "refused", func(p *v1.Pod) bool { return p.Status.Reason == runner.ReasonUIDConflict })
+	for range 5 {
+		fake.FailNext("ListPodObjects", errors.New("engine restarting"))
+	}
+	lists := fake.Calls("ListPodObjects")
+	h.step(relistPeriod)
+	waitUntil(t, "a failed look", func() bool { return fake.Calls("ListPodObjects") > lists })
+	h.updates <- runner.PodUpdate{Op: runner.OpRemove, Pods: []*v1.Pod{borrower}}
+	h.stepUntil("the borrower gone", relistPeriod, func() bool { _, ok := h.r.Pod("u1"); return !ok })
+	if _, err := os.Stat(data); err != nil {
+		t.Errorf("the owner's pod directory after the borrower's removal: %v", err)
+	}
+	if sbs, _, err := fake.ListPodObjects(context.Background(), "u1"); err != nil || len(sbs) != 1 {
+		t.Errorf("the owner's sandbox after: %v (%v)", sbs, err)
 	}
 }

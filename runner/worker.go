@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -208,12 +209,15 @@ func (w *podWorker) run(ctx context.Context) {
 			return
 		}
 		pod, removed := w.desired()
-		if removed {
+		// A removal waits for a look at the runtime: without one, it
+		// would remove the pod's directory and cgroup under containers it
+		// cannot see, or another pod's with the UID (splitByPod).
+		if removed && err == nil {
 			r.publishNotReady(w.uid)
 			grace := gracePeriod(pod)
 			sctx, shortened := w.beginStop(ctx, grace)
 			own, others := splitByPod(pod, st)
-			if pod.DeletionTimestamp != nil && err == nil {
+			if pod.DeletionTimestamp != nil {
 				own = w.stopForFinalStatus(sctx, pod, own, grace)
 			}
 			terr := sctx.Err()
@@ -369,12 +373,20 @@ func (w *podWorker) sync(ctx context.Context, pod *v1.Pod, st *podState) (*podAc
 	// The UID first: what every other step acts on (stops, adopts, the pod
 	// directory) must be this pod's.
 	if own, others, why := uidConflict(pod, st); why != nil {
-		if !r.removesOrphansOfUID(others) {
+		switch r.orphansOfUID(others) {
+		case orphansUndecided:
+			// Neither Failed (a terminal phase in the API) nor started:
+			// retried, with the error back-off, until the sources are.
+			r.log.Info("pod waits for every source to deliver: its uid's objects are another pod's",
+				"pod", podKey(pod), "uid", pod.UID, "owners", podNames(others))
+			return &podActions{}, false, fmt.Errorf("%s; deciding once every source has delivered", why.message)
+		case orphansKept:
 			return w.syncUIDConflict(ctx, pod, own, why)
 		}
 		if err := r.removeOrphansOfUID(ctx, pod, others); err != nil {
 			return &podActions{}, false, err
 		}
+		w.startAnew()
 		st = own
 	}
 	if msg, ok := w.evictedMessage(pod); ok {
