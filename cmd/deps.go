@@ -205,6 +205,16 @@ func checkNodeName(name string) error {
 func (g *globalOptions) claimRootDir() error { return g.ownRootDir(runner.ClaimRootDir) }
 func (g *globalOptions) checkRootDir() error { return g.ownRootDir(runner.CheckRootDir) }
 
+// lockRootDir takes the root dir for this watch alone (runner.LockRootDir);
+// another watch on it is bad input.
+func (g *globalOptions) lockRootDir() (unlock func(), err error) {
+	unlock, err = runner.LockRootDir(g.RootDir)
+	if _, busy := errors.AsType[*runner.RootDirBusyError](err); busy {
+		return nil, badInput(err)
+	}
+	return unlock, err
+}
+
 func (g *globalOptions) ownRootDir(own func(rootDir, nodeName string) error) error {
 	// The name is checked first: it may be recorded.
 	if err := checkNodeName(g.NodeName); err != nil {

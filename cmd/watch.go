@@ -166,6 +166,11 @@ func watchRun(ctx context.Context, opts *watchOptions) error {
 	if err := opts.claimRootDir(); err != nil {
 		return err
 	}
+	unlock, err := opts.lockRootDir()
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	rt, err := opts.Engine(ctx)
 	if err != nil {
 		return err

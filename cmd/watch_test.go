@@ -1,6 +1,8 @@
 package cmd
 
 import (
+	"context"
+	"errors"
 	"strings"
 	"testing"
 
@@ -95,5 +97,24 @@ func TestMergeArgsFirstArgumentWins(t *testing.T) {
 		t.Errorf("pods = %+v", pods)
 	} else if from := d.From(pods[0]); from != "https://config.example/pods.yaml" {
 		t.Errorf("a URL argument's pod is from %q, want the URL without its credentials", from)
+	}
+}
+
+// TestWatchRefusesABusyRootDir: a second watch on a root dir would remove
+// the first one's pods (neither defines the other's): it exits 2 before it
+// reaches the engine.
+func TestWatchRefusesABusyRootDir(t *testing.T) {
+	e := newCmdEnv(t)
+	unlock, err := runner.LockRootDir(e.g.RootDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlock()
+	err = e.watchWith(func(context.Context) (watchEngine, error) {
+		return nil, errors.New("watch reached the engine")
+	}, []string{"--path", e.dir}, func() bool { return false })
+	wantExit(t, "watch on a busy root dir", err, exitBadInput)
+	if err == nil || !strings.Contains(err.Error(), "another podrun watch runs on it") {
+		t.Errorf("error %v, want it to say another watch runs on the root dir", err)
 	}
 }

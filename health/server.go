@@ -190,7 +190,7 @@ func (s *Server) pods(w http.ResponseWriter, _ *http.Request) {
 		for _, p := range s.opts.Pods() {
 			cp := p.DeepCopy()
 			cp.APIVersion, cp.Kind = "v1", "Pod"
-			// Any local user may read /pods: a manifest URL's
+			// /pods is shown (ps, scripts, logs): a manifest URL's
 			// credentials stay with root.
 			manifest.RedactSourceAnnotation(cp)
 			list.Items = append(list.Items, *cp)

@@ -25,8 +25,10 @@ const maxSocketPath = len(unix.RawSockaddrUnix{}.Path) - 1
 // listenOwnerOnly listens on a unix socket at path that answers only
 // podrun's own user and root: the socket is 0600, and every connection's
 // peer credentials are checked as well, since a client may connect
-// between bind and chmod. A stale socket (its podrun killed) is replaced;
-// one that answers belongs to a running podrun, and is an error.
+// between bind and chmod. A stale socket (its podrun killed), or one
+// another user serves, is replaced; one that podrun's user answers on
+// belongs to a running podrun, and is an error. (A watch holds the root
+// dir's lock: two do not get here at once.)
 func listenOwnerOnly(path string, log *slog.Logger) (net.Listener, error) {
 	if fi, err := os.Lstat(path); err == nil {
 		if fi.Mode().Type() != fs.ModeSocket {
@@ -85,12 +87,15 @@ func (l *ownerOnly) Accept() (net.Conn, error) {
 	}
 }
 
+// Close unlinks the socket before it closes it: closed first, it would
+// look stale to a podrun starting meanwhile, which would replace it, and
+// the unlink would then remove that podrun's.
 func (l *ownerOnly) Close() error {
-	err := l.Listener.Close()
-	if rmErr := os.Remove(l.path); rmErr != nil && !errors.Is(rmErr, fs.ErrNotExist) && err == nil {
-		err = rmErr
+	rmErr := os.Remove(l.path)
+	if errors.Is(rmErr, fs.ErrNotExist) {
+		rmErr = nil
 	}
-	return err
+	return errors.Join(l.Listener.Close(), rmErr)
 }
 
 func peerUID(c net.Conn) (int, error) {
@@ -129,6 +134,9 @@ func SocketClient(path string, timeout time.Duration) *http.Client {
 	}
 }
 
+// dialSocket connects to the socket at path, if its server runs as this
+// user or root: whoever else serves there (in a root dir others may write
+// to) is not podrun, and its answers are not to be trusted.
 func dialSocket(ctx context.Context, path string, timeout time.Duration) (net.Conn, error) {
 	var c net.Conn
 	err := atShortPath(path, func(p string) error {
@@ -136,7 +144,14 @@ func dialSocket(ctx context.Context, path string, timeout time.Duration) (net.Co
 		c, err = (&net.Dialer{Timeout: timeout}).DialContext(ctx, "unix", p)
 		return err
 	})
-	return c, err
+	if err != nil {
+		return nil, err
+	}
+	if uid, err := peerUID(c); err != nil || (uid != os.Geteuid() && uid != 0) {
+		c.Close()
+		return nil, fmt.Errorf("%s is served by uid %d, not podrun's (%v)", path, uid, err)
+	}
+	return c, nil
 }
 
 // atShortPath calls f with path, or, when path is too long for a

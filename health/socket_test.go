@@ -202,3 +202,64 @@ func TestSocketDeepRootDir(t *testing.T) {
 		t.Errorf("the socket after shutdown: %v, want removed", err)
 	}
 }
+
+// TestSocketServedByAnotherUser: in a root dir others may write to, a
+// socket another user serves is not podrun's: ps does not take its
+// answers, and watch replaces it.
+func TestSocketServedByAnotherUser(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("acting as another user needs root")
+	}
+	dir := t.TempDir()
+	for d := dir; d != os.TempDir() && d != "/"; d = filepath.Dir(d) {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(dir, SocketName)
+	ln := listenAs(t, 65534, sock)
+	go http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		io.WriteString(w, `{"kind":"PodList","apiVersion":"v1","items":[{"metadata":{"name":"planted"}}]}`)
+	}))
+
+	if _, err := SocketClient(sock, 10*time.Second).Get("http://podrun/pods"); err == nil || !strings.Contains(err.Error(), "served by uid 65534") {
+		t.Errorf("a client of another user's socket: %v, want refused", err)
+	}
+	serve(t, ServerOptions{Socket: sock})
+	if code, body := get(t, SocketClient(sock, 10*time.Second), "http://podrun/pods"); code != http.StatusOK || strings.Contains(body, "planted") {
+		t.Errorf("after podrun listened: %d %q, want podrun's /pods", code, body)
+	}
+}
+
+// listenAs listens on a unix socket at path as uid (on a thread of its
+// own), closed at the end of the test.
+func listenAs(t *testing.T, uid int, path string) net.Listener {
+	t.Helper()
+	type result struct {
+		ln  net.Listener
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		// Never unlocked: the thread ends with the goroutine.
+		runtime.LockOSThread()
+		if _, _, e := unix.RawSyscall(unix.SYS_SETRESUID, ^uintptr(0), uintptr(uid), ^uintptr(0)); e != 0 {
+			done <- result{err: e}
+			return
+		}
+		ln, err := net.Listen("unix", path)
+		if err == nil {
+			ln.(*net.UnixListener).SetUnlinkOnClose(false)
+		}
+		done <- result{ln, err}
+	}()
+	r := <-done
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	t.Cleanup(func() { r.ln.Close() })
+	return r.ln
+}

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // A root dir belongs to one node name, as a kubelet's root dir belongs to
@@ -139,4 +141,35 @@ func recordOwner(root *os.Root, nodeName string) error {
 	}
 	defer dir.Close()
 	return dir.Sync()
+}
+
+// WatchLockFile is the file, in the root dir, that a running watch holds
+// locked.
+const WatchLockFile = "watch.lock"
+
+// RootDirBusyError is a root dir another podrun watch runs on.
+type RootDirBusyError struct{ RootDir string }
+
+func (e *RootDirBusyError) Error() string {
+	return fmt.Sprintf("root dir %s: another podrun watch runs on it (it holds %s); "+
+		"two would remove each other's pods", e.RootDir, filepath.Join(e.RootDir, WatchLockFile))
+}
+
+// LockRootDir takes rootDir for one watch until unlock (or the process
+// ends: the lock is the kernel's, on an open file, so a killed watch
+// leaves none behind). A second watch gets a *RootDirBusyError at once.
+func LockRootDir(rootDir string) (unlock func(), err error) {
+	path := filepath.Join(rootDir, WatchLockFile)
+	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("root dir %s: %w", rootDir, &fs.PathError{Op: "open", Path: path, Err: err})
+	}
+	if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		unix.Close(fd)
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, &RootDirBusyError{RootDir: rootDir}
+		}
+		return nil, fmt.Errorf("root dir %s: lock %s: %w", rootDir, path, err)
+	}
+	return func() { unix.Close(fd) }, nil
 }

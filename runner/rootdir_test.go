@@ -169,3 +169,25 @@ func entryNames(entries []os.DirEntry) []string {
 	}
 	return out
 }
+
+// TestRootDirOneWatch: a watch holds the root dir's lock while it runs; a
+// second is refused at once, and the root dir is free again when the first
+// lets go (or its process ends: the kernel's lock goes with the file).
+func TestRootDirOneWatch(t *testing.T) {
+	root := t.TempDir()
+	unlock, err := runner.LockRootDir(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = runner.LockRootDir(root)
+	if busy, ok := errors.AsType[*runner.RootDirBusyError](err); !ok || busy.RootDir != root ||
+		!strings.Contains(err.Error(), "another podrun watch runs on it") {
+		t.Errorf("a second watch on the root dir: %v, want a RootDirBusyError", err)
+	}
+	unlock()
+	again, err := runner.LockRootDir(root)
+	if err != nil {
+		t.Fatalf("the root dir after the first let go: %v", err)
+	}
+	again()
+}
