@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -694,5 +696,29 @@ func TestOnceBadInputDoesNotWaitForTheEngine(t *testing.T) {
 	case <-cancelled:
 	default:
 		t.Error("the engine's reach was not cancelled")
+	}
+}
+
+// TestOnceOutputShowsAURLWithoutCredentials: once -o yaml|json shows the
+// pods (a terminal, a CI log): a manifest URL's userinfo and query stay
+// on the node, as in plan and /pods.
+func TestOnceOutputShowsAURLWithoutCredentials(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		io.WriteString(w, "apiVersion: v1\nkind: Pod\nmetadata: {name: web}\nspec:\n  terminationGracePeriodSeconds: 1\n  containers:\n  - {name: app, image: img:1}\n")
+	}))
+	defer srv.Close()
+	url := strings.Replace(srv.URL, "http://", "http://deploy:S3CRET@", 1) + "/pods.yaml?sig=x"
+	for _, format := range []string{"yaml", "json"} {
+		e := newCmdEnv(t)
+		if err := e.once(url, "-o", format); err != nil {
+			t.Fatalf("once: %v (%s)", err, e.errOut)
+		}
+		out := e.out.String()
+		if strings.Contains(out, "S3CRET") || strings.Contains(out, "sig=x") {
+			t.Errorf("once -o %s shows the URL's credentials:\n%s", format, out)
+		}
+		if !strings.Contains(out, strings.TrimPrefix(srv.URL, "http://")+"/pods.yaml") {
+			t.Errorf("once -o %s does not name the URL's host and path:\n%s", format, out)
+		}
 	}
 }

@@ -12,6 +12,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/podrun/podrun/manifest"
 )
 
 func checkOutput(format string) error {
@@ -82,6 +84,9 @@ func writeList(w io.Writer, format string, pods []*v1.Pod) error {
 	for _, p := range pods {
 		cp := p.DeepCopy()
 		cp.APIVersion, cp.Kind = "v1", "Pod"
+		// Output is shown (a terminal, a CI log): a manifest URL's
+		// credentials stay on the node, as in /pods and plan.
+		manifest.RedactSourceAnnotation(cp)
 		list.Items = append(list.Items, *cp)
 	}
 	return writeStructured(w, format, list)

@@ -101,7 +101,7 @@ func RedactedSource(source string) string {
 	}
 	u, err := url.Parse(source)
 	if err != nil {
-		return SourceKind(source) + "://(a URL that does not parse)"
+		return "(a manifest URL that does not parse)"
 	}
 	u.User, u.RawQuery, u.ForceQuery, u.Fragment, u.RawFragment = nil, "", false, "", ""
 	return u.String()

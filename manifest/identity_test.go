@@ -138,7 +138,8 @@ func TestRedactedSource(t *testing.T) {
 		"HTTP://token@h/m.yaml?":                    "http://h/m.yaml",
 		"https://h.example/m.yaml":                  "https://h.example/m.yaml",
 		"/etc/kubernetes/manifests":                 "/etc/kubernetes/manifests",
-		"http://%zz":                                "http://(a URL that does not parse)",
+		"http://%zz":                                "(a manifest URL that does not parse)",
+		"https://deploy:S3CRET/x@config.example/p":  "(a manifest URL that does not parse)",
 	} {
 		if got := RedactedSource(in); got != want {
 			t.Errorf("RedactedSource(%q) = %q, want %q", in, got, want)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/podrun/podrun/engine"
 	"github.com/podrun/podrun/expansion"
+	"github.com/podrun/podrun/manifest"
 )
 
 // configError is a container that cannot be configured (a missing ConfigMap
@@ -199,13 +201,26 @@ func envValueFrom(pod *v1.Pod, c *v1.Container, from *v1.EnvVarSource, objs *Obj
 	return "", false, configErrorf("valueFrom names no source")
 }
 
+// downwardAnnotations are pod's annotations as the downward API shows them
+// to its containers: podrun.io/source without the credentials a manifest
+// URL may carry (a URL's manifest would otherwise read the node's
+// credentials to fetch it).
+func downwardAnnotations(pod *v1.Pod) map[string]string {
+	if _, ok := pod.Annotations[manifest.AnnotationSource]; !ok {
+		return pod.Annotations
+	}
+	shown := maps.Clone(pod.Annotations)
+	shown[manifest.AnnotationSource] = manifest.RedactedSource(shown[manifest.AnnotationSource])
+	return shown
+}
+
 // podFieldValue is the downward API's view of a pod field.
 func podFieldValue(pod *v1.Pod, path string, pe podEnv) (string, error) {
 	if key, ok := subscript(path, "metadata.labels"); ok {
 		return pod.Labels[key], nil
 	}
 	if key, ok := subscript(path, "metadata.annotations"); ok {
-		return pod.Annotations[key], nil
+		return downwardAnnotations(pod)[key], nil
 	}
 	switch path {
 	case "metadata.name":
@@ -217,7 +232,7 @@ func podFieldValue(pod *v1.Pod, path string, pe podEnv) (string, error) {
 	case "metadata.labels":
 		return formatMap(pod.Labels), nil
 	case "metadata.annotations":
-		return formatMap(pod.Annotations), nil
+		return formatMap(downwardAnnotations(pod)), nil
 	case "spec.nodeName":
 		return pod.Spec.NodeName, nil
 	case "spec.serviceAccountName":

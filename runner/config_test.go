@@ -10,6 +10,7 @@ import (
 
 	"github.com/podrun/podrun/engine"
 	"github.com/podrun/podrun/expansion"
+	"github.com/podrun/podrun/manifest"
 )
 
 func TestMakeEnv(t *testing.T) {
@@ -196,5 +197,46 @@ func TestMakeEnvIsBounded(t *testing.T) {
 	_, err := r.containerConfig(pod, &pod.Spec.Containers[0], engine.ContainerTypeApp, 0, nil, podEnv{})
 	if !isConfigError(err) || !strings.HasPrefix(err.Error(), "args[47]: "+expansion.ErrTooMuch.Error()) {
 		t.Errorf("args past the budget the environment began: %v, want a configuration error at args[47]", err)
+	}
+}
+
+// TestDownwardAPIShowsASourceURLWithoutCredentials: the pods podrun runs
+// keep podrun.io/source whole (it names them), but the downward API gives
+// it to their containers: a URL's manifest would read, in its own
+// environment or a downwardAPI volume, the credentials the node fetches
+// it with.
+func TestDownwardAPIShowsASourceURLWithoutCredentials(t *testing.T) {
+	const url = "https://deploy:S3CRET@config.example/pods.yaml?X-Amz-Signature=sig"
+	snap, err := manifest.Parse(url, []byte(`apiVersion: v1
+kind: Pod
+metadata: {name: web}
+spec:
+  containers:
+  - name: c
+    image: nginx:1.27
+    env:
+    - name: SOURCE
+      valueFrom: {fieldRef: {fieldPath: "metadata.annotations['podrun.io/source']"}}
+`), manifest.Options{NodeName: "node1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := snap.Pods[0]
+	env, _, err := makeEnv(pod, &pod.Spec.Containers[0], NewObjects(), podEnv{}, &expansion.Budget{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A downwardAPI volume's file of every annotation.
+	all, err := podFieldValue(pod, "metadata.annotations", podEnv{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, v := range map[string]string{"env " + env[0].Name: env[0].Value, "metadata.annotations": all} {
+		if strings.Contains(v, "S3CRET") || strings.Contains(v, "Signature") || !strings.Contains(v, "https://config.example/pods.yaml") {
+			t.Errorf("%s = %q, want the source URL without its credentials", name, v)
+		}
+	}
+	if pod.Annotations[manifest.AnnotationSource] != url {
+		t.Errorf("the pod's own annotation became %q, want the whole URL", pod.Annotations[manifest.AnnotationSource])
 	}
 }

@@ -259,13 +259,21 @@ func hostPort(u *url.URL) string {
 
 // redactURLError hides the credentials in the URL of an *url.Error in err
 // (net/http's hide only a password, not a username or a presigned query).
+// Of a URL that does not parse, net/url's own message quotes the part it
+// could not read, which may be a password with an unescaped '/', '?' or
+// '#': it is replaced too.
 func redactURLError(err error) error {
 	var uerr *url.Error
 	if errors.As(err, &uerr) {
+		if _, perr := url.Parse(uerr.URL); perr != nil {
+			uerr.Err = errUnparsableURL
+		}
 		uerr.URL = manifest.RedactedSource(uerr.URL)
 	}
 	return err
 }
+
+var errUnparsableURL = errors.New("the URL does not parse (an unescaped '/', '?', '#' or '@' in its userinfo?)")
 
 // unframed reports whether resp's body ends only where the connection
 // closes (HTTP/1.x with neither Content-Length nor chunked encoding), so

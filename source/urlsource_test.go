@@ -651,3 +651,20 @@ func TestURLSourceStopsDuringARequest(t *testing.T) {
 	}
 	noUpdate(t, out)
 }
+
+// TestFetchURLThatDoesNotParseHidesItsPassword: a password with an
+// unescaped '/', '?' or '#' makes the URL unparsable, and net/url's own
+// message quotes what it read as a port: the password. The error (logged,
+// shown on pods and by ps) says only that the URL does not parse.
+func TestFetchURLThatDoesNotParseHidesItsPassword(t *testing.T) {
+	for _, u := range []string{
+		"https://deploy:S3CRET/x@config.example/pods.yaml",
+		"https://deploy:S3CRET?x@config.example/pods.yaml",
+		"https://deploy:S3CRET#x@config.example/pods.yaml",
+	} {
+		_, err := FetchURL(context.Background(), testClient(t, false), u, nil, testOptions())
+		if err == nil || strings.Contains(err.Error(), "S3CRET") || !strings.Contains(err.Error(), "does not parse") {
+			t.Errorf("%s: %v, want an error that says the URL does not parse, without its password", u, err)
+		}
+	}
+}
