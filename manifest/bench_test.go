@@ -86,9 +86,11 @@ func largeManifest(n int) []byte {
 // many as fit in MaxFileSize (about 90k). Parsing must stay linear in the
 // file's size; issue 13 measured 168 s and 549 MB for a 10 MiB file.
 // Besides time and allocations per parse it reports pods/s, the peak of
-// the live heap during a parse (sampled) and the process's peak RSS (a
+// the live heap during a parse (sampled), the process's peak RSS (a
 // high-water mark of the whole process: meaningful for the largest case
-// run alone, -bench 'ParseLarge/max').
+// run alone, -bench 'ParseLarge/max'), and what a snapshot retains: the
+// live heap after a collection with the snapshot kept, less the heap
+// before the parse.
 //
 //	go test -run '^$' -bench ParseLarge -benchtime 3x ./manifest/
 func BenchmarkParseLarge(b *testing.B) {
@@ -114,6 +116,11 @@ func BenchmarkParseLarge(b *testing.B) {
 			b.ReportMetric(float64(tc.pods)*float64(b.N)/b.Elapsed().Seconds(), "pods/s")
 			b.ReportMetric(float64(heap)/(1<<20), "peak-heap-MB")
 			b.ReportMetric(float64(maxRSS())/(1<<20), "peak-RSS-MB")
+			b.StopTimer()
+			b.ReportMetric(float64(retained(func() any {
+				snap, _ := Parse("/etc/kubernetes/manifests/large.yaml", data, opts)
+				return snap
+			}))/(1<<20), "retained-MB")
 		})
 	}
 }
@@ -144,6 +151,22 @@ func sampleHeap() func() uint64 {
 		close(stop)
 		return <-done
 	}
+}
+
+// retained is the growth of the live heap, after a collection, from
+// before make is called to after it with what it made kept alive.
+func retained(make func() any) uint64 {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	kept := make()
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	runtime.KeepAlive(kept)
+	if after.HeapAlloc < before.HeapAlloc {
+		return 0
+	}
+	return after.HeapAlloc - before.HeapAlloc
 }
 
 // maxRSS is the process's peak resident set size.
