@@ -198,6 +198,9 @@ func (p *parser) warn(loc locator, warnings []pathError) {
 // from one scan to the next), and validation reports the problems of a map
 // (resource limits, labels) in its random iteration order.
 func sortByLine(list ErrorList) {
+	if len(list) < 2 {
+		return // most objects have no problem: nothing to sort, nor to allocate a sort for
+	}
 	sort.SliceStable(list, func(i, j int) bool {
 		a, b := list[i], list[j]
 		if a.Line != b.Line {

@@ -247,24 +247,35 @@ func walkUnsupported(t *fieldTree, v any, path string, out *[]pathError) {
 	if t.anything || isEmptyValue(v) {
 		return
 	}
-	if len(t.children) == 0 && t.values == nil {
-		return // a supported leaf: a scalar, or a list or map of scalars (command, limits)
+	if t.supportedLeaf() {
+		return
 	}
 	switch x := v.(type) {
 	case map[string]any:
-		for _, k := range sortedKeys(x) {
+		// The keys in order, in an array on the stack for the small
+		// mappings of most pods: this runs for every mapping of every pod.
+		var array [16]string
+		keys := array[:0]
+		for k := range x {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
 			child := t.children[k]
 			if child == nil {
 				child = t.children["*"]
 			}
-			childPath := joinPath(path, k)
-			if child == nil {
+			switch {
+			case child == nil:
 				if !isEmptyValue(x[k]) {
+					childPath := joinPath(path, k)
 					*out = append(*out, pathError{path: childPath, message: refused(childPath, "")})
 				}
-				continue
+			case child.anything || child.supportedLeaf() || isEmptyValue(x[k]):
+				// Nothing to refuse below: no path to build for it.
+			default:
+				walkUnsupported(child, x[k], joinPath(path, k), out)
 			}
-			walkUnsupported(child, x[k], childPath, out)
 		}
 	case []any:
 		child := t.children["[]"]
@@ -276,10 +287,20 @@ func walkUnsupported(t *fieldTree, v any, path string, out *[]pathError) {
 			walkUnsupported(child, item, path+"["+strconv.Itoa(i)+"]", out)
 		}
 	default:
-		if t.values != nil && !slices.Contains(t.values, fmt.Sprint(x)) {
+		text, isString := x.(string)
+		if !isString {
+			text = fmt.Sprint(x)
+		}
+		if t.values != nil && !slices.Contains(t.values, text) {
 			*out = append(*out, pathError{path: path, message: refused(path, describeValue(x))})
 		}
 	}
+}
+
+// supportedLeaf reports whether t accepts any value: a scalar, or a list
+// or map of scalars (command, limits).
+func (t *fieldTree) supportedLeaf() bool {
+	return len(t.children) == 0 && t.values == nil
 }
 
 // refused words the refusal of the field at path, or of its value.
@@ -317,15 +338,18 @@ func describeValue(v any) string {
 func refusedValues(pod *v1.Pod) []pathError {
 	var out []pathError
 	spec := &pod.Spec
-	check := func(c *v1.Container, path string) {
+	check := func(c *v1.Container, list string, i int) {
 		for _, kind := range []string{"limits", "requests"} {
-			list := c.Resources.Limits
+			resources := c.Resources.Limits
 			if kind == "requests" {
-				list = c.Resources.Requests
+				resources = c.Resources.Requests
 			}
-			for _, name := range slices.Sorted(maps.Keys(list)) {
+			if len(resources) == 0 {
+				continue // the common case, which needs no sorted keys
+			}
+			for _, name := range slices.Sorted(maps.Keys(resources)) {
 				if reason := unenforcedResource(name, kind); reason != "" {
-					out = append(out, pathError{path: fmt.Sprintf("%s.resources.%s[%s]", path, kind, name),
+					out = append(out, pathError{path: fmt.Sprintf("spec.%s[%d].resources.%s[%s]", list, i, kind, name),
 						message: "Forbidden: podrun does not support this resource: " + reason})
 				}
 			}
@@ -346,10 +370,10 @@ func refusedValues(pod *v1.Pod) []pathError {
 		}
 	}
 	for i := range spec.InitContainers {
-		check(&spec.InitContainers[i], fmt.Sprintf("spec.initContainers[%d]", i))
+		check(&spec.InitContainers[i], "initContainers", i)
 	}
 	for i := range spec.Containers {
-		check(&spec.Containers[i], fmt.Sprintf("spec.containers[%d]", i))
+		check(&spec.Containers[i], "containers", i)
 	}
 	return out
 }
@@ -389,7 +413,10 @@ const (
 // whether it runs depends on the node, which validation does not know.
 func extendedResourceNotes(pod *v1.Pod) []pathError {
 	var out []pathError
-	note := func(c *v1.Container, path string) {
+	note := func(c *v1.Container, list string, i int) {
+		if len(c.Resources.Limits) == 0 {
+			return // the common case, which needs no sorted keys
+		}
 		for _, name := range slices.Sorted(maps.Keys(c.Resources.Limits)) {
 			if !v1helper.IsExtendedResourceName(name) {
 				continue
@@ -400,14 +427,14 @@ func extendedResourceNotes(pod *v1.Pod) []pathError {
 				msg = "podrun gives the container GPUs through Docker's NVIDIA runtime (docker run --gpus); " +
 					"without that runtime the pod fails OutOfnvidia.com/gpu"
 			}
-			out = append(out, pathError{path: fmt.Sprintf("%s.resources.limits[%s]", path, name), message: msg})
+			out = append(out, pathError{path: fmt.Sprintf("spec.%s[%d].resources.limits[%s]", list, i, name), message: msg})
 		}
 	}
 	for i := range pod.Spec.InitContainers {
-		note(&pod.Spec.InitContainers[i], fmt.Sprintf("spec.initContainers[%d]", i))
+		note(&pod.Spec.InitContainers[i], "initContainers", i)
 	}
 	for i := range pod.Spec.Containers {
-		note(&pod.Spec.Containers[i], fmt.Sprintf("spec.containers[%d]", i))
+		note(&pod.Spec.Containers[i], "containers", i)
 	}
 	return out
 }
