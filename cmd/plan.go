@@ -129,7 +129,8 @@ func planRun(ctx context.Context, opts *planOptions) error {
 }
 
 // planActions are the pod actions in the order the summary counts them.
-var planActions = []string{runner.PlanCreate, runner.PlanRecreate, runner.PlanUpdate, runner.PlanRemove, runner.PlanUnchanged}
+var planActions = []string{runner.PlanCreate, runner.PlanRecreate, runner.PlanUpdate, runner.PlanRemove, runner.PlanRefuse,
+	runner.PlanUnchanged}
 
 // planDocument is plan's -o json and yaml.
 type planDocument struct {

@@ -69,7 +69,7 @@ func TestPlanRun(t *testing.T) {
 	e.fake.AddImage("img:2")
 	p := e.write("pair.yaml", pairPod("pair", "img:1", 8080))
 	wantExit(t, "plan before once", e.plan(p), exitChanges)
-	if want := "pod default/pair-node1 (" + p + "): create\nplan: 1 create, 0 recreate, 0 update, 0 remove, 0 unchanged\n"; e.out.String() != want {
+	if want := "pod default/pair-node1 (" + p + "): create\nplan: 1 create, 0 recreate, 0 update, 0 remove, 0 refuse, 0 unchanged\n"; e.out.String() != want {
 		t.Fatalf("plan before once:\n%s\nwant:\n%s", e.out, want)
 	}
 	if err := e.once(p, "--timeout", "10s"); err != nil {
@@ -78,7 +78,7 @@ func TestPlanRun(t *testing.T) {
 
 	e.reset()
 	wantExit(t, "plan of what runs", e.plan(p), exitOK)
-	if want := "pod default/pair-node1 (" + p + "): unchanged\nplan: 0 create, 0 recreate, 0 update, 0 remove, 1 unchanged\n"; e.out.String() != want {
+	if want := "pod default/pair-node1 (" + p + "): unchanged\nplan: 0 create, 0 recreate, 0 update, 0 remove, 0 refuse, 1 unchanged\n"; e.out.String() != want {
 		t.Fatalf("plan of what runs:\n%s\nwant:\n%s", e.out, want)
 	}
 
@@ -89,7 +89,7 @@ func TestPlanRun(t *testing.T) {
 	want := "pod default/pair-node1 (" + p + "): update\n" +
 		"  restart container side: container spec changed\n" +
 		"      image: \"img:1\" -> \"img:2\"\n" +
-		"plan: 0 create, 0 recreate, 1 update, 0 remove, 0 unchanged\n"
+		"plan: 0 create, 0 recreate, 1 update, 0 remove, 0 refuse, 0 unchanged\n"
 	if e.out.String() != want {
 		t.Fatalf("plan after an edit:\n%s\nwant:\n%s", e.out, want)
 	}
@@ -136,7 +136,7 @@ func TestPlanRun(t *testing.T) {
 	wantExit(t, "plan after a port change", e.plan(p), exitChanges)
 	want = "pod default/pair-node1 (" + p + "): recreate: sandbox spec changed\n" +
 		"    ports[0].hostPort: 8080 -> 8081\n" +
-		"plan: 0 create, 1 recreate, 0 update, 0 remove, 0 unchanged\n"
+		"plan: 0 create, 1 recreate, 0 update, 0 remove, 0 refuse, 0 unchanged\n"
 	if e.out.String() != want {
 		t.Fatalf("plan after a port change:\n%s\nwant:\n%s", e.out, want)
 	}
@@ -164,7 +164,7 @@ func TestPlanRemove(t *testing.T) {
 	wantExit(t, "plan of the directory", e.plan(e.dir), exitChanges)
 	want := "pod default/web-node1 (" + web + "): unchanged\n" +
 		"pod default/db-node1 (" + db + "): remove: no manifest of its source defines it now\n" +
-		"plan: 0 create, 0 recreate, 0 update, 1 remove, 1 unchanged\n"
+		"plan: 0 create, 0 recreate, 0 update, 1 remove, 0 refuse, 1 unchanged\n"
 	if e.out.String() != want {
 		t.Fatalf("plan of the directory:\n%s\nwant:\n%s", e.out, want)
 	}
@@ -267,7 +267,7 @@ func TestWritePlanText(t *testing.T) {
   restart container legacy: container spec changed
       (which fields changed is not known: no record of the spec the container was made from is kept: an older podrun made it, or the record was lost)
   stop sandbox: not the pod's latest sandbox
-plan: 0 create, 0 recreate, 1 update, 0 remove, 0 unchanged
+plan: 0 create, 0 recreate, 1 update, 0 remove, 0 refuse, 0 unchanged
 `
 	if b.String() != want {
 		t.Fatalf("text:\n%s\nwant:\n%s", b.String(), want)
@@ -277,7 +277,7 @@ plan: 0 create, 0 recreate, 1 update, 0 remove, 0 unchanged
 	if err := writePlan(&b, "yaml", nil); err != nil {
 		t.Fatal(err)
 	}
-	if want := "changed: false\npods: []\nsummary:\n  create: 0\n  recreate: 0\n  remove: 0\n  unchanged: 0\n  update: 0\n"; b.String() != want {
+	if want := "changed: false\npods: []\nsummary:\n  create: 0\n  recreate: 0\n  refuse: 0\n  remove: 0\n  unchanged: 0\n  update: 0\n"; b.String() != want {
 		t.Fatalf("yaml of no pods:\n%s\nwant:\n%s", b.String(), want)
 	}
 }

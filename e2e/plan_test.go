@@ -50,7 +50,7 @@ func TestPlan(t *testing.T) {
 		t.Fatalf("plan of what runs: exit %d, want 0\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
 	contains(t, "plan of what runs", r.stdout, "pod default/pair-"+e.node+" ("+p+"): unchanged",
-		"pod default/solo-"+e.node+" ("+gone+"): unchanged", "0 update, 0 remove, 2 unchanged")
+		"pod default/solo-"+e.node+" ("+gone+"): unchanged", "0 update, 0 remove, 0 refuse, 2 unchanged")
 
 	// The specs plan diffs against are in the pod directories, not in the
 	// labels every relist carries.
@@ -77,7 +77,7 @@ func TestPlan(t *testing.T) {
 	want := "pod default/pair-" + e.node + " (" + p + "): update\n" +
 		"  restart container worker: container spec changed\n" +
 		"      env[MODE].value: \"a\" -> \"b\"\n" +
-		"plan: 0 create, 0 recreate, 1 update, 0 remove, 0 unchanged\n"
+		"plan: 0 create, 0 recreate, 1 update, 0 remove, 0 refuse, 0 unchanged\n"
 	if r.stdout != want {
 		t.Fatalf("plan after an env edit:\n%s\nwant:\n%s", r.stdout, want)
 	}
@@ -120,7 +120,7 @@ func TestPlan(t *testing.T) {
 	r = e.podrun(time.Minute, "plan", p)
 	want = "pod default/pair-" + e.node + " (" + p + "): recreate: sandbox spec changed\n" +
 		fmt.Sprintf("    ports[0].hostPort: %d -> %d\n", port, port2) +
-		"plan: 0 create, 1 recreate, 0 update, 0 remove, 0 unchanged\n"
+		"plan: 0 create, 1 recreate, 0 update, 0 remove, 0 refuse, 0 unchanged\n"
 	if r.code != 1 || r.stdout != want {
 		t.Fatalf("plan after a hostPort edit: exit %d\n%s\nwant:\n%s", r.code, r.stdout, want)
 	}
@@ -132,7 +132,7 @@ func TestPlan(t *testing.T) {
 	r = e.podrun(time.Minute, "plan", e.dir)
 	contains(t, "plan after a file was deleted", r.stdout,
 		"pod default/solo-"+e.node+" ("+gone+"): remove: no manifest of its source defines it now",
-		"0 create, 1 recreate, 0 update, 1 remove, 0 unchanged")
+		"0 create, 1 recreate, 0 update, 1 remove, 0 refuse, 0 unchanged")
 	if r.code != 1 {
 		t.Fatalf("plan after a file was deleted: exit %d\n%s", r.code, r.stderr)
 	}

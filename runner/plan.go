@@ -21,6 +21,7 @@ const (
 	PlanRecreate  = "recreate"  // a new sandbox, and so every container anew
 	PlanUpdate    = "update"    // the sandbox stays; Steps say what changes
 	PlanRemove    = "remove"    // no manifest of its source defines it now
+	PlanRefuse    = "refuse"    // its UID's objects are another pod's (UIDConflict)
 	PlanUnchanged = "unchanged" // nothing would change
 )
 
@@ -36,6 +37,10 @@ const (
 // reasonUndefined is why Plan removes a pod.
 const reasonUndefined = "no manifest of its source defines it now"
 
+// reasonUIDTaken is why Plan removes a pod whose UID another pod of its
+// sources has now (a rename that kept metadata.uid).
+const reasonUIDTaken = "no manifest of its source defines it now, and its uid is another pod's"
+
 // PodPlan is what one sync of a pod would change, as Plan computes it.
 type PodPlan struct {
 	Namespace string `json:"namespace"`
@@ -44,8 +49,8 @@ type PodPlan struct {
 	// Source is where the pod is defined (a file's absolute path, a URL),
 	// or was, for one to remove.
 	Source string `json:"source,omitempty"`
-	// Action is PlanCreate, PlanRecreate, PlanUpdate, PlanRemove or
-	// PlanUnchanged.
+	// Action is PlanCreate, PlanRecreate, PlanUpdate, PlanRemove,
+	// PlanRefuse or PlanUnchanged.
 	Action string `json:"action"`
 	// Reason says why a pod is recreated or removed.
 	Reason string `json:"reason,omitempty"`
@@ -112,12 +117,26 @@ func Plan(ctx context.Context, rt engine.Runtime, rootDir string, pods []*v1.Pod
 	backoff := newBackoff(clock.RealClock{})
 	out := make([]PodPlan, 0, len(pods))
 	desired := make(map[string]bool, len(pods))
+	var removes []PodPlan
 	for _, pod := range pods {
 		uid := string(pod.UID)
 		desired[uid] = true
-		out = append(out, planPod(pod, states[uid].clone(), backoff, recs.of(uid)))
+		_, others, why := uidConflict(pod, states[uid])
+		switch {
+		case why == nil:
+			out = append(out, planPod(pod, states[uid].clone(), backoff, recs.of(uid)))
+		case ownsAll(others, owned):
+			// As watch: they are of a pod no manifest of these sources
+			// defines, removed, and this one starts afresh.
+			ref := podRefOf(others)
+			removes = append(removes, PodPlan{Namespace: ref.Namespace, Name: ref.Name, UID: uid,
+				Source: others.latestSandbox().Source, Action: PlanRemove, Reason: reasonUIDTaken})
+			out = append(out, planPod(pod, &podState{}, backoff, recs.of(uid)))
+		default:
+			out = append(out, PodPlan{Namespace: pod.Namespace, Name: pod.Name, UID: uid,
+				Source: pod.Annotations[annotationSource], Action: PlanRefuse, Reason: why.message})
+		}
 	}
-	var removes []PodPlan
 	for uid, st := range states {
 		sb := st.latestSandbox()
 		if desired[uid] || sb == nil || owned == nil || !owned(sb.Source) {
@@ -134,6 +153,21 @@ func Plan(ctx context.Context, rt engine.Runtime, rootDir string, pods []*v1.Pod
 		return a.Name < b.Name
 	})
 	return append(out, removes...), nil
+}
+
+// ownsAll reports whether every sandbox of st is of a source owned
+// says the plan covers (so that a watch of them would remove what they no
+// longer define).
+func ownsAll(st *podState, owned func(source string) bool) bool {
+	if owned == nil || len(st.Sandboxes) == 0 {
+		return false
+	}
+	for _, sb := range st.Sandboxes {
+		if !owned(sb.Source) {
+			return false
+		}
+	}
+	return true
 }
 
 // planPod is what a sync of pod would change, from its state st; recs

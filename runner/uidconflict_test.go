@@ -322,3 +322,38 @@ func TestRemovalWaitsForALookAtTheRuntime(t *testing.T) {
 		t.Errorf("the owner's sandbox after: %v (%v)", sbs, err)
 	}
 }
+
+// Plan says what a sync would do with a UID whose objects are another
+// pod's: refuse (as once), or, when that pod is of a source the plan
+// covers and no longer defined (a rename that kept metadata.uid), remove
+// it and create this one (as watch).
+func TestPlanOfAUIDConflict(t *testing.T) {
+	fake, root := ranOwner(t)
+	renamed := newPod("u1", "renamed-node1", v1.RestartPolicyAlways, map[string][]string{"a": {"run"}})
+	sbs, _, err := fake.ListPodObjects(context.Background(), "u1")
+	if err != nil || len(sbs) != 1 {
+		t.Fatalf("the owner's sandbox: %v (%v)", sbs, err)
+	}
+	ownerSource := sbs[0].Source
+
+	plans, err := runner.Plan(context.Background(), fake, root, []*v1.Pod{renamed}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plans) != 1 || plans[0].Action != runner.PlanRefuse || !strings.Contains(plans[0].Reason, "default/owner-node1") {
+		t.Errorf("plan with the owner's source not covered: %+v, want refuse naming default/owner-node1", plans)
+	}
+
+	plans, err = runner.Plan(context.Background(), fake, root, []*v1.Pod{renamed},
+		func(source string) bool { return source == ownerSource })
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, p := range plans {
+		got[p.Name] = p.Action
+	}
+	if len(plans) != 2 || got["renamed-node1"] != runner.PlanCreate || got["owner-node1"] != runner.PlanRemove {
+		t.Errorf("plan with the owner's source covered: %+v, want create renamed-node1 and remove owner-node1", plans)
+	}
+}
