@@ -72,7 +72,7 @@ func Listen(opts ServerOptions) (*Server, error) {
 		if err != nil {
 			return nil, fmt.Errorf("listen on %s: %w", opts.Addr, err)
 		}
-		s.tcp = s.serving(ln, s.publicHandler())
+		s.tcp = s.serving(ln, s.publicMux())
 	}
 	if opts.Socket != "" {
 		ln, err := listenOwnerOnly(opts.Socket, opts.Logger)
@@ -156,9 +156,7 @@ func (s *Server) Handler() http.Handler {
 	return mux
 }
 
-// publicHandler is what TCP serves: nothing a manifest holds.
-func (s *Server) publicHandler() http.Handler { return s.publicMux() }
-
+// publicMux is what TCP serves: nothing a manifest holds.
 func (s *Server) publicMux() *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", check(s.opts.Healthy))

@@ -1,7 +1,6 @@
 package runner
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -719,13 +718,19 @@ func splitByPod(pod *v1.Pod, st *podState) (own, others *podState) {
 	if st == nil || pod == nil {
 		return st, nil
 	}
-	own = &podState{}
 	mine := func(ref engine.PodRef) bool { return ref.Namespace == pod.Namespace && ref.Name == pod.Name }
+	// Every sync asks: what is all the pod's, as it nearly always is, is
+	// not copied.
+	shared := slices.ContainsFunc(st.Sandboxes, func(sb *engine.Sandbox) bool { return !mine(sb.Pod) }) ||
+		slices.ContainsFunc(st.Containers, func(c *engine.Container) bool { return !mine(c.Pod) })
+	if !shared {
+		return st, nil
+	}
+	own, others = &podState{}, &podState{}
 	for _, sb := range st.Sandboxes {
 		if mine(sb.Pod) {
 			own.Sandboxes = append(own.Sandboxes, sb)
 		} else {
-			others = cmp.Or(others, &podState{})
 			others.Sandboxes = append(others.Sandboxes, sb)
 		}
 	}
@@ -733,7 +738,6 @@ func splitByPod(pod *v1.Pod, st *podState) (own, others *podState) {
 		if mine(c.Pod) {
 			own.Containers = append(own.Containers, c)
 		} else {
-			others = cmp.Or(others, &podState{})
 			others.Containers = append(others.Containers, c)
 		}
 	}

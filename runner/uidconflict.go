@@ -90,8 +90,7 @@ func (w *podWorker) syncUIDConflict(ctx context.Context, pod *v1.Pod, own *podSt
 		r.log.Warn("pod rejected", "pod", podKey(pod), "reason", why.reason, "message", why.message)
 		r.event(pod, "", v1.EventTypeWarning, why.reason, "%s", why.message)
 	}
-	return w.stopAsFailed(ctx, pod, own, gracePeriod(pod), "pod refused: "+why.reason,
-		v1.PodStatus{Phase: v1.PodFailed, Reason: why.reason, Message: why.message})
+	return w.syncRefused(ctx, pod, own, why)
 }
 
 // teardownOwn is the teardown of a removed pod: own are its objects, and
