@@ -280,6 +280,10 @@ func TestRuntimeBackEndsBackOff(t *testing.T) {
 	o.set(true, true)
 	h.step(time.Millisecond)
 	waitUntil(t, "a relist that fails", func() bool { return o.failedLists.Load() > 0 })
+	// The relist's timer is made again after the relist: a step before
+	// would be lost to it, and the relist that sees the engine back would
+	// never come.
+	waitUntil(t, "the relist's timer again", func() bool { return h.timers() == 1 })
 	o.set(false, false)
 	h.step(relist)
 	if !h.clk.Now().Before(backOffEnds) {
