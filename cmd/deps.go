@@ -224,6 +224,9 @@ func (g *globalOptions) ownRootDir(own func(rootDir, nodeName string) error) err
 	if _, other := errors.AsType[*runner.RootDirOwnerError](err); other {
 		return badInput(err)
 	}
+	if _, unsafe := errors.AsType[*runner.RootDirUnsafeError](err); unsafe {
+		return badInput(err)
+	}
 	return err
 }
 

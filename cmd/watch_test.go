@@ -3,6 +3,8 @@ package cmd
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -97,6 +99,38 @@ func TestMergeArgsFirstArgumentWins(t *testing.T) {
 		t.Errorf("pods = %+v", pods)
 	} else if from := d.From(pods[0]); from != "https://config.example/pods.yaml" {
 		t.Errorf("a URL argument's pod is from %q, want the URL without its credentials", from)
+	}
+}
+
+// TestUnsafeRootDirIsBadInput: a root dir another user could write is
+// refused by the commands that use it, exit 2, before any of them runs a
+// pod or removes one.
+func TestUnsafeRootDirIsBadInput(t *testing.T) {
+	e := newCmdEnv(t)
+	if err := os.Chmod(e.g.RootDir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	e.write("web.yaml", webPod("web"))
+	for name, run := range map[string]func() error{
+		"once": func() error { return e.once(e.dir) },
+		"watch": func() error {
+			return e.watchWith(func(context.Context) (watchEngine, error) {
+				return nil, errors.New("reached the engine")
+			}, []string{"--path", e.dir}, func() bool { return false })
+		},
+		"down": func() error { return e.runDown("--all") },
+	} {
+		err := run()
+		wantExit(t, name+" on a root dir others may write", err, exitBadInput)
+		if err == nil || !strings.Contains(err.Error(), "chmod go-w "+e.g.RootDir) {
+			t.Errorf("%s: error %v, want it to name the fix", name, err)
+		}
+	}
+	if c := e.containers("web"); len(c) != 0 {
+		t.Errorf("a pod ran on the root dir: %d containers", len(c))
+	}
+	if _, err := os.Stat(filepath.Join(e.g.RootDir, runner.NodeNameFile)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the root dir was claimed: %v", err)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -46,11 +47,14 @@ func (e *RootDirOwnerError) Error() string {
 // for two node names, cannot both win: the record is linked into place,
 // which fails when it exists, and the loser reads the winner's.
 func ClaimRootDir(rootDir, nodeName string) error {
-	root, _, err := openRootDir(rootDir)
+	root, real, err := openRootDir(rootDir)
 	if err != nil {
 		return fmt.Errorf("root dir %s: %w", rootDir, err)
 	}
 	defer root.Close()
+	if err := checkRootDirSafe(root, rootDir, real); err != nil {
+		return err
+	}
 	owner, err := readOwner(root, rootDir)
 	if errors.Is(err, fs.ErrNotExist) {
 		if err := recordOwner(root, nodeName); err != nil && !errors.Is(err, fs.ErrExist) {
@@ -76,6 +80,13 @@ func CheckRootDir(rootDir, nodeName string) error {
 		return fmt.Errorf("root dir %s: %w", rootDir, err)
 	}
 	defer root.Close()
+	real, err := rootRealPath(root)
+	if err != nil {
+		return fmt.Errorf("root dir %s: %w", rootDir, err)
+	}
+	if err := checkRootDirSafe(root, rootDir, real); err != nil {
+		return err
+	}
 	owner, err := readOwner(root, rootDir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -84,6 +95,61 @@ func CheckRootDir(rootDir, nodeName string) error {
 		return err
 	}
 	return checkOwner(rootDir, owner, nodeName)
+}
+
+// RootDirUnsafeError is a root dir that a user other than root, or the
+// one podrun runs as, could change. podrun runs pods as root from what it
+// keeps there (pod directories, node name, records, its socket), so such a
+// user could plant files that podrun then trusts, or move the root dir
+// away and put one of their own in its place.
+type RootDirUnsafeError struct {
+	RootDir string
+	Dir     string // the directory at fault: the root dir or a parent of it
+	Problem string
+	Fix     string
+}
+
+func (e *RootDirUnsafeError) Error() string {
+	what := "root dir " + e.RootDir
+	if e.Dir != "" {
+		what += ": its parent " + e.Dir
+	}
+	return fmt.Sprintf("%s %s, so another user could change what podrun runs pods from; %s", what, e.Problem, e.Fix)
+}
+
+// checkRootDirSafe refuses a root dir (root, whose real path is real) that
+// is not owned by root or podrun's user, or that group or others may
+// write, and one with a parent that group or others may write without the
+// sticky bit (they could rename the root dir). As sshd's StrictModes, but
+// a parent's owner is trusted: it is who chose the path.
+func checkRootDirSafe(root *os.Root, rootDir, real string) error {
+	fi, err := root.Stat(".")
+	if err != nil {
+		return fmt.Errorf("root dir %s: %w", rootDir, err)
+	}
+	uid := fi.Sys().(*syscall.Stat_t).Uid
+	if euid := uint32(os.Geteuid()); uid != 0 && uid != euid {
+		return &RootDirUnsafeError{RootDir: rootDir, Problem: fmt.Sprintf("is owned by uid %d", uid),
+			Fix: fmt.Sprintf("chown %d %s", euid, real)}
+	}
+	if perm := fi.Mode().Perm(); perm&0o022 != 0 {
+		return &RootDirUnsafeError{RootDir: rootDir, Problem: fmt.Sprintf("is writable by group or others (mode %#o)", perm),
+			Fix: "chmod go-w " + real}
+	}
+	for dir := filepath.Dir(real); ; dir = filepath.Dir(dir) {
+		fi, err := os.Lstat(dir)
+		if err != nil {
+			return fmt.Errorf("root dir %s: %w", rootDir, err)
+		}
+		if perm := fi.Mode().Perm(); perm&0o022 != 0 && fi.Mode()&fs.ModeSticky == 0 {
+			return &RootDirUnsafeError{RootDir: rootDir, Dir: dir,
+				Problem: fmt.Sprintf("is writable by group or others (mode %#o) without the sticky bit", perm),
+				Fix:     fmt.Sprintf("chmod go-w %s (or chmod +t %s)", dir, dir)}
+		}
+		if dir == "/" {
+			return nil
+		}
+	}
 }
 
 func checkOwner(rootDir, owner, nodeName string) error {

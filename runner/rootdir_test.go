@@ -191,3 +191,96 @@ func TestRootDirOneWatch(t *testing.T) {
 	}
 	again()
 }
+
+// TestUnsafeRootDirRefused: a root dir another user could change (owned by
+// them, writable by group or others, or under a parent others may write
+// without the sticky bit) is refused by claims and checks, each error
+// naming the directory and the fix, and nothing is recorded in it. A
+// symlinked root dir is judged by where it leads.
+func TestUnsafeRootDirRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		make    func(t *testing.T, parent, root string) // makes root under parent
+		at, fix string                                  // at: the dir at fault, relative to parent ("." the parent)
+	}{
+		{"owned by another user", func(t *testing.T, _, root string) {
+			mkdir(t, root, 0o755)
+			if err := os.Chown(root, 65534, 65534); err != nil {
+				t.Fatal(err)
+			}
+		}, "root", "chown 0"},
+		{"writable by others", func(t *testing.T, _, root string) { mkdir(t, root, 0o777) }, "root", "chmod go-w"},
+		{"writable by group", func(t *testing.T, _, root string) { mkdir(t, root, 0o775) }, "root", "chmod go-w"},
+		{"parent writable by others", func(t *testing.T, parent, root string) {
+			chmod(t, parent, 0o777)
+			mkdir(t, root, 0o755)
+		}, ".", "chmod +t"},
+		{"symlink to a root dir under a parent writable by others", func(t *testing.T, parent, root string) {
+			open := filepath.Join(parent, "open")
+			mkdir(t, open, 0o777)
+			mkdir(t, filepath.Join(open, "real"), 0o755)
+			if err := os.Symlink(filepath.Join(open, "real"), root); err != nil {
+				t.Fatal(err)
+			}
+		}, "open", "chmod +t"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			parent := t.TempDir()
+			root := filepath.Join(parent, "root")
+			tc.make(t, parent, root)
+			for _, own := range []struct {
+				name string
+				f    func(rootDir, nodeName string) error
+			}{{"claim", runner.ClaimRootDir}, {"check", runner.CheckRootDir}} {
+				err := own.f(root, "a")
+				unsafe, ok := errors.AsType[*runner.RootDirUnsafeError](err)
+				if !ok {
+					t.Fatalf("%s: want a RootDirUnsafeError, got %v", own.name, err)
+				}
+				at := filepath.Join(parent, tc.at)
+				if tc.at == "root" {
+					at = root
+				}
+				if unsafe.RootDir != root || !strings.Contains(err.Error(), at) || !strings.Contains(err.Error(), tc.fix) {
+					t.Errorf("%s: error %q; want it to name root dir %s, %s and %q", own.name, err, root, at, tc.fix)
+				}
+			}
+			if got := record(t, root); got != "" {
+				t.Errorf("an unsafe root dir was claimed: it records %q", got)
+			}
+		})
+	}
+}
+
+// TestRootDirUnderAStickyDir: a parent others may write with the sticky
+// bit set (as /tmp) cannot lose the root dir to them, and a new root dir
+// is made safe.
+func TestRootDirUnderAStickyDir(t *testing.T) {
+	parent := t.TempDir()
+	chmod(t, parent, 0o777|os.ModeSticky)
+	root := filepath.Join(parent, "podrun")
+	if err := runner.ClaimRootDir(root, "a"); err != nil {
+		t.Fatalf("claim of a new root dir under a sticky dir: %v", err)
+	}
+	if err := runner.CheckRootDir(root, "a"); err != nil {
+		t.Fatalf("check: %v", err)
+	}
+	if got := record(t, root); got != "a\n" {
+		t.Errorf("root dir records %q, want a", got)
+	}
+}
+
+func mkdir(t *testing.T, dir string, perm os.FileMode) {
+	t.Helper()
+	if err := os.Mkdir(dir, perm); err != nil {
+		t.Fatal(err)
+	}
+	chmod(t, dir, perm) // past the umask
+}
+
+func chmod(t *testing.T, path string, perm os.FileMode) {
+	t.Helper()
+	if err := os.Chmod(path, perm); err != nil {
+		t.Fatal(err)
+	}
+}
