@@ -141,6 +141,9 @@ func fetch(ctx context.Context, client *http.Client, url string, header http.Hea
 	shown := manifest.RedactedSource(url)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
+		if !parses(url) {
+			return fetchResult{}, errUnparsableManifestURL // there is nothing to show of it
+		}
 		return fetchResult{}, fmt.Errorf("manifest URL %q: %w", shown, redactURLError(err))
 	}
 	for key, values := range header {
@@ -265,7 +268,7 @@ func hostPort(u *url.URL) string {
 func redactURLError(err error) error {
 	var uerr *url.Error
 	if errors.As(err, &uerr) {
-		if _, perr := url.Parse(uerr.URL); perr != nil {
+		if !parses(uerr.URL) {
 			uerr.Err = errUnparsableURL
 		}
 		uerr.URL = manifest.RedactedSource(uerr.URL)
@@ -273,7 +276,16 @@ func redactURLError(err error) error {
 	return err
 }
 
-var errUnparsableURL = errors.New("the URL does not parse (an unescaped '/', '?', '#' or '@' in its userinfo?)")
+var (
+	errUnparsableURL         = errors.New("the URL does not parse (an unescaped '/', '?', '#' or '@' in its userinfo?)")
+	errUnparsableManifestURL = errors.New("a manifest URL does not parse (an unescaped '/', '?', '#' or '@' in its userinfo?); " +
+		"it is not shown, as it may hold a password")
+)
+
+func parses(rawURL string) bool {
+	_, err := url.Parse(rawURL)
+	return err == nil
+}
 
 // unframed reports whether resp's body ends only where the connection
 // closes (HTTP/1.x with neither Content-Length nor chunked encoding), so

@@ -666,5 +666,9 @@ func TestFetchURLThatDoesNotParseHidesItsPassword(t *testing.T) {
 		if err == nil || strings.Contains(err.Error(), "S3CRET") || !strings.Contains(err.Error(), "does not parse") {
 			t.Errorf("%s: %v, want an error that says the URL does not parse, without its password", u, err)
 		}
+		// Said once: the URL has no part to show.
+		if err != nil && strings.Count(err.Error(), "does not parse") != 1 {
+			t.Errorf("%s: %q says it more than once", u, err)
+		}
 	}
 }
