@@ -703,12 +703,12 @@ func (r *Runner) teardownTarget(ctx context.Context, t TeardownTarget, st *podSt
 	if grace < 0 {
 		grace = recordedGrace(t.Pod, own)
 	}
-	if others == nil {
-		return r.teardown(ctx, t.Pod, own, grace)
+	err := r.teardownOwn(ctx, t.Pod, own, others, grace)
+	if others != nil {
+		err = errors.Join(err, fmt.Errorf("metadata.uid %s is also that of pod %s, left alone with the uid's pod directory and cgroup "+
+			"(a manifest's uid must be its own)", t.UID, strings.Join(podNames(others), ", ")))
 	}
-	held := fmt.Errorf("metadata.uid %s is also that of pod %s, left alone with the uid's pod directory and cgroup "+
-		"(a manifest's uid must be its own)", t.UID, strings.Join(podNames(others), ", "))
-	return errors.Join(r.removePodObjects(ctx, t.Pod, own, grace), held)
+	return err
 }
 
 // splitByPod splits st into the objects of pod (by their pod
