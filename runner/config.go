@@ -448,19 +448,27 @@ func terminationMessageFile(rootDir, uid, container string, attempt int) (string
 		return "", err
 	}
 	defer d.Close()
-	dir := d.rel("containers", container)
-	if err := d.root.MkdirAll(dir, 0o750); err != nil {
-		return "", refused(dir, err)
+	if err := d.root.MkdirAll(d.rel("containers", container), 0o750); err != nil {
+		return "", refused(d.rel("containers", container), err)
 	}
+	// The container's own directory, checked to be that very one: a
+	// symlink in its place that stays in the root dir (to another pod's)
+	// is refused, not followed to remove and replace that pod's file.
+	dir, err := d.openDir(false, "containers", container)
+	if err != nil {
+		return "", err
+	}
+	defer dir.Close()
 	name := terminationLogName(d, container, attempt)
+	base := filepath.Base(name)
 	// Made anew, never opened as found: whatever is there (a symlink
 	// someone with write access to the root dir planted) is removed, not
 	// followed, truncated and made world-writable. O_EXCL follows no
 	// symlink.
-	if err := d.root.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := dir.Remove(base); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return "", refused(name, err)
 	}
-	f, err := d.root.OpenFile(name, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o666)
+	f, err := dir.OpenFile(base, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o666)
 	if err != nil {
 		return "", refused(name, err)
 	}

@@ -228,24 +228,29 @@ func (r *Runner) nameImageCopy(pod *v1.Pod, vol, id string) error {
 		return err
 	}
 	defer d.Close()
-	dir := d.rel("volumes", imageVolumePlugin)
-	if err := d.root.MkdirAll(dir, 0o750); err != nil {
+	if err := d.root.MkdirAll(d.rel("volumes", imageVolumePlugin), 0o750); err != nil {
 		return err
 	}
-	p := filepath.Join(dir, vol)
+	// That very directory, not (by a symlink) another pod's, whose names
+	// this would change.
+	dir, err := d.openDir(false, "volumes", imageVolumePlugin)
+	if err != nil {
+		return err
+	}
+	defer dir.Close()
 	var ids []string
-	if b, err := d.root.ReadFile(p); err == nil {
+	if b, err := dir.ReadFile(vol); err == nil {
 		ids = strings.Fields(string(b))
 	}
 	if slices.Contains(ids, id) {
 		return nil
 	}
 	ids = append(ids, id)
-	tmp := filepath.Join(dir, "."+vol+".tmp")
-	if err := d.root.WriteFile(tmp, []byte(strings.Join(ids, "\n")+"\n"), 0o644); err != nil {
+	tmp := "." + vol + ".tmp"
+	if err := dir.WriteFile(tmp, []byte(strings.Join(ids, "\n")+"\n"), 0o644); err != nil {
 		return err
 	}
-	return d.root.Rename(tmp, p)
+	return dir.Rename(tmp, vol)
 }
 
 // forgetImageCopyNames removes the names of copies that volumes the pod
@@ -258,8 +263,14 @@ func (r *Runner) forgetImageCopyNames(pod *v1.Pod) {
 		return
 	}
 	defer d.Close()
-	dir := d.rel("volumes", imageVolumePlugin)
-	ents, err := fs.ReadDir(d.root.FS(), dir)
+	// That very directory, not (by a symlink) another pod's, whose names
+	// would be forgotten and its copies reclaimed under its containers.
+	dir, err := d.openDir(false, "volumes", imageVolumePlugin)
+	if err != nil {
+		return
+	}
+	defer dir.Close()
+	ents, err := fs.ReadDir(dir.FS(), ".")
 	if err != nil {
 		return
 	}
@@ -273,7 +284,7 @@ func (r *Runner) forgetImageCopyNames(pod *v1.Pod) {
 		if want[e.Name()] {
 			continue
 		}
-		if err := d.root.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := dir.Remove(e.Name()); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			r.log.Warn("image copy name not removed", "pod", podKey(pod), "volume", e.Name(), "err", err)
 		}
 	}

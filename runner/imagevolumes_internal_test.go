@@ -80,3 +80,44 @@ func TestMovedTagKeepsBothCopies(t *testing.T) {
 		t.Errorf("images in use %v, want both", got)
 	}
 }
+
+// TestImageCopyNamesStayInTheirPodDirectory: a pod's directory of image
+// copy names replaced by a symlink to another pod's (inside the root dir)
+// leads podrun nowhere: the other pod's names are neither forgotten (its
+// copy would be reclaimed under its containers) nor added to.
+func TestImageCopyNamesStayInTheirPodDirectory(t *testing.T) {
+	root := t.TempDir()
+	r := &Runner{cfg: Config{RootDir: root}, log: slog.New(slog.DiscardHandler)}
+	owner := &v1.Pod{}
+	owner.UID = "u2"
+	owner.Spec.Volumes = []v1.Volume{{Name: "img", VolumeSource: v1.VolumeSource{Image: &v1.ImageVolumeSource{Reference: "x:latest"}}}}
+	id := "sha256:" + strings.Repeat("a", 64)
+	if err := r.nameImageCopy(owner, "img", id); err != nil {
+		t.Fatal(err)
+	}
+	names := filepath.Join(root, "pods", "u2", "volumes", imageVolumePlugin)
+	before, err := os.ReadFile(filepath.Join(names, "img"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	vols := filepath.Join(root, "pods", "u1", "volumes")
+	if err := os.MkdirAll(vols, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join("..", "..", "u2", "volumes", imageVolumePlugin), filepath.Join(vols, imageVolumePlugin)); err != nil {
+		t.Fatal(err)
+	}
+	borrower := &v1.Pod{}
+	borrower.UID = "u1"
+	r.forgetImageCopyNames(borrower) // it has no image volume: it forgets its names
+	borrower.Spec.Volumes = []v1.Volume{{Name: "other", VolumeSource: v1.VolumeSource{Image: &v1.ImageVolumeSource{Reference: "y:latest"}}}}
+	if err := r.nameImageCopy(borrower, "other", "sha256:"+strings.Repeat("b", 64)); err == nil {
+		t.Error("a copy was named through the symlinked directory")
+	}
+	if got, err := os.ReadFile(filepath.Join(names, "img")); err != nil || string(got) != string(before) {
+		t.Errorf("the other pod's copy name: %q, %v; want %q", got, err, before)
+	}
+	if _, err := os.Lstat(filepath.Join(names, "other")); err == nil {
+		t.Error("a name was written into the other pod's directory")
+	}
+}

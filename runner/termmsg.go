@@ -54,8 +54,19 @@ func readTerminationMessage(rootDir, uid, container string, attempt int) (string
 		return "", err
 	}
 	defer d.Close()
+	// The container's directory, checked to be that very one (not, by a
+	// symlink, another pod's): the file's name is then one element of it.
+	dir, err := d.openDir(false, "containers", container)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	defer dir.Close()
 	name := terminationLogName(d, container, attempt)
-	fi, err := d.root.Lstat(name)
+	base := filepath.Base(name)
+	fi, err := dir.Lstat(base)
 	if errors.Is(err, fs.ErrNotExist) {
 		return "", nil
 	}
@@ -67,7 +78,7 @@ func readTerminationMessage(rootDir, uid, container string, attempt int) (string
 	}
 	// O_NONBLOCK: a FIFO swapped in after the Lstat does not hang the
 	// open; the checks below refuse it.
-	f, err := d.root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
+	f, err := dir.OpenFile(base, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
 	if err != nil {
 		return "", refused(name, err)
 	}

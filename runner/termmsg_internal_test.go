@@ -167,3 +167,43 @@ func TestTerminatedStateMessage(t *testing.T) {
 		}
 	}
 }
+
+// TestTerminationMessageDirSymlinkToAnotherPod: a container's directory of
+// termination-message files (<pod dir>/containers/<name>) replaced by a
+// symlink to another pod's, which stays inside the root dir, leads
+// podrun's read and its making of the file nowhere: the other pod's
+// message is neither shown as this pod's nor removed and replaced.
+func TestTerminationMessageDirSymlinkToAnotherPod(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "root")
+	other, err := terminationMessageFile(root, "u2", "b", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(other, []byte("other pod's"), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	before, err := os.Stat(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	containers := filepath.Join(root, "pods", "u1", "containers")
+	if err := os.MkdirAll(containers, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join("..", "..", "u2", "containers", "b"), filepath.Join(containers, "a")); err != nil {
+		t.Fatal(err)
+	}
+	if msg, err := readTerminationMessage(root, "u1", "a", 0); err == nil && msg != "" {
+		t.Errorf("read through the symlinked directory: %q, want a refusal or no message", msg)
+	}
+	if p, err := terminationMessageFile(root, "u1", "a", 0); err == nil {
+		t.Errorf("termination message file made through the symlinked directory: %s", p)
+	}
+	after, err := os.Stat(other)
+	if err != nil || !os.SameFile(before, after) {
+		t.Errorf("the other pod's termination-message file was replaced (%v)", err)
+	}
+	if b, _ := os.ReadFile(other); string(b) != "other pod's" {
+		t.Errorf("the other pod's termination message is %q", b)
+	}
+}
