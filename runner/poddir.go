@@ -44,7 +44,40 @@ func openPodDirs(rootDir, uid string) (*podDirs, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := closePodsDir(root); err != nil {
+		root.Close()
+		return nil, fmt.Errorf("pods directory: %w", err)
+	}
 	return &podDirs{root: root, real: real, uid: uid}, nil
+}
+
+// podsDirPerm is the mode of <root-dir>/pods, the kubelet's: its users
+// reach nothing below. What podrun keeps there is for the containers, who
+// reach it through their mounts and not this path: a Secret's files (0644
+// by default), and world-writable emptyDirs, where a container may leave a
+// setuid binary or a device node that a user of the host must not run or
+// open (Docker's own data directory is closed so for that reason,
+// CVE-2021-41091). The root dir's mode (0755 when podrun makes it) does
+// not matter then.
+const podsDirPerm = 0o750
+
+// closePodsDir makes <root-dir>/pods, of podsDirPerm, in root, and takes
+// others' access away from one that allows it (made by an older podrun,
+// or under a umask of 0).
+func closePodsDir(root *os.Root) error {
+	if err := root.Mkdir("pods", podsDirPerm); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	fi, err := root.Lstat("pods")
+	if err != nil || !fi.IsDir() || fi.Mode().Perm()&0o007 == 0 {
+		return err // not a directory: refused where it is used
+	}
+	f, err := root.OpenFile("pods", os.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Chmod(fi.Mode().Perm() &^ 0o007)
 }
 
 // openRootDir opens the root dir (making it when missing) and returns it

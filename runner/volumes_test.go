@@ -117,3 +117,61 @@ func TestVolumesAndTeardown(t *testing.T) {
 		t.Fatalf("mounts left: %v", mounts)
 	}
 }
+
+// TestPodDirectoriesClosedToOtherUsers: what podrun keeps for pods (a
+// Secret's files, of mode 0644 by default; an emptyDir, world-writable, in
+// which a container may leave a setuid binary or a device node) is not
+// reachable by a user other than root, whatever the root dir's own mode
+// (0755 when podrun makes it): <root-dir>/pods is 0750, as the kubelet's,
+// and one an older podrun made 0755 is closed when next used.
+func TestPodDirectoriesClosedToOtherUsers(t *testing.T) {
+	for _, existing := range []bool{false, true} {
+		root := filepath.Join(t.TempDir(), "root")
+		if existing {
+			if err := os.MkdirAll(filepath.Join(root, "pods"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(filepath.Join(root, "pods"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		pod := &v1.Pod{}
+		pod.UID, pod.Namespace = "uid-1", "default"
+		pod.Spec.Volumes = []v1.Volume{
+			{Name: "scratch", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}},
+			{Name: "sec", VolumeSource: v1.VolumeSource{Secret: &v1.SecretVolumeSource{SecretName: "sec"}}},
+		}
+		objs := NewObjects()
+		sec := &v1.Secret{Data: map[string][]byte{"token": []byte("t")}}
+		sec.Name, sec.Namespace = "sec", "default"
+		objs.Set(nil, []*v1.Secret{sec})
+		vols, err := prepareVolumes(pod, podDir(root, "uid-1"), objs, podEnv{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		realRoot, err := filepath.EvalSymlinks(root)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range []string{filepath.Join(vols["sec"].HostPath, "token"), vols["scratch"].HostPath} {
+			// Others reach p when they may search every directory from
+			// the root dir's (the root dir itself is the admin's) down.
+			reach := true
+			for dir := filepath.Dir(p); within(realRoot, dir) && dir != realRoot; dir = filepath.Dir(dir) {
+				fi, err := os.Stat(dir)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if fi.Mode().Perm()&0o001 == 0 {
+					reach = false
+				}
+			}
+			if reach {
+				t.Errorf("existing pods dir %v: %s is reachable by any user", existing, p)
+			}
+		}
+		if err := removePodDir(root, "uid-1"); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
