@@ -93,7 +93,7 @@ func (s *Server) serving(ln net.Listener, h http.Handler) *listening {
 		idle = 2 * time.Minute
 	}
 	return &listening{ln: ln, srv: &http.Server{
-		Handler:           h,
+		Handler:           noBody(h),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       idle,
 		// Every answer is small and whole (no stream): a client that
@@ -205,4 +205,23 @@ func (s *Server) pods(w http.ResponseWriter, _ *http.Request) {
 	if err := json.NewEncoder(w).Encode(list); err != nil && s.opts.Logger != nil {
 		s.opts.Logger.Warn("write /pods", "err", err)
 	}
+}
+
+// noBody refuses a request that declares a body (Content-Length, chunked):
+// no route reads one, and net/http, to keep the connection, would read the
+// unread body before answering and again after, with no deadline (there is
+// no ReadTimeout), so a client that declares a body and never sends it
+// would hold a connection and its goroutine for ever. The answer is a 413
+// with "Connection: close" (which skips the first read) and an expired
+// read deadline (which ends the second at once), as the node API refuses.
+func noBody(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength == 0 {
+			next.ServeHTTP(w, r)
+			return
+		}
+		w.Header().Set("Connection", "close")
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now())
+		http.Error(w, "podrun's health server takes no request body", http.StatusRequestEntityTooLarge)
+	})
 }

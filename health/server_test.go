@@ -70,3 +70,39 @@ func TestPodsShowsAURLSourceWithoutCredentials(t *testing.T) {
 		t.Errorf("the pod held became %q, want the whole URL", pod.Annotations["podrun.io/source"])
 	}
 }
+
+// TestServerAnswersARequestWhoseBodyNeverComes: any local user may
+// connect, and no route reads a body; net/http, to keep the connection,
+// reads an unread body before it answers, with no deadline (the server
+// has no ReadTimeout). A request that declares a body and sends none must
+// still be answered and its connection closed, not held for ever (a file
+// descriptor and a goroutine of podrun's each, past the idle timeout).
+func TestServerAnswersARequestWhoseBodyNeverComes(t *testing.T) {
+	s := serve(t, ServerOptions{Addr: "127.0.0.1:0", IdleTimeout: 100 * time.Millisecond})
+	for _, req := range []string{
+		"GET /healthz HTTP/1.1\r\nHost: podrun\r\nContent-Length: 1000\r\n\r\n",
+		"GET /metrics HTTP/1.1\r\nHost: podrun\r\nTransfer-Encoding: chunked\r\n\r\n",
+		"POST /nowhere HTTP/1.1\r\nHost: podrun\r\nContent-Length: 1000\r\n\r\n",
+	} {
+		conn, err := net.Dial("tcp", s.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		if _, err := io.WriteString(conn, req); err != nil {
+			t.Fatal(err)
+		}
+		conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+		r := bufio.NewReader(conn)
+		resp, err := http.ReadResponse(r, nil)
+		if err != nil {
+			t.Errorf("%q: no answer: %v", req, err)
+			continue
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if _, err := r.ReadByte(); !errors.Is(err, io.EOF) {
+			t.Errorf("%q: answered %s, then %v; want the connection closed (EOF)", req, resp.Status, err)
+		}
+	}
+}
