@@ -219,6 +219,8 @@ func fetch(ctx context.Context, client *http.Client, url string, header http.Hea
 // its subdomains, so a token meant for the manifest server would go
 // wherever a redirect pointed. The policy is set here, where header is
 // put on the request, so that no client can be handed one without it.
+// Nor does the Referer Go adds go elsewhere: it is the previous URL, with
+// its query (a presigned URL's signature).
 func guardRedirects(client *http.Client, header http.Header) *http.Client {
 	guarded := *client
 	next := client.CheckRedirect
@@ -238,6 +240,9 @@ func guardRedirects(client *http.Client, header http.Header) *http.Client {
 			}
 			req.Header.Del("Authorization")
 			req.Header.Del("Cookie")
+			// Go sets the previous URL as Referer, query and all: a
+			// presigned URL's signature would go with it.
+			req.Header.Del("Referer")
 		}
 		if next != nil {
 			return next(req, via)

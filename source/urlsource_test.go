@@ -359,6 +359,35 @@ func TestFetchURLRedirectHeaders(t *testing.T) {
 	}
 }
 
+// TestFetchURLRedirectElsewhereSendsNoReferer: Go's client sends the
+// previous URL as Referer on a redirect, query included (it drops only the
+// userinfo), so a presigned manifest URL (?X-Amz-Signature=...) would reach
+// whichever host a redirect pointed to, credentials the configured headers
+// are kept from.
+func TestFetchURLRedirectElsewhereSendsNoReferer(t *testing.T) {
+	mux := http.NewServeMux()
+	origin, other := httptest.NewUnstartedServer(mux), httptest.NewUnstartedServer(mux)
+	otherURL := "http://" + other.Listener.Addr().String()
+	seen := make(chan http.Header, 1)
+	mux.HandleFunc("/pods.yaml", func(w http.ResponseWriter, r *http.Request) {
+		seen <- r.Header.Clone()
+		fmt.Fprint(w, podNamed("web"))
+	})
+	mux.Handle("/presigned", http.RedirectHandler(otherURL+"/pods.yaml", http.StatusFound))
+	origin.Start()
+	defer origin.Close()
+	other.Start()
+	defer other.Close()
+
+	url := "http://deploy:pw@" + origin.Listener.Addr().String() + "/presigned?X-Amz-Signature=S3CRET"
+	if _, err := FetchURL(context.Background(), testClient(t, false), url, nil, testOptions()); err != nil {
+		t.Fatal(err)
+	}
+	if got := (<-seen).Get("Referer"); strings.Contains(got, "S3CRET") || strings.Contains(got, "pw") {
+		t.Errorf("the other host was sent Referer %q, the manifest URL's credentials", got)
+	}
+}
+
 // urlSource polls srv every few milliseconds.
 func urlSource(t *testing.T, url string) *URLSource {
 	logger, _ := testLogger(t)
