@@ -84,17 +84,20 @@ func NewHTTPClient(caFile string) (*http.Client, error) {
 // A key given more than once is sent with each value.
 func ParseHeaders(pairs []string) (http.Header, error) {
 	h := http.Header{}
-	for _, pair := range pairs {
+	for n, pair := range pairs {
+		// A header that does not parse is not quoted: it may be a
+		// token that lost its "Authorization:" (or its colon).
+		which := fmt.Sprintf("manifest URL header #%d (not shown: it may hold a secret)", n+1)
 		key, value, ok := strings.Cut(pair, ":")
 		if !ok {
-			return nil, fmt.Errorf("manifest URL header %q: want \"Key: Value\", e.g. \"Authorization: Bearer <token>\"", pair)
+			return nil, fmt.Errorf("%s: want \"Key: Value\", e.g. \"Authorization: Bearer <token>\"", which)
 		}
 		key, value = strings.TrimSpace(key), strings.TrimSpace(value)
 		if key == "" {
-			return nil, fmt.Errorf("manifest URL header %q: the name before the colon is empty", pair)
+			return nil, fmt.Errorf("%s: the name before the colon is empty", which)
 		}
 		if i := strings.IndexFunc(key, func(r rune) bool { return !isTokenChar(r) }); i >= 0 {
-			return nil, fmt.Errorf("manifest URL header %q: the name %q may not contain %q", pair, key, key[i:i+1])
+			return nil, fmt.Errorf("%s: the name before the colon may not contain %q", which, key[i:i+1])
 		}
 		if strings.ContainsFunc(value, func(r rune) bool { return (r < ' ' && r != '\t') || r == 0x7f }) {
 			return nil, fmt.Errorf("manifest URL header %s: the value contains a control character (a line break?)", key)
