@@ -574,23 +574,42 @@ func APIPod(api *v1.Pod, source string, seen time.Time) (*v1.Pod, error) {
 	// Container names name log files and termination-message files, and
 	// volume names directories under the pod's; ephemeral containers come
 	// later, through a subresource, and are checked here all the same.
+	// Each name must also be the only one of its kind: a container's name
+	// is its log file (CRI: <pod dir>/<name>_<attempt>.log), its
+	// termination-message file and how the runner finds its spec, so an
+	// ephemeral container named as an app container would share (and, on
+	// removal, delete) that container's log and be taken for it.
 	names := map[string]string{}
+	containers := map[string]string{}
+	volumes := map[string]string{}
+	add := func(seen map[string]string, field, name string) error {
+		if prev, dup := seen[name]; dup {
+			return fmt.Errorf("%s: %s: %q is also %s's name: refused", what, field, name, prev)
+		}
+		seen[name] = field
+		names[field+": "+name] = name
+		return nil
+	}
+	var errs []error
 	for _, c := range api.Spec.InitContainers {
-		names["spec.initContainers: "+c.Name] = c.Name
+		errs = append(errs, add(containers, "spec.initContainers", c.Name))
 	}
 	for _, c := range api.Spec.Containers {
-		names["spec.containers: "+c.Name] = c.Name
+		errs = append(errs, add(containers, "spec.containers", c.Name))
 	}
 	for _, c := range api.Spec.EphemeralContainers {
-		names["spec.ephemeralContainers: "+c.Name] = c.Name
+		errs = append(errs, add(containers, "spec.ephemeralContainers", c.Name))
 	}
 	for _, vol := range api.Spec.Volumes {
-		names["spec.volumes: "+vol.Name] = vol.Name
+		errs = append(errs, add(volumes, "spec.volumes", vol.Name))
 	}
 	for field, name := range names {
 		if msgs := validation.IsDNS1123Label(name); len(msgs) > 0 {
 			return nil, fmt.Errorf("%s: %s: not a safe name: %s: refused", what, field, strings.Join(msgs, "; "))
 		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
 	}
 	p := api.DeepCopy()
 	p.ManagedFields = nil

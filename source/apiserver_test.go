@@ -130,6 +130,16 @@ func TestAPIPodRefusesUnsafeNames(t *testing.T) {
 			p.Spec.EphemeralContainers = []v1.EphemeralContainer{{EphemeralContainerCommon: v1.EphemeralContainerCommon{Name: "../x"}}}
 		},
 		"volume": func(p *v1.Pod) { p.Spec.Volumes = []v1.Volume{{Name: ".."}} },
+		// Names the apiserver keeps unique, which name log and
+		// termination-message files and find a container's spec.
+		"ephemeral named as a container": func(p *v1.Pod) {
+			p.Spec.EphemeralContainers = []v1.EphemeralContainer{{EphemeralContainerCommon: v1.EphemeralContainerCommon{Name: "app"}}}
+		},
+		"init named as a container": func(p *v1.Pod) { p.Spec.InitContainers = []v1.Container{{Name: "app"}} },
+		"two containers alike": func(p *v1.Pod) {
+			p.Spec.Containers = append(p.Spec.Containers, v1.Container{Name: "app", Image: "busybox"})
+		},
+		"two volumes alike": func(p *v1.Pod) { p.Spec.Volumes = []v1.Volume{{Name: "data"}, {Name: "data"}} },
 	} {
 		t.Run(name, func(t *testing.T) {
 			api := apiPodFixture()
