@@ -35,7 +35,8 @@ type podDirs struct {
 
 // openPodDirs opens the root dir (making it when missing: it is podrun's
 // own, from its configuration) for the pod uid, which must be a safe name.
-// Nothing under the root dir is made yet.
+// Of what is under the root dir, only <root-dir>/pods is made (closed to
+// others: closePodsDir).
 func openPodDirs(rootDir, uid string) (*podDirs, error) {
 	if err := checkName("pod uid", uid); err != nil {
 		return nil, err
