@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/url"
 	"strconv"
 	"strings"
@@ -101,7 +102,10 @@ func parseLogRequest(q url.Values, now time.Time) (req LogRequest, limitBytes in
 	}
 	req.TailLines = tail
 	req.Since = sinceTime
-	if since != nil {
+	// Longer ago than a time.Duration reaches (~292 years) is the whole
+	// log; the product would overflow into a time in the future, and
+	// drop every line.
+	if since != nil && *since <= int64(math.MaxInt64/time.Second) {
 		req.Since = now.Add(-time.Duration(*since) * time.Second)
 	}
 	if limit != nil {

@@ -37,6 +37,9 @@ func TestParseLogRequest(t *testing.T) {
 		{"tail=5&tailLines=9", LogRequest{TailLines: i(5)}, 0, 200},
 		{"tail=all&tailLines=9", LogRequest{}, 0, 200},
 		{"sinceSeconds=60", LogRequest{Since: now.Add(-time.Minute)}, 0, 200},
+		{"sinceSeconds=9223372036", LogRequest{Since: now.Add(-9223372036 * time.Second)}, 0, 200},
+		{"sinceSeconds=9223372037", LogRequest{}, 0, 200}, // past what a Duration holds: the whole log
+		{"sinceSeconds=9223372036854775807", LogRequest{}, 0, 200},
 		{"sinceTime=2029-12-31T23:00:00Z", LogRequest{Since: now.Add(-time.Hour)}, 0, 200},
 		{"limitBytes=100", LogRequest{}, 100, 200},
 		{"tailLines=ten", LogRequest{}, 0, 400},
