@@ -66,10 +66,15 @@ const podsDirPerm = 0o750
 // others' access away from one that allows it (made by an older podrun,
 // or under a umask of 0).
 func closePodsDir(root *os.Root) error {
-	if err := root.Mkdir("pods", podsDirPerm); err != nil && !errors.Is(err, fs.ErrExist) {
-		return err
-	}
+	// Every pod-directory operation passes here (disk usage, records,
+	// volumes): one Lstat when, as nearly always, it is there and closed.
 	fi, err := root.Lstat("pods")
+	if errors.Is(err, fs.ErrNotExist) {
+		if err := root.Mkdir("pods", podsDirPerm); err != nil && !errors.Is(err, fs.ErrExist) {
+			return err
+		}
+		fi, err = root.Lstat("pods")
+	}
 	if err != nil || !fi.IsDir() || fi.Mode().Perm()&0o007 == 0 {
 		return err // not a directory: refused where it is used
 	}
