@@ -438,6 +438,56 @@ func TestLogsRun(t *testing.T) {
 	wantExit(t, "logs with the engine unreachable", logs(e, "job"), exitUnreachable)
 }
 
+// TestLogsOfTheOneAppContainer: a pod with one app container and an init
+// container (the bundled web example) needs no -c, as with kubectl; a pod
+// with two app containers still does.
+func TestLogsOfTheOneAppContainer(t *testing.T) {
+	e := newCmdEnv(t)
+	script := func(words ...string) string {
+		var quoted []string
+		for _, w := range append([]string{enginetest.FakeScript}, words...) {
+			quoted = append(quoted, strconv.Quote(w))
+		}
+		return "[" + strings.Join(quoted, ", ") + "]"
+	}
+	pod := `apiVersion: v1
+kind: Pod
+metadata:
+  name: web
+spec:
+  restartPolicy: Never
+  initContainers:
+  - {name: render, image: img:1, command: ` + script("echo", "rendered") + `}
+  containers:
+  - {name: httpd, image: img:1, command: ` + script("echo", "served") + `}
+`
+	two := strings.Replace(pod, "  initContainers:\n", "  containers:\n", 1)
+	two = strings.Replace(two, "  containers:\n  - {name: httpd", "  - {name: httpd", 1)
+	if err := e.once(e.write("web.yaml", pod), e.write("two.yaml", strings.Replace(two, "name: web", "name: two", 1)),
+		"--wait", "complete", "--timeout", "10s"); err != nil {
+		t.Fatalf("once: %v\nlog:\n%s", err, e.log)
+	}
+	e.reset()
+	var opts *logsOptions
+	logs := func(args ...string) error {
+		e.parse(func(g *globalOptions) *cobra.Command {
+			return newLogsCmd(g, func(_ context.Context, o *logsOptions) error { opts = o; return nil })
+		}, append([]string{"logs"}, args...)...)
+		opts.Engine = engineOf[logEngine](e)
+		return logsRun(context.Background(), opts)
+	}
+	wantExit(t, "logs web", logs("web"), exitOK)
+	if e.out.String() != "served\n" {
+		t.Errorf("logs web: %q, want the app container's", e.out)
+	}
+	e.reset()
+	wantExit(t, "logs web -c render", logs("web", "-c", "render"), exitOK)
+	if e.out.String() != "rendered\n" {
+		t.Errorf("logs web -c render: %q", e.out)
+	}
+	wantExit(t, "logs of two app containers", logs("two"), exitBadInput, "pod two has several containers; choose one with -c: httpd, render")
+}
+
 // TestConflictReportedAlikeByOnceAndWatch: a ConfigMap defined in two
 // arguments of once, or two --path of watch, is the same conflict, in the
 // same words, with the same winner (the first). watch runs the pod with

@@ -30,7 +30,8 @@ func newLogsCmd(g *globalOptions, runF func(context.Context, *logsOptions) error
 		Use:   "logs POD [-c CONTAINER]",
 		Short: "Print a container's logs, as kubectl logs does",
 		Long: `Print the logs of a container of a pod on this node. POD is the pod's name
-(web-node1) or its manifest name (web). A pod with one container needs no -c.
+(web-node1) or its manifest name (web). A pod with one app container needs
+no -c (init and ephemeral containers aside, as with kubectl).
 --previous prints the run before the current one (after a crash).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -49,7 +50,7 @@ func newLogsCmd(g *globalOptions, runF func(context.Context, *logsOptions) error
 	}
 	f := cmd.Flags()
 	f.StringVarP(&opts.Namespace, "namespace", "n", "default", "the pod's namespace")
-	f.StringVarP(&opts.Container, "container", "c", "", "container name (needed when the pod has several)")
+	f.StringVarP(&opts.Container, "container", "c", "", "container name (needed when the pod has several app containers)")
 	f.BoolVarP(&opts.Follow, "follow", "f", false, "stream the logs")
 	f.BoolVarP(&opts.Previous, "previous", "p", false, "print the previous run's logs")
 	f.IntVar(&opts.Tail, "tail", -1, "lines from the end to print (-1: all)")
@@ -89,16 +90,26 @@ func pickContainer(all []*engine.Container, opts *logsOptions) (*engine.Containe
 	if len(runs) == 0 {
 		return nil, badInputf("no pod %s/%s on node %s (see podrun ps)", opts.Namespace, opts.Pod, opts.NodeName)
 	}
-	names := map[string]bool{}
+	names, apps := map[string]bool{}, map[string]bool{}
 	for _, c := range runs {
 		names[c.Name] = true
+		if c.Type == engine.ContainerTypeApp {
+			apps[c.Name] = true
+		}
 	}
 	name := opts.Container
 	if name == "" {
-		if len(names) > 1 {
+		// As kubectl: init and ephemeral containers are not candidates,
+		// so a pod with one app container (the bundled web example, with
+		// its init container) needs no -c.
+		switch {
+		case len(apps) == 1:
+			name = sortedSet(apps)[0]
+		case len(names) == 1:
+			name = runs[0].Name
+		default:
 			return nil, badInputf("pod %s has several containers; choose one with -c: %s", opts.Pod, strings.Join(sortedSet(names), ", "))
 		}
-		name = runs[0].Name
 	}
 	if !names[name] {
 		return nil, badInputf("pod %s has no container %q; it has: %s", opts.Pod, name, strings.Join(sortedSet(names), ", "))
