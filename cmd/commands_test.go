@@ -263,6 +263,25 @@ func (e *cmdEnv) runDown(args ...string) error {
 	return downRun(context.Background(), opts)
 }
 
+// TestEmptyFileWarnedByOnceAndDown: a file that holds no document is a
+// warning naming it for once and down as for validate (the README's
+// promise), also when it is all once or down is given: "the manifests
+// define no pods" alone does not say which file was empty.
+func TestEmptyFileWarnedByOnceAndDown(t *testing.T) {
+	e := newCmdEnv(t)
+	empty := e.write("empty.yaml", "# to do\n")
+	warning := "warning: " + empty + ": empty: no YAML or JSON document (blank, or only comments), so it defines nothing\n"
+	wantExit(t, "once of an empty file", e.once(empty), exitOK)
+	if !strings.Contains(e.errOut.String(), warning) {
+		t.Errorf("once of an empty file: stderr %q, want %q", e.errOut, warning)
+	}
+	e.reset()
+	wantExit(t, "down of an empty file", e.runDown(empty), exitOK)
+	if !strings.Contains(e.errOut.String(), warning) {
+		t.Errorf("down of an empty file: stderr %q, want %q", e.errOut, warning)
+	}
+}
+
 func TestDownRun(t *testing.T) {
 	down := (*cmdEnv).runDown
 	e := newCmdEnv(t)

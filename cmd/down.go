@@ -58,9 +58,9 @@ func downRun(ctx context.Context, opts *downOptions) error {
 		if err != nil {
 			return err
 		}
-		for _, w := range manifestWarnings(updates) {
-			opts.Log.Debug("manifest warning", "warning", w)
-		}
+		// As once and validate print them: an empty file, which takes
+		// nothing down, is a warning naming it.
+		writeWarnings(opts.ErrOut, manifestWarnings(updates))
 		d := mergeArgs(updates)
 		// The pods are the ones once and watch would run. A pod that two
 		// arguments define is refused, as once refuses it: which of the

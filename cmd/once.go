@@ -133,6 +133,9 @@ func onceRun(ctx context.Context, opts *onceOptions) error {
 		return badInput(errors.Join(refused...))
 	}
 	if len(podUps) == 0 {
+		// No report to put them under, and they may say why: an empty
+		// file is a warning naming it.
+		writeWarnings(opts.ErrOut, d.Warnings)
 		fmt.Fprintln(opts.ErrOut, "podrun: the manifests define no pods")
 		return nil
 	}
