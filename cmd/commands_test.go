@@ -369,15 +369,47 @@ func TestRootDirOfOneNodeName(t *testing.T) {
 	})
 }
 
-func TestPsRun(t *testing.T) {
-	ps := func(e *cmdEnv, args ...string) error {
-		var opts *psOptions
-		e.parse(func(g *globalOptions) *cobra.Command {
-			return newPsCmd(g, func(_ context.Context, o *psOptions) error { opts = o; return nil })
-		}, append([]string{"ps", "--daemon=false"}, args...)...)
-		opts.Engine = engineOf[baseEngine](e)
-		return psRun(context.Background(), opts)
+// runPs runs psRun as `podrun ps --daemon=false args...` would: from the
+// fake engine.
+func (e *cmdEnv) runPs(args ...string) error {
+	e.t.Helper()
+	var opts *psOptions
+	e.parse(func(g *globalOptions) *cobra.Command {
+		return newPsCmd(g, func(_ context.Context, o *psOptions) error { opts = o; return nil })
+	}, append([]string{"ps", "--daemon=false"}, args...)...)
+	opts.Engine = engineOf[baseEngine](e)
+	return psRun(context.Background(), opts)
+}
+
+// TestPsFromTheRuntimeOfAFinishedJob: read from the engine, where the
+// restart policy is not known, a pod that ran to completion (its sandbox
+// stopped, its container exited 0) is Succeeded, not Failed, and no
+// restart policy is made up for it.
+func TestPsFromTheRuntimeOfAFinishedJob(t *testing.T) {
+	e := newCmdEnv(t)
+	// One at a time: a failed pod ends the wait of the others.
+	if err := e.once(e.write("job.yaml", jobPod("job", "echo", "hello")), "--wait", "complete", "--timeout", "10s"); err != nil {
+		t.Fatalf("once: %v\nlog:\n%s", err, e.log)
 	}
+	if err := e.once(e.write("fail.yaml", jobPod("fail", "exit", "3")), "--wait", "complete", "--timeout", "10s"); exitCode(err) != exitPodFailed {
+		t.Fatalf("once: %v\nlog:\n%s", err, e.log)
+	}
+	e.reset()
+	wantExit(t, "ps -o json", e.runPs("-o", "json"), exitOK)
+	var list v1.PodList
+	if err := json.Unmarshal(e.out.Bytes(), &list); err != nil || len(list.Items) != 2 {
+		t.Fatalf("ps -o json: %v\n%s", err, e.out)
+	}
+	for i, want := range []v1.PodPhase{v1.PodFailed, v1.PodSucceeded} {
+		p := list.Items[i]
+		if p.Status.Phase != want || p.Spec.RestartPolicy != "" {
+			t.Errorf("%s: phase %s, restartPolicy %q; want %s and none", p.Name, p.Status.Phase, p.Spec.RestartPolicy, want)
+		}
+	}
+}
+
+func TestPsRun(t *testing.T) {
+	ps := (*cmdEnv).runPs
 	e := newCmdEnv(t)
 	t0 := time.Now().Truncate(time.Second)
 	e.fake.SetClock(func() time.Time { return t0 })

@@ -16,7 +16,9 @@ import (
 // manifest: what `podrun ps` shows while no podrun daemon runs. Containers
 // are known by the names and types their labels carry (init containers in
 // the order they began, app containers by name); restart policies are
-// not, so the phase is the one a pod that restarts its containers would have.
+// not, so the phase is the one a pod that restarts its containers would
+// have, but for a pod whose sandbox is stopped: finished, Succeeded when
+// its app containers all exited 0, else Failed.
 func Observe(ctx context.Context, rt engine.Runtime, runtimeName string) ([]*v1.Pod, error) {
 	return ObserveWithClock(ctx, rt, runtimeName, clock.RealClock{})
 }
@@ -77,11 +79,18 @@ func ObserveWithClock(ctx context.Context, rt engine.Runtime, runtimeName string
 		}
 		if sb := st.latestSandbox(); sb == nil || sb.State != engine.StateRunning {
 			// Without a sandbox nothing runs: say so, whatever the
-			// containers' records.
+			// containers' records. A pod whose app containers all
+			// exited 0 is done, as a finished pod's sandbox is stopped:
+			// a Never or OnFailure job that Succeeded.
 			if pod.Status.Phase == v1.PodRunning {
 				pod.Status.Phase = v1.PodFailed
+				if allSucceeded(pod.Status.ContainerStatuses) {
+					pod.Status.Phase = v1.PodSucceeded
+				}
 			}
 		}
+		// The policy was assumed for the status only: it is not known.
+		pod.Spec.RestartPolicy = ""
 		out = append(out, pod)
 	}
 	sort.Slice(out, func(i, j int) bool {
@@ -91,4 +100,15 @@ func ObserveWithClock(ctx context.Context, rt engine.Runtime, runtimeName string
 		return out[i].Name < out[j].Name
 	})
 	return out, nil
+}
+
+// allSucceeded says whether there are app containers and each has
+// terminated with exit code 0.
+func allSucceeded(statuses []v1.ContainerStatus) bool {
+	for _, cs := range statuses {
+		if t := cs.State.Terminated; t == nil || t.ExitCode != 0 {
+			return false
+		}
+	}
+	return len(statuses) > 0
 }
