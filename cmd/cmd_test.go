@@ -105,6 +105,19 @@ func TestWrongArgumentsAreBadInput(t *testing.T) {
 	}
 }
 
+// TestManifestCommandsSayTheyTakeURLs: every command that reads manifest
+// arguments fetches an http(s) one (readArgs), and its usage says so, as
+// the README's does: a user reading --help alone would not know.
+func TestManifestCommandsSayTheyTakeURLs(t *testing.T) {
+	for _, name := range []string{"once", "validate", "plan", "down"} {
+		var out, errOut bytes.Buffer
+		run(context.Background(), []string{name, "--help"}, strings.NewReader(""), &out, &errOut)
+		if !strings.Contains(out.String(), "podrun "+name+" PATH|URL|- ...") {
+			t.Errorf("podrun %s --help does not name URLs in its usage:\n%s", name, out.String())
+		}
+	}
+}
+
 // TestValidateReportsFileLineField runs the real command end to end without
 // Docker: a bad manifest is exit 2 with its file, line and field.
 func TestValidateReportsFileLineField(t *testing.T) {

@@ -25,7 +25,7 @@ type downOptions struct {
 func newDownCmd(g *globalOptions, runF func(context.Context, *downOptions) error) *cobra.Command {
 	opts := &downOptions{globalOptions: g}
 	cmd := &cobra.Command{
-		Use:   "down PATH|- ... | --all",
+		Use:   "down PATH|URL|- ... | --all",
 		Short: "Stop and remove pods gracefully, with their pod directories",
 		Long: `Stop the pods of the manifests given (or, with --all, every pod podrun made
 on this node) gracefully: SIGTERM (or the image's STOPSIGNAL), then SIGKILL

@@ -41,10 +41,10 @@ type onceOptions struct {
 func newOnceCmd(g *globalOptions, runF func(context.Context, *onceOptions) error) *cobra.Command {
 	opts := &onceOptions{globalOptions: g}
 	cmd := &cobra.Command{
-		Use:   "once PATH|- ...",
+		Use:   "once PATH|URL|- ...",
 		Short: "Start the pods of the manifests, wait until they are up (or done), report and exit",
-		Long: `Start the pods of the manifest files and directories given (- reads standard
-input), wait until every pod is running (--wait running), Ready (--wait
+		Long: `Start the pods of the manifest files, directories and http(s) URLs given (-
+reads standard input), wait until every pod is running (--wait running), Ready (--wait
 ready: readiness probes pass) or finished (--wait complete), print a report
 and exit. Pods keep running after once exits;
 --rm removes them after --wait complete. Running once again on unchanged

@@ -21,10 +21,10 @@ type validateOptions struct {
 func newValidateCmd(g *globalOptions, runF func(context.Context, *validateOptions) error) *cobra.Command {
 	opts := &validateOptions{globalOptions: g}
 	cmd := &cobra.Command{
-		Use:   "validate PATH|- ...",
+		Use:   "validate PATH|URL|- ...",
 		Short: "Decode and validate manifests; errors name the file, line and field",
-		Long: `Decode and validate the manifest files and directories given (- reads standard
-input), merged as once merges them, and report every problem with its file,
+		Long: `Decode and validate the manifest files, directories and http(s) URLs given (-
+reads standard input), merged as once merges them, and report every problem with its file,
 line and field: invalid manifests, definitions that conflict, and what
 makes pods that are each valid unable to run as written: two pods asking
 for one host port (the later one is refused), a ConfigMap, Secret, key or
