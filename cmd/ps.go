@@ -36,8 +36,13 @@ func newPsCmd(g *globalOptions, runF func(context.Context, *psOptions) error) *c
 	opts := &psOptions{globalOptions: g}
 	cmd := &cobra.Command{
 		Use:   "ps",
-		Short: "List podrun's pods on this node, from the container runtime",
-		Args:  cobra.NoArgs,
+		Short: "List podrun's pods on this node: the running watch's, else the container runtime's",
+		Long: `List podrun's pods on this node. The podrun watch of --root-dir, when one
+runs, answers with its pods (readiness and manifest problems included):
+those of its sources, not a pod that a once started from other manifests.
+With no watch, or --daemon=false, every pod of the node is read from the
+container runtime.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			switch opts.Output {
 			case "", "wide", "json", "yaml":
