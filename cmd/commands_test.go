@@ -539,6 +539,39 @@ spec:
 	wantExit(t, "logs of two app containers", logs("two"), exitBadInput, "pod two has several containers; choose one with -c: httpd, render")
 }
 
+// twoStreams is a logEngine whose one container wrote a line to stdout,
+// then one to stderr.
+type twoStreams struct{ logEngine }
+
+func (twoStreams) ListContainers(context.Context) ([]*engine.Container, error) {
+	return []*engine.Container{{ID: "c1", Name: "app", Type: engine.ContainerTypeApp,
+		Pod: engine.PodRef{Namespace: "default", Name: "web-node1"}}}, nil
+}
+
+func (twoStreams) ContainerLogs(_ context.Context, _ string, _ engine.LogOptions, stdout, stderr io.Writer) error {
+	fmt.Fprintln(stdout, "to stdout")
+	fmt.Fprintln(stderr, "to stderr")
+	return nil
+}
+
+func (twoStreams) Close() error { return nil }
+
+// TestLogsPrintsBothStreamsToStdout: as kubectl logs, a container's stdout
+// and stderr both go to standard output, in order, so that a pipe sees
+// them all (busybox httpd -v, the web example, logs on stderr).
+func TestLogsPrintsBothStreamsToStdout(t *testing.T) {
+	e := newCmdEnv(t)
+	var opts *logsOptions
+	e.parse(func(g *globalOptions) *cobra.Command {
+		return newLogsCmd(g, func(_ context.Context, o *logsOptions) error { opts = o; return nil })
+	}, "logs", "web")
+	opts.Engine = func(context.Context) (logEngine, error) { return twoStreams{}, nil }
+	wantExit(t, "logs web", logsRun(context.Background(), opts), exitOK)
+	if e.out.String() != "to stdout\nto stderr\n" || e.errOut.Len() != 0 {
+		t.Errorf("logs web: stdout %q, stderr %q; want both lines on stdout", e.out, e.errOut)
+	}
+}
+
 // TestConflictReportedAlikeByOnceAndWatch: a ConfigMap defined in two
 // arguments of once, or two --path of watch, is the same conflict, in the
 // same words, with the same winner (the first). watch runs the pod with

@@ -72,8 +72,11 @@ func logsRun(ctx context.Context, opts *logsOptions) error {
 	if err != nil {
 		return err
 	}
+	// Both streams to standard output, in the order written, as kubectl
+	// logs prints them: `podrun logs web | grep` sees what httpd logs on
+	// its stderr. The engine writes them from one goroutine.
 	return rt.ContainerLogs(ctx, c.ID, engine.LogOptions{Follow: opts.Follow, Tail: opts.Tail, Timestamps: opts.Timestamps},
-		opts.Out, opts.ErrOut)
+		opts.Out, opts.Out)
 }
 
 // pickContainer finds the run of the container whose logs are asked for.

@@ -35,15 +35,16 @@ func TestBundledExamples(t *testing.T) {
 	}
 	contains(t, "the page", httpGet(t, "http://127.0.0.1:"+port+"/"), "Hello from web-"+e.node)
 
-	// httpd -v logs the request, on its stderr (which podrun logs writes
-	// to its own); Docker may write it a moment later.
+	// httpd -v logs the request on its stderr, which podrun logs prints
+	// on standard output as kubectl does; Docker may write it a moment
+	// later.
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		r := e.podrun(time.Minute, "logs", "web")
 		if r.code != 0 {
 			t.Fatalf("logs web: exit %d\n%s", r.code, r.stderr)
 		}
-		if strings.Contains(r.stderr, "response:200") {
+		if strings.Contains(r.stdout, "response:200") {
 			break
 		}
 		if time.Now().After(deadline) {
