@@ -38,6 +38,13 @@ func (l *eventLog) has(sub string) bool {
 	return slices.ContainsFunc(l.events, func(e string) bool { return strings.Contains(e, sub) })
 }
 
+// all returns the events recorded so far.
+func (l *eventLog) all() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.events)
+}
+
 func (l *eventLog) wait(t *testing.T, h *harness, sub string) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)

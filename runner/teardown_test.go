@@ -134,63 +134,123 @@ func TestTeardownStopsOnlyWhatNeedsAGracefulStop(t *testing.T) {
 // liveness probe no longer acts: as the conformance specs "should mark
 // readiness on pods to false [and disable liveness probes] while pod is in
 // progress of terminating" look for.
+//
+// The probes' timers are on the fake clock, so what stops them is seen
+// there: while the preStop hook runs, the readiness and liveness timers
+// are gone. Each step of a probe period waits for the timers that must be
+// there before it, lest it be lost. The control (not terminating) takes
+// the same step with the same failing probe, and that step kills the
+// container: so the steps of the terminating pod would have too, had its
+// liveness probe still run.
 func TestTerminatingPodIsNotReadyAndNotLivenessKilled(t *testing.T) {
-	fake := newFake(t)
-	release := make(chan struct{})
-	inPreStop := make(chan struct{}, 1)
-	var mu sync.Mutex
-	healthy := true
-	fake.SetExecHandler(func(id string, cmd []string) (int, []byte, error) {
-		switch cmd[0] {
-		case "prestop":
-			inPreStop <- struct{}{}
-			<-release
-			return 0, nil, nil
-		case "live":
-			mu.Lock()
-			defer mu.Unlock()
-			if !healthy {
-				return 1, []byte("no"), nil
+	for _, terminating := range []bool{false, true} {
+		t.Run(fmt.Sprintf("terminating=%v", terminating), func(t *testing.T) {
+			fake := newFake(t)
+			release := make(chan struct{})
+			defer func() {
+				select {
+				case <-release:
+				default:
+					close(release)
+				}
+			}()
+			inPreStop := make(chan struct{}, 1)
+			var mu sync.Mutex
+			healthy, failedRuns := true, 0
+			fake.SetExecHandler(func(id string, cmd []string) (int, []byte, error) {
+				switch cmd[0] {
+				case "prestop": // also the control's liveness kill's
+					select {
+					case inPreStop <- struct{}{}:
+					default:
+					}
+					<-release
+					return 0, nil, nil
+				case "live":
+					mu.Lock()
+					defer mu.Unlock()
+					if !healthy {
+						failedRuns++
+						return 1, []byte("no"), nil
+					}
+				}
+				return 0, nil, nil
+			})
+			failed := func() int {
+				mu.Lock()
+				defer mu.Unlock()
+				return failedRuns
 			}
-		}
-		return 0, nil, nil
-	})
-	events := &eventLog{}
-	h := start(t, fake, func(c *runner.Config) { c.Events = events })
-	pod := newPod("u1", "term-node1", v1.RestartPolicyAlways, map[string][]string{"a": {"run"}})
-	pod.Spec.Containers[0].ReadinessProbe = everySecond("ready")
-	pod.Spec.Containers[0].LivenessProbe = everySecond("live")
-	pod.Spec.Containers[0].Lifecycle = &v1.Lifecycle{PreStop: &v1.LifecycleHandler{Exec: &v1.ExecAction{Command: []string{"prestop"}}}}
-	grace := int64(30)
-	pod.Spec.TerminationGracePeriodSeconds = &grace
-	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{pod}}
-	h.stepUntilStatus("u1", "running and ready", time.Second, func(p *v1.Pod) bool { return allRunning(p) && isPodReady(p) })
+			events := &eventLog{}
+			// No relist on the steps: its timer, made again after each
+			// relist, would blur the count of the probes' timers.
+			h := start(t, fake, func(c *runner.Config) { c.Events = events; c.RelistPeriod = time.Hour })
+			pod := newPod("u1", "term-node1", v1.RestartPolicyAlways, map[string][]string{"a": {"run"}})
+			pod.Spec.Containers[0].ReadinessProbe = everySecond("ready")
+			pod.Spec.Containers[0].LivenessProbe = everySecond("live")
+			pod.Spec.Containers[0].Lifecycle = &v1.Lifecycle{PreStop: &v1.LifecycleHandler{Exec: &v1.ExecAction{Command: []string{"prestop"}}}}
+			grace := int64(30)
+			pod.Spec.TerminationGracePeriodSeconds = &grace
+			h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{pod}}
+			h.stepUntilStatus("u1", "running and ready", time.Second, func(p *v1.Pod) bool { return allRunning(p) && isPodReady(p) })
+			// Both probes wait for their next period (the pod's worker,
+			// with nothing to do, waits on no timer).
+			probeTimers := 2
+			waitUntil(t, "the readiness and liveness probes' timers", func() bool { return h.timers() == probeTimers })
 
-	// The API deletes it (deletionTimestamp set).
-	deleting := pod.DeepCopy()
-	now := metav1.NewTime(h.clk.Now())
-	deleting.DeletionTimestamp = &now
-	deleting.DeletionGracePeriodSeconds = &grace
-	h.updates <- runner.PodUpdate{Op: runner.OpUpdate, Pods: []*v1.Pod{deleting}}
-	select {
-	case <-inPreStop:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the preStop hook did not run")
-	}
-	mu.Lock()
-	healthy = false
-	mu.Unlock()
-	p := h.waitStatus("u1", "not ready while terminating", func(p *v1.Pod) bool { return !isPodReady(p) })
-	if cs := p.Status.ContainerStatuses; len(cs) != 1 || cs[0].State.Running == nil || cs[0].Ready {
-		t.Fatalf("container status while its preStop hook runs: %+v, want running, not ready", cs)
-	}
-	for range 5 { // liveness periods: a probe still running would kill
-		h.clk.Step(time.Second)
-	}
-	close(release)
-	h.waitGone("u1")
-	if events.has("failed liveness probe") || events.has("Unhealthy") {
-		t.Fatalf("liveness acted on a terminating pod: %q", events.events)
+			if terminating {
+				// The API deletes it (deletionTimestamp set).
+				deleting := pod.DeepCopy()
+				now := metav1.NewTime(h.clk.Now())
+				deleting.DeletionTimestamp = &now
+				deleting.DeletionGracePeriodSeconds = &grace
+				h.updates <- runner.PodUpdate{Op: runner.OpUpdate, Pods: []*v1.Pod{deleting}}
+				select {
+				case <-inPreStop:
+				case <-time.After(10 * time.Second):
+					t.Fatal("the preStop hook did not run")
+				}
+				p := h.waitStatus("u1", "not ready while terminating", func(p *v1.Pod) bool { return !isPodReady(p) })
+				if cs := p.Status.ContainerStatuses; len(cs) != 1 || cs[0].State.Running == nil || cs[0].Ready {
+					t.Fatalf("container status while its preStop hook runs: %+v, want running, not ready", cs)
+				}
+				// The container being stopped is probed no more: both
+				// probes' timers are gone.
+				probeTimers = 0
+				waitUntil(t, "the probes of the stopping container to end", func() bool { return h.timers() == probeTimers })
+			}
+			mu.Lock()
+			healthy = false
+			mu.Unlock()
+			// A liveness period, once the timers that must be there are.
+			stepPeriod := func() {
+				t.Helper()
+				waitUntil(t, fmt.Sprintf("%d probe timers", probeTimers), func() bool { return h.timers() == probeTimers })
+				h.step(time.Second)
+			}
+
+			if !terminating {
+				// One period: the liveness probe fails and kills.
+				stepPeriod()
+				waitUntil(t, "the liveness kill", func() bool { return events.has("failed liveness probe") })
+				if failed() == 0 || !events.has("Unhealthy") {
+					t.Fatalf("killed with no failed liveness run (%d) or no Unhealthy event: %q", failed(), events.all())
+				}
+				return
+			}
+			for range 5 { // liveness periods: a probe still running would kill
+				stepPeriod()
+			}
+			p := h.waitStatus("u1", "still terminating", func(*v1.Pod) bool { return true })
+			if cs := p.Status.ContainerStatuses; len(cs) != 1 || cs[0].State.Running == nil || cs[0].RestartCount != 0 || isPodReady(p) {
+				t.Fatalf("container status after 5 liveness periods in its preStop hook: %+v, want running, not restarted, not ready", cs)
+			}
+			close(release)
+			h.waitGone("u1")
+			if n := failed(); n != 0 || events.has("failed liveness probe") || events.has("Unhealthy") {
+				t.Fatalf("liveness acted on a terminating pod (%d failed runs): %q", n, events.all())
+			}
+		})
 	}
 }
 
