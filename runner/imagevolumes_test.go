@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -125,10 +126,7 @@ func TestImageVolume(t *testing.T) {
 	h.updates <- runner.PodUpdate{Op: runner.OpRemove, Pods: []*v1.Pod{a}}
 	waitUntil(t, "pod a removed", func() bool { _, ok := h.r.Pod("u1"); return !ok && len(h.containers("u1")) == 0 })
 	waitUntil(t, "pod c removed", func() bool { _, ok := h.r.Pod("u3"); return !ok })
-	for range 5 {
-		h.step(housekeepingPeriod)
-		time.Sleep(5 * time.Millisecond) // let housekeeping look; the copy must stay whatever it does
-	}
+	h.reclaimRounds(realRoot, 5)
 	if _, err := os.Stat(copyDir); err != nil {
 		t.Fatalf("the copy pod b uses was removed: %v", err)
 	}
@@ -257,6 +255,26 @@ func (h *harness) stepUntil(what string, d time.Duration, cond func() bool) {
 	})
 }
 
+// reclaimRounds waits for n whole rounds of housekeeping's reclaim of the
+// image copies under root: before each, a leftover of a half-made copy is
+// put in the images directory, and the round that removes it read the
+// directory, then the names the pod directories hold, after it was put
+// there. (A step of the clock alone may be lost to a housekeeping still
+// busy, or a reclaim still running, and a sleep proves nothing.)
+func (h *harness) reclaimRounds(root string, n int) {
+	h.t.Helper()
+	for i := range n {
+		leftover := filepath.Join(root, "images", fmt.Sprintf(".extract-0123456789ab-round%d", i))
+		if err := os.MkdirAll(filepath.Join(leftover, "bin"), 0o700); err != nil {
+			h.t.Fatal(err)
+		}
+		h.stepUntil(fmt.Sprintf("reclaim round %d of %d", i+1, n), housekeepingPeriod, func() bool {
+			_, err := os.Stat(leftover)
+			return errors.Is(err, fs.ErrNotExist)
+		})
+	}
+}
+
 // TestImageVolumeCopyKeptAcrossRestart: a runner restarted over a running
 // pod (adopting it, starting nothing) keeps the copy the pod mounts,
 // however many housekeeping rounds pass, and removes a half-made copy a
@@ -293,10 +311,7 @@ func TestImageVolumeCopyKeptAcrossRestart(t *testing.T) {
 		_, err := os.Stat(leftover)
 		return errors.Is(err, fs.ErrNotExist)
 	})
-	for range 10 {
-		h2.step(housekeepingPeriod)
-		time.Sleep(2 * time.Millisecond)
-	}
+	h2.reclaimRounds(root, 10)
 	if _, err := os.Stat(filepath.Join(copyDir, "bin", "image-id")); err != nil {
 		t.Errorf("the copy the adopted pod mounts: %v", err)
 	}
