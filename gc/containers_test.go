@@ -446,6 +446,24 @@ func (e stuckErr) Error() string {
 func (e stuckErr) Retryable() bool     { return true }
 func (e stuckErr) DockerState() string { return "dead" }
 
+// lockedBuffer is a log one goroutine writes while another reads it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
 // stuckRemovals is the fake runtime, where removing the IDs of stuck fails
 // that many times before it succeeds.
 type stuckRemovals struct {
@@ -498,7 +516,8 @@ func TestContainerGCRetriesStuckRemovals(t *testing.T) {
 	w.f.StopSandbox(context.Background(), gone.sb, 0)
 	rt := &stuckRemovals{Fake: w.f, stuck: map[string]int{dead[1]: 2, gone.sb: 1}, tries: map[string]int{}}
 
-	var logs bytes.Buffer
+	// The pass writes the log while the test reads it.
+	var logs lockedBuffer
 	clk := testingclock.NewFakeClock(w.now.Add(time.Hour))
 	g := &ContainerGC{
 		Runtime:      rt,
@@ -523,7 +542,7 @@ func TestContainerGCRetriesStuckRemovals(t *testing.T) {
 		deadline := time.Now().Add(10 * time.Second)
 		for !cond() {
 			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s; tries %v", what, rt.tries)
+				t.Fatalf("timed out waiting for %s; tries %d %d", what, rt.triesOf(dead[1]), rt.triesOf(gone.sb))
 			}
 			time.Sleep(5 * time.Millisecond)
 		}
@@ -544,21 +563,42 @@ func TestContainerGCRetriesStuckRemovals(t *testing.T) {
 		}
 		return out
 	}
+	// Every pass here removes or fails to remove something, and says so
+	// last, in one "container gc" line: n of those lines, and the nth
+	// pass is over (what its removals did, it did). The ticker waits on
+	// the clock from before the first pass, so the clock's waiters tell
+	// nothing of a pass's end.
+	passEnded := func(n int) {
+		t.Helper()
+		waitFor(fmt.Sprintf("the end of pass %d", n), func() bool {
+			return strings.Count(logs.String(), `msg="container gc"`) >= n
+		})
+		if got := strings.Count(logs.String(), `msg="container gc"`); got != n {
+			t.Fatalf("%d passes ended, want %d:\n%s", got, n, logs.String())
+		}
+	}
+	after := func(period int, wantLeft []string, ctrTries, sbTries int) {
+		t.Helper()
+		passEnded(period)
+		sameIDs(t, fmt.Sprintf("left after period %d", period), sortIDs(left()), sortIDs(wantLeft))
+		if c, sb := rt.triesOf(dead[1]), rt.triesOf(gone.sb); c != ctrTries || sb != sbTries {
+			t.Fatalf("after period %d: the stuck container tried %d times, its sandbox %d; want %d, %d", period, c, sb, ctrTries, sbTries)
+		}
+	}
 
 	// Period 1: the older container goes, the stuck one stays, and so does
 	// its sandbox (not tried: a container is still in it).
-	waitFor("the first pass", func() bool { return rt.triesOf(dead[1]) == 1 })
-	waitFor("the first pass's end", func() bool { return clk.HasWaiters() })
-	sameIDs(t, "left after period 1", sortIDs(left()), sortIDs([]string{dead[1], gone.sb}))
-	// Period 2: still stuck.
+	after(1, []string{dead[1], gone.sb}, 1, 0)
+	// Period 2: the retry, still stuck; the sandbox waits again.
 	clk.Step(time.Minute)
-	waitFor("the second pass", func() bool { return rt.triesOf(dead[1]) == 2 })
-	// Period 3: the container goes; the sandbox is stuck once.
+	after(2, []string{dead[1], gone.sb}, 2, 0)
+	// Period 3: the container goes at its second retry; the sandbox, tried
+	// at last, is stuck once.
 	clk.Step(time.Minute)
-	waitFor("the third pass", func() bool { return rt.triesOf(gone.sb) == 1 })
-	// Period 4: the sandbox goes.
+	after(3, []string{gone.sb}, 3, 1)
+	// Period 4: the sandbox goes at its retry.
 	clk.Step(time.Minute)
-	waitFor("the fourth pass", func() bool { return len(left()) == 0 })
+	after(4, nil, 3, 2)
 	cancel()
 	<-done
 
