@@ -85,6 +85,12 @@ func (r *relistRig) expectWait(d time.Duration, a listAnswer) {
 		r.t.Fatalf("the cache waits %s, want %s", got, d)
 	}
 	r.clk.Step(d - time.Millisecond)
+	// A timer that fires leaves the fake clock within the step, while the
+	// relist it starts may still be on its way: the cache's timer, the
+	// clock's only waiter, must still be there.
+	if n := r.clk.Waiters(); n != 1 {
+		r.t.Fatalf("the wait of %s ended a millisecond early (%d timers left)", d, n)
+	}
 	select {
 	case <-r.l.calls:
 		r.t.Fatalf("a relist before the wait of %s ended", d)
