@@ -23,6 +23,8 @@ import (
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/registry"
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/podrun/podrun/engine/enginetest"
 )
 
 // testRegistry is a docker-registry with basic auth on 127.0.0.1, run by
@@ -299,6 +301,9 @@ func TestImagesLowDiskRefusesNewPods(t *testing.T) {
 // container that uses it (never started): images in use are never
 // collected.
 func TestImagesGC(t *testing.T) {
+	// The guard would hold the image a test of engine/docker made to
+	// remove (TestImageService): not while one runs.
+	enginetest.HoldEngineImages(t)
 	e := newEnv(t)
 	victim := importTestImage(t, "podrun-e2e/gc-victim-"+randSuffix()+":1", nil)
 	infraLike := importTestImage(t, "podrun-e2e/gc-infra-"+randSuffix()+":1", []string{"LABEL io.podrun.infra=true"})

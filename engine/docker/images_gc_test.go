@@ -16,8 +16,12 @@ import (
 
 // TestImageService runs the ImageService conformance tests, which need
 // images they may remove: each is imported from a one-file tar of random
-// content (so it has an ID of its own, shared with no other image).
+// content (so it has an ID of its own, shared with no other image). Not
+// while e2e's TestImagesGC runs on the same dockerd: its guard makes a
+// container of every image that appears, this test's too, which then is
+// in use when the test's own container is gone.
 func TestImageService(t *testing.T) {
+	enginetest.HoldEngineImages(t)
 	env := dockerEnv(t)
 	probe := newRuntime(t, "rt-probe-"+randHex(6))
 	env.MakeImage = func(t *testing.T, refs ...string) string {
