@@ -27,7 +27,8 @@ type pullRuntime struct {
 	present map[string]bool
 	active  atomic.Int32
 	most    atomic.Int32
-	delay   time.Duration
+	// gate, when set, holds every pull until it is closed.
+	gate chan struct{}
 }
 
 func (p *pullRuntime) ImageStatus(ctx context.Context, ref string) (*engine.Image, error) {
@@ -48,7 +49,9 @@ func (p *pullRuntime) PullImage(ctx context.Context, ref string, auth *engine.Au
 			break
 		}
 	}
-	time.Sleep(p.delay)
+	if p.gate != nil {
+		<-p.gate
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	user := "<anonymous>"
@@ -138,31 +141,87 @@ func TestEnsureImageCredentials(t *testing.T) {
 	}
 }
 
+// TestSerializedPulls: serialized, one pull at a time; else all at once.
+// Every pull is held until the test lets them go, so the pulls that would
+// overlap do, however slowly the goroutines come: parallel, the three
+// pulls run at once; serialized, the first runs while the others are seen
+// waiting for its slot (each has selected on its context's Done there),
+// and only it.
 func TestSerializedPulls(t *testing.T) {
 	for _, serialize := range []bool{true, false} {
-		rt := &pullRuntime{delay: 50 * time.Millisecond}
-		r := newPullRunner(rt)
-		opts := &ImageOptions{SerializePulls: serialize}
-		var wg sync.WaitGroup
-		for i := 0; i < 4; i++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				c := &v1.Container{Name: "c", Image: fmt.Sprintf("app%d:1", i%3), ImagePullPolicy: v1.PullIfNotPresent}
-				if err := ensure(context.Background(), r, pullPod(), c, opts); err != nil {
-					t.Error(err)
+		t.Run(fmt.Sprintf("serialize=%v", serialize), func(t *testing.T) {
+			rt := &pullRuntime{gate: make(chan struct{})}
+			r := newPullRunner(rt)
+			opts := &ImageOptions{SerializePulls: serialize}
+			var wg sync.WaitGroup
+			defer wg.Wait()
+			var once sync.Once
+			open := func() { once.Do(func() { close(rt.gate) }) }
+			defer open()
+			ctxs := make([]*doneCounter, 3)
+			for i := range ctxs {
+				ctxs[i] = &doneCounter{Context: context.Background()}
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					c := &v1.Container{Name: "c", Image: fmt.Sprintf("app%d:1", i), ImagePullPolicy: v1.PullIfNotPresent}
+					if err := ensure(ctxs[i], r, pullPod(), c, opts); err != nil {
+						t.Error(err)
+					}
+				}()
+			}
+			held := func(what string, cond func() bool) {
+				t.Helper()
+				deadline := time.Now().Add(10 * time.Second)
+				for !cond() {
+					if time.Now().After(deadline) {
+						t.Fatalf("timed out waiting for %s: %d pulls at once", what, rt.active.Load())
+					}
+					time.Sleep(time.Millisecond)
 				}
-			}()
-		}
-		wg.Wait()
-		most := rt.most.Load()
-		if serialize && most != 1 {
-			t.Errorf("serialized: %d pulls at once", most)
-		}
-		if !serialize && most < 2 {
-			t.Errorf("parallel: at most %d pull at once", most)
-		}
+			}
+			if !serialize {
+				held("the three pulls at once", func() bool { return rt.active.Load() == 3 })
+				return
+			}
+			// Each of the others at the slot, or (the failure) pulling too.
+			held("a pull, the others at the slot", func() bool {
+				n := rt.active.Load()
+				if n > 1 {
+					return true
+				}
+				for _, c := range ctxs {
+					if c.calls.Load() == 0 {
+						return false
+					}
+				}
+				return n == 1
+			})
+			if n := rt.active.Load(); n != 1 {
+				t.Fatalf("serialized: %d pulls at once", n)
+			}
+			open()
+			wg.Wait()
+			if most := rt.most.Load(); most != 1 {
+				t.Errorf("serialized: %d pulls at once", most)
+			}
+			if len(rt.auths) != 3 {
+				t.Errorf("pulls: %v, want three", rt.auths)
+			}
+		})
 	}
+}
+
+// doneCounter is a context that counts the calls of its Done: a pull
+// that waits for the serialized pulls' slot selects on it.
+type doneCounter struct {
+	context.Context
+	calls atomic.Int32
+}
+
+func (c *doneCounter) Done() <-chan struct{} {
+	c.calls.Add(1)
+	return c.Context.Done()
 }
 
 func TestAdmitError(t *testing.T) {
