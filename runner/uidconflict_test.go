@@ -311,6 +311,9 @@ func TestRemovalWaitsForALookAtTheRuntime(t *testing.T) {
 		fake.FailNext("ListPodObjects", errors.New("engine restarting"))
 	}
 	lists := fake.Calls("ListPodObjects")
+	// The relist's timer is made again after each relist: a step before
+	// would be lost to it.
+	waitUntil(t, "the relist's timer", func() bool { return h.clk.Waiters() >= h.tickers })
 	h.step(relistPeriod)
 	waitUntil(t, "a failed look", func() bool { return fake.Calls("ListPodObjects") > lists })
 	h.updates <- runner.PodUpdate{Op: runner.OpRemove, Pods: []*v1.Pod{borrower}}
