@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -41,7 +42,9 @@ type Target struct {
 const maxBody = 10 << 10
 
 // RunHook runs a lifecycle hook (postStart or preStop) to completion or
-// until ctx ends. An error says why the hook failed.
+// until ctx ends. An error says why the hook failed: an exec command that
+// exited non-zero, an httpGet that got no answer (any status passes, as
+// in the kubelet), a sleep cut short.
 func RunHook(ctx context.Context, t Target, h *v1.LifecycleHandler) error {
 	switch {
 	case h.Exec != nil:
@@ -54,22 +57,46 @@ func RunHook(ctx context.Context, t Target, h *v1.LifecycleHandler) error {
 		}
 		return nil
 	case h.HTTPGet != nil:
-		status, body, err := doHTTPGet(ctx, t, h.HTTPGet, hookUserAgent)
-		if err != nil {
-			return err
-		}
-		if status < 200 || status >= 400 {
-			return fmt.Errorf("HTTP GET answered %d: %s", status, trim(body))
-		}
-		return nil
+		return runHTTPHook(ctx, t, h.HTTPGet)
 	case h.Sleep != nil:
+		timer := time.NewTimer(time.Duration(h.Sleep.Seconds) * time.Second)
+		defer timer.Stop()
 		select {
-		case <-time.After(time.Duration(h.Sleep.Seconds) * time.Second):
+		case <-timer.C:
+			return nil
 		case <-ctx.Done():
+			// As the kubelet's: a sleep cut short is a failed hook.
+			return fmt.Errorf("sleep of %ds cut short: %w", h.Sleep.Seconds, ctx.Err())
 		}
-		return nil
 	}
 	return errors.New("hook names no handler")
+}
+
+// runHTTPHook runs an httpGet hook as the kubelet does: only a failed
+// exchange fails it, whatever status the answer has; an HTTPS request
+// that a plain HTTP server answered is sent again over HTTP, without its
+// Authorization header.
+func runHTTPHook(ctx context.Context, t Target, g *v1.HTTPGetAction) error {
+	_, _, err := doHTTPGet(ctx, t, g, hookUserAgent)
+	if err == nil || !gotHTTPAnswerToHTTPS(err) {
+		return err
+	}
+	plain := *g
+	plain.Scheme = v1.URISchemeHTTP
+	plain.HTTPHeaders = slices.DeleteFunc(slices.Clone(g.HTTPHeaders), func(h v1.HTTPHeader) bool {
+		return http.CanonicalHeaderKey(h.Name) == "Authorization"
+	})
+	if _, _, perr := doHTTPGet(ctx, t, &plain, hookUserAgent); perr != nil {
+		return err
+	}
+	return nil
+}
+
+// gotHTTPAnswerToHTTPS reports whether err is net/http's for an HTTPS
+// request that a plain HTTP server answered.
+func gotHTTPAnswerToHTTPS(err error) bool {
+	var uerr *url.Error
+	return errors.As(err, &uerr) && strings.Contains(uerr.Err.Error(), "server gave HTTP response to HTTPS client")
 }
 
 func runExec(ctx context.Context, t Target, cmd []string) (int, []byte, error) {
