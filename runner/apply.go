@@ -405,8 +405,9 @@ func (r *Runner) stopContainers(ctx context.Context, pod *v1.Pod, podIP string, 
 	return r.beginStops(ctx, pod, podIP, targets, grace).waitAll()
 }
 
-// minGracePeriod is what is left for SIGTERM after a preStop hook used up
-// the grace period, as the kubelet's minimum.
+// minGracePeriod is the least time a container gets between its stop
+// signal and SIGKILL, whatever the grace period and whatever a preStop
+// hook used of it: the kubelet's minimum shutdown window (killContainer).
 const minGracePeriod = 2 * time.Second
 
 // announceKill records the Killing event of a running container of pod:
@@ -424,8 +425,8 @@ func (r *Runner) announceKill(pod *v1.Pod, k killTarget) {
 }
 
 // stopContainer runs the container's preStop hook (when the pod spec has
-// one), then stops it: its stop signal, and SIGKILL after what is left of
-// grace.
+// one and grace is not 0), then stops it: its stop signal, and SIGKILL
+// after what is left of grace, never less than minGracePeriod.
 func (r *Runner) stopContainer(ctx context.Context, pod *v1.Pod, podIP string, k killTarget, grace time.Duration) error {
 	c := k.Container
 	// A probe's own grace period applies, but not to a pod the API is
@@ -437,7 +438,9 @@ func (r *Runner) stopContainer(ctx context.Context, pod *v1.Pod, podIP string, k
 	// A container being stopped is probed no more.
 	r.probes.RemoveContainer(c.ID)
 	if pod != nil && c.State == engine.StateRunning {
-		if spec := findContainer(pod, c.Name); spec != nil && spec.Lifecycle != nil && spec.Lifecycle.PreStop != nil {
+		// As the kubelet's, no preStop hook runs without a grace period
+		// for it (terminationGracePeriodSeconds 0 in a sync's kill).
+		if spec := findContainer(pod, c.Name); grace > 0 && spec != nil && spec.Lifecycle != nil && spec.Lifecycle.PreStop != nil {
 			start := r.clock.Now()
 			hctx, cancel := context.WithTimeout(ctx, grace)
 			execer, _ := r.raw.(engine.Execer)
@@ -447,9 +450,10 @@ func (r *Runner) stopContainer(ctx context.Context, pod *v1.Pod, podIP string, k
 			if err != nil {
 				r.log.Warn("preStop hook failed", "pod", podKey(pod), "container", c.Name, "err", err)
 			}
-			grace = max(grace-r.clock.Since(start), minGracePeriod)
+			grace -= r.clock.Since(start)
 		}
 	}
+	grace = max(grace, minGracePeriod)
 	if err := ctx.Err(); err != nil {
 		// The stop was interrupted (a shorter grace period came): the
 		// next one stops the container.

@@ -1,0 +1,124 @@
+package runner_test
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/podrun/podrun/engine"
+	"github.com/podrun/podrun/engine/enginetest"
+	"github.com/podrun/podrun/runner"
+)
+
+// hookRecorder is graceRecorder that records the execs (hooks) the runner
+// makes and how long each was given (its context's time left; 0 for none).
+type hookRecorder struct {
+	*graceRecorder
+	mu    sync.Mutex
+	hooks map[string]time.Duration
+	// fail is the commands that exit 1.
+	fail []string
+}
+
+func newHookRecorder(fake *enginetest.Fake) *hookRecorder {
+	return &hookRecorder{graceRecorder: &graceRecorder{Fake: fake}, hooks: map[string]time.Duration{}}
+}
+
+func (h *hookRecorder) Exec(ctx context.Context, _ string, cmd []string) (int, []byte, error) {
+	left := time.Duration(0)
+	if d, ok := ctx.Deadline(); ok && ctx.Err() == nil {
+		left = time.Until(d)
+	}
+	h.mu.Lock()
+	h.hooks[cmd[0]] = left
+	failed := slices.Contains(h.fail, cmd[0])
+	h.mu.Unlock()
+	if failed {
+		return 1, []byte("hook broke"), nil
+	}
+	return 0, nil, nil
+}
+
+// given is how long the hook cmd was given, and whether it ran.
+func (h *hookRecorder) given(cmd string) (time.Duration, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	d, ok := h.hooks[cmd]
+	return d, ok
+}
+
+// zeroGracePod is a pod whose terminationGracePeriodSeconds is 0 and whose
+// container a has a preStop hook "stop-hook" (b has none).
+func zeroGracePod() *v1.Pod {
+	pod := newPod("u1", "p", v1.RestartPolicyAlways, map[string][]string{"a": {"run"}, "b": {"run"}})
+	zero := int64(0)
+	pod.Spec.TerminationGracePeriodSeconds = &zero
+	pod.Spec.Containers[0].Lifecycle = &v1.Lifecycle{PreStop: &v1.LifecycleHandler{Exec: &v1.ExecAction{Command: []string{"stop-hook"}}}}
+	return pod
+}
+
+// TestRemovedPodWithZeroGraceStillGetsTheMinimum: the kubelet never stops
+// a pod's containers with less than 1 s (its effective grace period for a
+// pod being stopped) before the preStop hook, nor signals them with less
+// than 2 s before SIGKILL (killContainer's minimum shutdown window). A pod
+// with terminationGracePeriodSeconds 0 therefore has its preStop hook run
+// and its stop signal handled, not a SIGKILL at once.
+func TestRemovedPodWithZeroGraceStillGetsTheMinimum(t *testing.T) {
+	fake := newFake(t)
+	rec := newHookRecorder(fake)
+	h := start(t, fake, func(c *runner.Config) { c.Runtime = rec })
+	pod := zeroGracePod()
+	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{pod}}
+	h.waitStatus("u1", "running", allRunning)
+	h.updates <- runner.PodUpdate{Op: runner.OpRemove, Pods: []*v1.Pod{pod}}
+	waitUntil(t, "the removed pod's teardown", func() bool {
+		_, ok := h.r.Pod("u1")
+		return !ok && len(h.containers("u1")) == 0
+	})
+	if d, ok := rec.given("stop-hook"); !ok || d <= 0 {
+		t.Errorf("the preStop hook of a pod with grace 0 was given %v (ran: %t), want up to 1s", d, ok)
+	}
+	graces := rec.recorded()
+	if len(graces) != 2 || slices.ContainsFunc(graces, func(g time.Duration) bool { return g != 2*time.Second }) {
+		t.Errorf("containers stopped with grace %v, want the kubelet's minimum 2s", graces)
+	}
+}
+
+// TestEditWithZeroGraceSkipsPreStop: a container replaced in a sync (here
+// for an edit) is stopped with the pod's grace period, no override; at 0
+// the kubelet runs no preStop hook and still gives the stop signal 2 s.
+func TestEditWithZeroGraceSkipsPreStop(t *testing.T) {
+	fake := newFake(t)
+	rec := newHookRecorder(fake)
+	h := start(t, fake, func(c *runner.Config) { c.Runtime = rec })
+	pod := zeroGracePod()
+	pod.Spec.Containers = pod.Spec.Containers[:1]
+	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{pod}}
+	h.waitStatus("u1", "running", allRunning)
+	edited := pod.DeepCopy()
+	edited.Spec.Containers[0].Command = []string{"run", "again"}
+	h.updates <- runner.PodUpdate{Op: runner.OpUpdate, Pods: []*v1.Pod{edited}}
+	waitUntil(t, "the edited container's replacement", func() bool {
+		exited, running := 0, 0
+		for _, c := range h.containers("u1") {
+			switch c.State {
+			case engine.StateExited:
+				exited++
+			case engine.StateRunning:
+				running++
+			}
+		}
+		return exited == 1 && running == 1
+	})
+	if _, ok := rec.given("stop-hook"); ok {
+		t.Error("the preStop hook ran with no grace period for it")
+	}
+	graces := rec.recorded()
+	if len(graces) != 1 || graces[0] != 2*time.Second {
+		t.Errorf("the old container stopped with grace %v, want the kubelet's minimum 2s", graces)
+	}
+}
