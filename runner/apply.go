@@ -1321,7 +1321,8 @@ const postStartTimeout = 2 * time.Minute
 
 // postStart runs the container's postStart hook, if any. As in the kubelet,
 // the next container waits for it, and a failed hook kills the container
-// (the restart policy then applies).
+// as any kill does (Killing, its preStop hook, the pod's grace period);
+// the restart policy then applies.
 func (r *Runner) postStart(ctx context.Context, pod *v1.Pod, c *v1.Container, id, podIP string) error {
 	if c.Lifecycle == nil || c.Lifecycle.PostStart == nil {
 		return nil
@@ -1334,7 +1335,17 @@ func (r *Runner) postStart(ctx context.Context, pod *v1.Pod, c *v1.Container, id
 		return nil
 	}
 	r.log.Warn("postStart hook failed; killing the container", "pod", podKey(pod), "container", c.Name, "err", err)
-	if serr := r.rt.StopContainer(ctx, id, gracePeriod(pod)); serr != nil && !errors.Is(serr, engine.ErrNotFound) {
+	// The event leaves the hook's output out, as the kubelet's does: it
+	// may hold secrets.
+	r.event(pod, c.Name, v1.EventTypeWarning, eventFailedPostStartHook, "PostStartHook failed")
+	k := killTarget{
+		Container: &engine.Container{ID: id, Name: c.Name, State: engine.StateRunning,
+			Pod: engine.PodRef{UID: string(pod.UID), Name: pod.Name, Namespace: pod.Namespace}},
+		Reason: "postStart hook failed",
+		Event:  eventFailedPostStartHook,
+	}
+	r.announceKill(pod, k)
+	if serr := r.stopContainer(ctx, pod, podIP, k, gracePeriod(pod)); serr != nil {
 		return fmt.Errorf("stop after failed postStart hook: %w", serr)
 	}
 	return &hookError{err: err}

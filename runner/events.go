@@ -22,6 +22,9 @@ const (
 	eventKilling   = "Killing"
 	eventFailed    = "Failed"
 	eventUnhealthy = "Unhealthy"
+	// eventFailedPostStartHook is both the warning that a postStart hook
+	// failed and the message of the Killing that follows, as the kubelet's.
+	eventFailedPostStartHook = "FailedPostStartHook"
 	// eventProbeWarning is the kubelet's ContainerProbeWarning.
 	eventProbeWarning = "ProbeWarning"
 )

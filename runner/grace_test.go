@@ -122,3 +122,34 @@ func TestEditWithZeroGraceSkipsPreStop(t *testing.T) {
 		t.Errorf("the old container stopped with grace %v, want the kubelet's minimum 2s", graces)
 	}
 }
+
+// TestFailedPostStartStopsAsAKill: the kubelet stops a container whose
+// postStart hook failed as any other kill (killContainer): Killing
+// "FailedPostStartHook", its preStop hook first, then the stop signal
+// with the pod's grace period (at least the 2 s minimum); the hook's
+// failure is a FailedPostStartHook warning.
+func TestFailedPostStartStopsAsAKill(t *testing.T) {
+	fake := newFake(t)
+	rec := newHookRecorder(fake)
+	rec.fail = []string{"setup"}
+	events := &eventLog{}
+	h := start(t, fake, func(c *runner.Config) { c.Runtime, c.Events = rec, events })
+	pod := newPod("u1", "p-node1", v1.RestartPolicyNever, map[string][]string{"a": {"run"}})
+	pod.Spec.Containers[0].Lifecycle = &v1.Lifecycle{
+		PostStart: &v1.LifecycleHandler{Exec: &v1.ExecAction{Command: []string{"setup"}}},
+		PreStop:   &v1.LifecycleHandler{Exec: &v1.ExecAction{Command: []string{"stop-hook"}}},
+	}
+	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{pod}}
+	h.waitStatus("u1", "PostStartHookError", func(p *v1.Pod) bool {
+		w := p.Status.ContainerStatuses[0].State.Waiting
+		return w != nil && w.Reason == "PostStartHookError"
+	})
+	if _, ok := rec.given("stop-hook"); !ok {
+		t.Error("the preStop hook did not run before the stop of a container whose postStart hook failed")
+	}
+	if graces := rec.recorded(); len(graces) != 1 || graces[0] != 2*time.Second {
+		t.Errorf("stopped with grace %v, want the pod's 1s raised to the kubelet's minimum 2s", graces)
+	}
+	events.wait(t, h, "default/p-node1 spec.containers{a} Warning FailedPostStartHook")
+	events.wait(t, h, "default/p-node1 spec.containers{a} Normal Killing: FailedPostStartHook")
+}
