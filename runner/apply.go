@@ -446,9 +446,17 @@ func (r *Runner) stopContainer(ctx context.Context, pod *v1.Pod, podIP string, k
 			execer, _ := r.raw.(engine.Execer)
 			err := health.RunHook(hctx, health.Target{ContainerID: c.ID, PodIP: podIP, Container: spec, Exec: execer},
 				spec.Lifecycle.PreStop)
+			outlived := hctx.Err() != nil
 			cancel()
-			if err != nil {
+			switch {
+			case err != nil && outlived:
+				// The kubelet stops waiting for the hook then, and warns
+				// of nothing.
+				r.log.Info("preStop hook did not end within the grace period", "pod", podKey(pod), "container", c.Name)
+			case err != nil:
 				r.log.Warn("preStop hook failed", "pod", podKey(pod), "container", c.Name, "err", err)
+				// Without the hook's output, which may hold secrets.
+				r.event(pod, c.Name, v1.EventTypeWarning, eventFailedPreStopHook, "PreStopHook failed")
 			}
 			grace -= r.clock.Since(start)
 		}

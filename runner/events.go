@@ -25,6 +25,7 @@ const (
 	// eventFailedPostStartHook is both the warning that a postStart hook
 	// failed and the message of the Killing that follows, as the kubelet's.
 	eventFailedPostStartHook = "FailedPostStartHook"
+	eventFailedPreStopHook   = "FailedPreStopHook"
 	// eventProbeWarning is the kubelet's ContainerProbeWarning.
 	eventProbeWarning = "ProbeWarning"
 )

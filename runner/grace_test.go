@@ -51,6 +51,31 @@ func (h *hookRecorder) given(cmd string) (time.Duration, bool) {
 	return d, ok
 }
 
+// startWithHooks starts a harness whose runtime records stops and hooks;
+// the hooks named in fail exit 1.
+func startWithHooks(t *testing.T, fail ...string) (*harness, *hookRecorder, *eventLog) {
+	t.Helper()
+	fake := newFake(t)
+	rec := newHookRecorder(fake)
+	rec.fail = fail
+	events := &eventLog{}
+	h := start(t, fake, func(c *runner.Config) { c.Runtime, c.Events = rec, events })
+	return h, rec, events
+}
+
+// runThenRemove runs pod until its containers run, then removes it and
+// waits for its teardown.
+func (h *harness) runThenRemove(pod *v1.Pod) {
+	h.t.Helper()
+	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{pod}}
+	h.waitStatus(string(pod.UID), "running", allRunning)
+	h.updates <- runner.PodUpdate{Op: runner.OpRemove, Pods: []*v1.Pod{pod}}
+	waitUntil(h.t, "the removed pod's teardown", func() bool {
+		_, ok := h.r.Pod(string(pod.UID))
+		return !ok && len(h.containers(string(pod.UID))) == 0
+	})
+}
+
 // zeroGracePod is a pod whose terminationGracePeriodSeconds is 0 and whose
 // container a has a preStop hook "stop-hook" (b has none).
 func zeroGracePod() *v1.Pod {
@@ -68,17 +93,8 @@ func zeroGracePod() *v1.Pod {
 // with terminationGracePeriodSeconds 0 therefore has its preStop hook run
 // and its stop signal handled, not a SIGKILL at once.
 func TestRemovedPodWithZeroGraceStillGetsTheMinimum(t *testing.T) {
-	fake := newFake(t)
-	rec := newHookRecorder(fake)
-	h := start(t, fake, func(c *runner.Config) { c.Runtime = rec })
-	pod := zeroGracePod()
-	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{pod}}
-	h.waitStatus("u1", "running", allRunning)
-	h.updates <- runner.PodUpdate{Op: runner.OpRemove, Pods: []*v1.Pod{pod}}
-	waitUntil(t, "the removed pod's teardown", func() bool {
-		_, ok := h.r.Pod("u1")
-		return !ok && len(h.containers("u1")) == 0
-	})
+	h, rec, _ := startWithHooks(t)
+	h.runThenRemove(zeroGracePod())
 	if d, ok := rec.given("stop-hook"); !ok || d <= 0 {
 		t.Errorf("the preStop hook of a pod with grace 0 was given %v (ran: %t), want up to 1s", d, ok)
 	}
@@ -92,9 +108,7 @@ func TestRemovedPodWithZeroGraceStillGetsTheMinimum(t *testing.T) {
 // for an edit) is stopped with the pod's grace period, no override; at 0
 // the kubelet runs no preStop hook and still gives the stop signal 2 s.
 func TestEditWithZeroGraceSkipsPreStop(t *testing.T) {
-	fake := newFake(t)
-	rec := newHookRecorder(fake)
-	h := start(t, fake, func(c *runner.Config) { c.Runtime = rec })
+	h, rec, _ := startWithHooks(t)
 	pod := zeroGracePod()
 	pod.Spec.Containers = pod.Spec.Containers[:1]
 	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{pod}}
@@ -129,11 +143,7 @@ func TestEditWithZeroGraceSkipsPreStop(t *testing.T) {
 // with the pod's grace period (at least the 2 s minimum); the hook's
 // failure is a FailedPostStartHook warning.
 func TestFailedPostStartStopsAsAKill(t *testing.T) {
-	fake := newFake(t)
-	rec := newHookRecorder(fake)
-	rec.fail = []string{"setup"}
-	events := &eventLog{}
-	h := start(t, fake, func(c *runner.Config) { c.Runtime, c.Events = rec, events })
+	h, rec, events := startWithHooks(t, "setup")
 	pod := newPod("u1", "p-node1", v1.RestartPolicyNever, map[string][]string{"a": {"run"}})
 	pod.Spec.Containers[0].Lifecycle = &v1.Lifecycle{
 		PostStart: &v1.LifecycleHandler{Exec: &v1.ExecAction{Command: []string{"setup"}}},
@@ -152,4 +162,15 @@ func TestFailedPostStartStopsAsAKill(t *testing.T) {
 	}
 	events.wait(t, h, "default/p-node1 spec.containers{a} Warning FailedPostStartHook")
 	events.wait(t, h, "default/p-node1 spec.containers{a} Normal Killing: FailedPostStartHook")
+}
+
+// TestFailedPreStopIsAWarning: a preStop hook that fails is a
+// FailedPreStopHook warning on the container (without the hook's output),
+// as the kubelet's executePreStopHook records, and the stop goes on.
+func TestFailedPreStopIsAWarning(t *testing.T) {
+	h, _, events := startWithHooks(t, "stop-hook")
+	pod := newPod("u1", "p-node1", v1.RestartPolicyAlways, map[string][]string{"a": {"run"}})
+	pod.Spec.Containers[0].Lifecycle = &v1.Lifecycle{PreStop: &v1.LifecycleHandler{Exec: &v1.ExecAction{Command: []string{"stop-hook"}}}}
+	h.runThenRemove(pod)
+	events.wait(t, h, "default/p-node1 spec.containers{a} Warning FailedPreStopHook: PreStopHook failed")
 }
