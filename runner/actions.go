@@ -8,6 +8,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/util/flowcontrol"
+	"k8s.io/kubernetes/pkg/kubelet/util/format"
 
 	"github.com/podrun/podrun/engine"
 	"github.com/podrun/podrun/health"
@@ -639,7 +640,7 @@ func inBackoff(pod *v1.Pod, c *v1.Container, st *engine.Container, backoff *flow
 	remaining := d - backoff.Clock.Since(ts)
 	return waiting{
 		Reason:  "CrashLoopBackOff",
-		Message: fmt.Sprintf("back-off %s restarting failed container=%s pod=%s", d, c.Name, pod.Name),
+		Message: fmt.Sprintf("back-off %s restarting failed container=%s pod=%s", d, c.Name, format.Pod(pod)),
 		Retry:   remaining,
 	}, true
 }
