@@ -517,11 +517,15 @@ func (r *Runner) stopPodContainers(ctx context.Context, pod *v1.Pod, st *podStat
 		}
 		return out
 	}
+	// One grace period for the pod: each sidecar gets what is left of it
+	// when its turn comes (stopContainer gives at least the minimum), as
+	// the kubelet's termination ordering does.
+	deadline := r.clock.Now().Add(grace)
 	if err := r.stopContainers(ctx, pod, podIP, targets(apps), grace); err != nil {
 		errs = append(errs, err)
 	}
 	for _, k := range targets(sidecars) {
-		if err := r.stopContainers(ctx, pod, podIP, []killTarget{k}, grace); err != nil {
+		if err := r.stopContainers(ctx, pod, podIP, []killTarget{k}, max(deadline.Sub(r.clock.Now()), 0)); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -22,6 +22,10 @@ type hookRecorder struct {
 	hooks map[string]time.Duration
 	// fail is the commands that exit 1.
 	fail []string
+	// slow is the commands that take time: the harness's clock is stepped
+	// by as much while they run.
+	slow map[string]time.Duration
+	clk  interface{ Step(time.Duration) }
 }
 
 func newHookRecorder(fake *enginetest.Fake) *hookRecorder {
@@ -36,7 +40,11 @@ func (h *hookRecorder) Exec(ctx context.Context, _ string, cmd []string) (int, [
 	h.mu.Lock()
 	h.hooks[cmd[0]] = left
 	failed := slices.Contains(h.fail, cmd[0])
+	took := h.slow[cmd[0]]
 	h.mu.Unlock()
+	if took > 0 {
+		h.clk.Step(took)
+	}
 	if failed {
 		return 1, []byte("hook broke"), nil
 	}
@@ -173,4 +181,25 @@ func TestFailedPreStopIsAWarning(t *testing.T) {
 	pod.Spec.Containers[0].Lifecycle = &v1.Lifecycle{PreStop: &v1.LifecycleHandler{Exec: &v1.ExecAction{Command: []string{"stop-hook"}}}}
 	h.runThenRemove(pod)
 	events.wait(t, h, "default/p-node1 spec.containers{a} Warning FailedPreStopHook: PreStopHook failed")
+}
+
+// TestSidecarsStopWithinThePodsGrace: the kubelet stops a pod's containers
+// within one grace period: a sidecar, stopped after the app containers,
+// gets what they left of it (killContainer's termination ordering), with
+// the 2 s minimum, not a whole grace period of its own.
+func TestSidecarsStopWithinThePodsGrace(t *testing.T) {
+	h, rec, _ := startWithHooks(t)
+	rec.slow, rec.clk = map[string]time.Duration{"drain": 7 * time.Second}, h.clk
+	pod := newPod("u1", "p-node1", v1.RestartPolicyAlways, map[string][]string{"app": {"run"}})
+	grace := int64(10)
+	pod.Spec.TerminationGracePeriodSeconds = &grace
+	pod.Spec.Containers[0].Lifecycle = &v1.Lifecycle{PreStop: &v1.LifecycleHandler{Exec: &v1.ExecAction{Command: []string{"drain"}}}}
+	always := v1.ContainerRestartPolicyAlways
+	pod.Spec.InitContainers = []v1.Container{{Name: "proxy", Image: image, Command: []string{"run"},
+		ImagePullPolicy: v1.PullIfNotPresent, RestartPolicy: &always}}
+	h.runThenRemove(pod)
+	graces := rec.recorded()
+	if len(graces) != 2 || graces[0] != 3*time.Second || graces[1] != 3*time.Second {
+		t.Errorf("stopped with grace %v, want the app's 3s left after its 7s preStop hook, then the sidecar's 3s left of the pod's 10s", graces)
+	}
 }
