@@ -54,6 +54,12 @@ type ManagerOptions struct {
 	// threshold too), for the Unhealthy events the kubelet records. It is
 	// called concurrently from the probe workers.
 	OnFailure func(podUID, container, probeType, message string)
+	// OnError, if set, is called with every probe run that could not be
+	// made (each of its tries errored: an unknown port name, the runtime
+	// failing to exec), for the kubelet's Unhealthy "probe errored" events.
+	// Such a run counts neither way. It is called concurrently from the
+	// probe workers.
+	OnError func(podUID, container, probeType, message string)
 	// OnWarning, if set, is called with every probe run that passed with a
 	// warning (an HTTP redirect to another host, not followed), for the
 	// ProbeWarning events the kubelet records. It is called concurrently
@@ -367,6 +373,9 @@ func (w *worker) probe(ctx context.Context) bool {
 		// Could not probe: the kubelet throws such a run away.
 		w.m.log.Debug("probe errored", "probe", w.kind, "pod", w.c.podUID, "container", w.c.spec.Name, "err", err)
 		w.m.report(w.kind, Unknown)
+		if w.m.opts.OnError != nil {
+			w.m.opts.OnError(w.c.podUID, w.c.spec.Name, w.kind, err.Error())
+		}
 		return true
 	}
 	switch res {

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -433,19 +434,33 @@ func TestManagerReadinessKeepsItsInitialDelay(t *testing.T) {
 	}
 }
 
+// messages collects what a Manager callback (OnWarning, OnError) is told,
+// as "pod/container/probe: message".
+type messages struct {
+	mu  sync.Mutex
+	got []string
+}
+
+func (m *messages) add(pod, container, kind, msg string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.got = append(m.got, pod+"/"+container+"/"+kind+": "+msg)
+}
+
+func (m *messages) get() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.got)
+}
+
 // A redirect to another host passes with a warning, which OnWarning hears
 // of (the kubelet's ProbeWarning event); the container is not killed.
 func TestManagerWarningIsSuccessAndReported(t *testing.T) {
 	srv := httptest.NewServer(http.RedirectHandler("http://0.0.0.0/", http.StatusFound))
 	defer srv.Close()
 	h := newHarness(t)
-	var mu sync.Mutex
-	var warnings []string
-	h.m.opts.OnWarning = func(pod, container, kind, msg string) {
-		mu.Lock()
-		warnings = append(warnings, pod+"/"+container+"/"+kind+": "+msg)
-		mu.Unlock()
-	}
+	var warnings messages
+	h.m.opts.OnWarning = warnings.add
 	port := srv.Listener.Addr().(*net.TCPAddr).Port
 	live := &v1.Probe{ProbeHandler: v1.ProbeHandler{HTTPGet: &v1.HTTPGetAction{
 		Path: "/redirect?loc=" + url.QueryEscape("http://0.0.0.0/"), Port: intstr.FromInt32(int32(port))}}}
@@ -455,11 +470,9 @@ func TestManagerWarningIsSuccessAndReported(t *testing.T) {
 	if n := h.resultsOf("Liveness/success"); n != 2 {
 		t.Fatalf("%d liveness successes, want 2", n)
 	}
-	mu.Lock()
-	defer mu.Unlock()
 	want := `pod1/app/Liveness: Probe terminated redirects, Response body: <a href="http://0.0.0.0/">Found</a>.`
-	if len(warnings) != 2 || warnings[0] != want {
-		t.Fatalf("warnings %q, want 2 of %q", warnings, want)
+	if got := warnings.get(); len(got) != 2 || got[0] != want {
+		t.Fatalf("warnings %q, want 2 of %q", got, want)
 	}
 }
 
@@ -618,5 +631,21 @@ func TestManagerHTTPLivenessMessage(t *testing.T) {
 	}
 	if n := h.resultsOf("Liveness/failure"); n != 2 {
 		t.Fatalf("OnResult got %d failures, want 2", n)
+	}
+}
+
+// A run that could not be made (its three tries errored) is reported to
+// OnError, as the kubelet records its Unhealthy "probe errored" event;
+// it still counts neither way.
+func TestManagerErroredRunIsReported(t *testing.T) {
+	h := newHarness(t)
+	var errs messages
+	h.m.opts.OnError = errs.add
+	h.exec.set("ready", execAnswer{err: errors.New("container is restarting")})
+	h.add("pod1", "c1", &v1.Container{Name: "app", ReadinessProbe: timed(execProbe("ready"), 0, 10, 1, 1)})
+	h.step(10 * time.Second)
+	want := `pod1/app/Readiness: exec "ready": container is restarting`
+	if got := errs.get(); len(got) != 2 || got[0] != want {
+		t.Fatalf("errors %q, want 2 of %q", got, want)
 	}
 }

@@ -62,6 +62,12 @@ func (r *Runner) probeFailed(uid, container, probeType, message string) {
 	r.probeEvent(uid, container, eventUnhealthy, probeType+" probe failed: "+message)
 }
 
+// probeErrored records the kubelet's Unhealthy event of a probe run that
+// could not be made.
+func (r *Runner) probeErrored(uid, container, probeType, message string) {
+	r.probeEvent(uid, container, eventUnhealthy, probeType+" probe errored and resulted in unknown state: "+message)
+}
+
 // probeWarned records the kubelet's ProbeWarning event of a probe that
 // passed with a warning (an HTTP redirect to another host, not followed).
 func (r *Runner) probeWarned(uid, container, probeType, message string) {

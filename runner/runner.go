@@ -262,6 +262,7 @@ func New(cfg Config) *Runner {
 		OnChange:  func(uid string) { r.wakePods([]string{uid}) },
 		OnResult:  cfg.Metrics.probeResult,
 		OnFailure: r.probeFailed,
+		OnError:   r.probeErrored,
 		OnWarning: r.probeWarned,
 	})
 	var lister engine.PodObjectLister
