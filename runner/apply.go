@@ -405,9 +405,12 @@ func (r *Runner) stopContainers(ctx context.Context, pod *v1.Pod, podIP string, 
 	return r.beginStops(ctx, pod, podIP, targets, grace).waitAll()
 }
 
-// minGracePeriod is the least time a container gets between its stop
-// signal and SIGKILL, whatever the grace period and whatever a preStop
-// hook used of it: the kubelet's minimum shutdown window (killContainer).
+// minGracePeriod is the least time a container stopped gracefully (a
+// grace period above 0) gets between its stop signal and SIGKILL, whatever
+// a preStop hook used of it: the kubelet's minimum shutdown window
+// (killContainer). A grace period of 0 is a kill at once, as the API
+// documents terminationGracePeriodSeconds: 0 (the kubelet gives 2 s
+// there too).
 const minGracePeriod = 2 * time.Second
 
 // announceKill records the Killing event of a running container of pod:
@@ -426,7 +429,8 @@ func (r *Runner) announceKill(pod *v1.Pod, k killTarget) {
 
 // stopContainer runs the container's preStop hook (when the pod spec has
 // one and grace is not 0), then stops it: its stop signal, and SIGKILL
-// after what is left of grace, never less than minGracePeriod.
+// after what is left of grace, never less than minGracePeriod; with no
+// grace, SIGKILL at once.
 func (r *Runner) stopContainer(ctx context.Context, pod *v1.Pod, podIP string, k killTarget, grace time.Duration) error {
 	c := k.Container
 	// A probe's own grace period applies, but not to a pod the API is
@@ -435,12 +439,13 @@ func (r *Runner) stopContainer(ctx context.Context, pod *v1.Pod, podIP string, k
 	if k.Grace > 0 && (pod == nil || pod.DeletionGracePeriodSeconds == nil) {
 		grace = k.Grace
 	}
+	graceful := grace > 0
 	// A container being stopped is probed no more.
 	r.probes.RemoveContainer(c.ID)
 	if pod != nil && c.State == engine.StateRunning {
 		// As the kubelet's, no preStop hook runs without a grace period
-		// for it (terminationGracePeriodSeconds 0 in a sync's kill).
-		if spec := findContainer(pod, c.Name); grace > 0 && spec != nil && spec.Lifecycle != nil && spec.Lifecycle.PreStop != nil {
+		// for it.
+		if spec := findContainer(pod, c.Name); graceful && spec != nil && spec.Lifecycle != nil && spec.Lifecycle.PreStop != nil {
 			start := r.clock.Now()
 			hctx, cancel := context.WithTimeout(ctx, grace)
 			execer, _ := r.raw.(engine.Execer)
@@ -461,7 +466,9 @@ func (r *Runner) stopContainer(ctx context.Context, pod *v1.Pod, podIP string, k
 			grace -= r.clock.Since(start)
 		}
 	}
-	grace = max(grace, minGracePeriod)
+	if graceful {
+		grace = max(grace, minGracePeriod)
+	}
 	if err := ctx.Err(); err != nil {
 		// The stop was interrupted (a shorter grace period came): the
 		// next one stops the container.
@@ -518,14 +525,18 @@ func (r *Runner) stopPodContainers(ctx context.Context, pod *v1.Pod, st *podStat
 		return out
 	}
 	// One grace period for the pod: each sidecar gets what is left of it
-	// when its turn comes (stopContainer gives at least the minimum), as
-	// the kubelet's termination ordering does.
+	// when its turn comes, but at least the minimum of a graceful stop,
+	// as the kubelet's termination ordering does.
 	deadline := r.clock.Now().Add(grace)
 	if err := r.stopContainers(ctx, pod, podIP, targets(apps), grace); err != nil {
 		errs = append(errs, err)
 	}
 	for _, k := range targets(sidecars) {
-		if err := r.stopContainers(ctx, pod, podIP, []killTarget{k}, max(deadline.Sub(r.clock.Now()), 0)); err != nil {
+		left := time.Duration(0)
+		if grace > 0 {
+			left = max(deadline.Sub(r.clock.Now()), minGracePeriod)
+		}
+		if err := r.stopContainers(ctx, pod, podIP, []killTarget{k}, left); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -589,13 +600,13 @@ func (r *Runner) teardown(ctx context.Context, pod *v1.Pod, st *podState, grace 
 // in the kubelet's order, and nothing else of the pod.
 func (r *Runner) removePodObjects(ctx context.Context, pod *v1.Pod, st *podState, grace time.Duration) error {
 	// Containers are stopped before their removal only where a stop is
-	// more than a kill: with a grace period or a preStop hook. Otherwise
-	// their forced removal (below, in the same order) kills them as a stop
+	// more than a kill: with a grace period (no preStop hook runs
+	// without one). Otherwise their forced removal (below, in the same order) kills them as a stop
 	// with no grace would: one Engine call per container, as Docker's own
 	// rm -f makes, not two. The sandbox is not stopped first either: its
 	// removal kills it, and the infra container has nothing to do in a
 	// grace period.
-	if grace > 0 || hasPreStop(pod) {
+	if grace > 0 {
 		if errs := r.stopPodContainers(ctx, pod, st, grace, ""); len(errs) > 0 {
 			return errors.Join(errs...)
 		}
@@ -624,19 +635,6 @@ func (r *Runner) removePodObjects(ctx context.Context, pod *v1.Pod, st *podState
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// hasPreStop reports whether a container of the pod has a preStop hook.
-func hasPreStop(pod *v1.Pod) bool {
-	if pod == nil {
-		return false
-	}
-	for _, c := range allContainers(pod) {
-		if c.Lifecycle != nil && c.Lifecycle.PreStop != nil {
-			return true
-		}
-	}
-	return false
 }
 
 // TeardownTarget is a pod to tear down: its UID, its namespace/name (for

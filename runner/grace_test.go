@@ -94,17 +94,33 @@ func zeroGracePod() *v1.Pod {
 	return pod
 }
 
-// TestRemovedPodWithZeroGraceStillGetsTheMinimum: the kubelet never stops
-// a pod's containers with less than 1 s (its effective grace period for a
-// pod being stopped) before the preStop hook, nor signals them with less
-// than 2 s before SIGKILL (killContainer's minimum shutdown window). A pod
-// with terminationGracePeriodSeconds 0 therefore has its preStop hook run
-// and its stop signal handled, not a SIGKILL at once.
-func TestRemovedPodWithZeroGraceStillGetsTheMinimum(t *testing.T) {
+// TestRemovedPodWithZeroGraceIsKilledAtOnce: terminationGracePeriodSeconds
+// 0 is, as the API documents it, a kill at once with no opportunity to
+// shut down: no preStop hook runs and no stop signal is sent; the forced
+// removal kills the containers. (The kubelet gives 1 s, then 2 s, here:
+// see minGracePeriod.)
+func TestRemovedPodWithZeroGraceIsKilledAtOnce(t *testing.T) {
 	h, rec, _ := startWithHooks(t)
 	h.runThenRemove(zeroGracePod())
-	if d, ok := rec.given("stop-hook"); !ok || d <= 0 {
-		t.Errorf("the preStop hook of a pod with grace 0 was given %v (ran: %t), want up to 1s", d, ok)
+	if d, ok := rec.given("stop-hook"); ok {
+		t.Errorf("the preStop hook of a pod with grace 0 ran (given %v)", d)
+	}
+	if graces := rec.recorded(); len(graces) != 0 {
+		t.Errorf("containers stopped with grace %v before their removal, want none: the removal kills them", graces)
+	}
+}
+
+// TestRemovedPodWithAGraceGetsTheMinimum: a graceful stop (a grace period
+// above 0) gives the stop signal at least the kubelet's 2 s before
+// SIGKILL.
+func TestRemovedPodWithAGraceGetsTheMinimum(t *testing.T) {
+	h, rec, _ := startWithHooks(t)
+	pod := zeroGracePod()
+	one := int64(1)
+	pod.Spec.TerminationGracePeriodSeconds = &one
+	h.runThenRemove(pod)
+	if _, ok := rec.given("stop-hook"); !ok {
+		t.Error("the preStop hook of a pod with a grace period did not run")
 	}
 	graces := rec.recorded()
 	if len(graces) != 2 || slices.ContainsFunc(graces, func(g time.Duration) bool { return g != 2*time.Second }) {
@@ -113,8 +129,9 @@ func TestRemovedPodWithZeroGraceStillGetsTheMinimum(t *testing.T) {
 }
 
 // TestEditWithZeroGraceSkipsPreStop: a container replaced in a sync (here
-// for an edit) is stopped with the pod's grace period, no override; at 0
-// the kubelet runs no preStop hook and still gives the stop signal 2 s.
+// for an edit) is stopped with the pod's grace period; at 0 no preStop
+// hook runs and the stop is a kill (the kubelet gives the stop signal
+// 2 s there).
 func TestEditWithZeroGraceSkipsPreStop(t *testing.T) {
 	h, rec, _ := startWithHooks(t)
 	pod := zeroGracePod()
@@ -140,8 +157,8 @@ func TestEditWithZeroGraceSkipsPreStop(t *testing.T) {
 		t.Error("the preStop hook ran with no grace period for it")
 	}
 	graces := rec.recorded()
-	if len(graces) != 1 || graces[0] != 2*time.Second {
-		t.Errorf("the old container stopped with grace %v, want the kubelet's minimum 2s", graces)
+	if len(graces) != 1 || graces[0] != 0 {
+		t.Errorf("the old container stopped with grace %v, want 0: a kill", graces)
 	}
 }
 

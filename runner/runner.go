@@ -631,16 +631,6 @@ func gracePeriod(pod *v1.Pod) time.Duration {
 	return 30 * time.Second
 }
 
-// minStopGrace is the least grace period a pod stopped for good (removed
-// or deleted) gets, as the kubelet's pod worker gives at least 1 s
-// (calculateEffectiveGracePeriod): enough for its preStop hooks to start.
-const minStopGrace = time.Second
-
-// stopGracePeriod is the grace period of a pod stopped for good.
-func stopGracePeriod(pod *v1.Pod) time.Duration {
-	return max(gracePeriod(pod), minStopGrace)
-}
-
 // SetObjects replaces the ConfigMaps and Secrets pods may refer to. The
 // pods that refer to one whose content changed (a re-send of the same
 // objects changes nothing) are synced at once: the files of their volumes

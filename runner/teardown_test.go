@@ -55,8 +55,9 @@ func (c *callRecorder) index(method, id string) int {
 }
 
 // A teardown stops a container before its removal only where the stop is
-// more than a kill (a grace period, a preStop hook); a container with
-// neither is removed at once, its forced removal killing it. Either way
+// more than a kill (a grace period); a container without one is removed at
+// once, its forced removal killing it, whether or not it has a preStop
+// hook (none runs without a grace period). Either way
 // the app containers go before their sandbox, and every pod is found by
 // one list without a look at each container.
 func TestTeardownStopsOnlyWhatNeedsAGracefulStop(t *testing.T) {
@@ -109,7 +110,7 @@ func TestTeardownStopsOnlyWhatNeedsAGracefulStop(t *testing.T) {
 	}
 	for _, p := range pods {
 		uid := string(p.UID)
-		needsStop := p != zero
+		needsStop := p == graceful
 		sbRemoved := rec.index("RemoveSandbox", sandboxOf[uid])
 		if sbRemoved < 0 {
 			t.Errorf("%s: sandbox not removed: %v", p.Name, rec.calls)

@@ -80,7 +80,7 @@ func (w *podWorker) terminate(pod *v1.Pod) {
 	w.pod = pod
 	w.removed = true
 	w.needNow = true
-	if w.stopCancel != nil && stopGracePeriod(pod) < w.stopGrace {
+	if w.stopCancel != nil && gracePeriod(pod) < w.stopGrace {
 		w.stopCancel()
 	}
 	w.mu.Unlock()
@@ -214,7 +214,7 @@ func (w *podWorker) run(ctx context.Context) {
 		// cannot see, or another pod's with the UID (splitByPod).
 		if removed && err == nil {
 			r.publishNotReady(w.uid)
-			grace := stopGracePeriod(pod)
+			grace := gracePeriod(pod)
 			sctx, shortened := w.beginStop(ctx, grace)
 			own, others := splitByPod(pod, st)
 			if pod.DeletionTimestamp != nil {
