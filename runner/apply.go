@@ -409,8 +409,8 @@ func (r *Runner) stopContainers(ctx context.Context, pod *v1.Pod, podIP string, 
 // grace period above 0) gets between its stop signal and SIGKILL, whatever
 // a preStop hook used of it: the kubelet's minimum shutdown window
 // (killContainer). A grace period of 0 is a kill at once, as the API
-// documents terminationGracePeriodSeconds: 0 (the kubelet gives 2 s
-// there too).
+// documents terminationGracePeriodSeconds: 0, where the kubelet still
+// gives 2 s.
 const minGracePeriod = 2 * time.Second
 
 // announceKill records the Killing event of a running container of pod:
@@ -601,9 +601,9 @@ func (r *Runner) teardown(ctx context.Context, pod *v1.Pod, st *podState, grace 
 func (r *Runner) removePodObjects(ctx context.Context, pod *v1.Pod, st *podState, grace time.Duration) error {
 	// Containers are stopped before their removal only where a stop is
 	// more than a kill: with a grace period (no preStop hook runs
-	// without one). Otherwise their forced removal (below, in the same order) kills them as a stop
-	// with no grace would: one Engine call per container, as Docker's own
-	// rm -f makes, not two. The sandbox is not stopped first either: its
+	// without one). Otherwise their forced removal (below, in the same
+	// order) kills them as a stop with no grace would: one Engine call
+	// per container, as Docker's own rm -f makes, not two. The sandbox is not stopped first either: its
 	// removal kills it, and the infra container has nothing to do in a
 	// grace period.
 	if grace > 0 {
