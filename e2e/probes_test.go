@@ -108,18 +108,42 @@ spec:
 	_, stop := e.watchWithServer()
 	defer stop(syscall.SIGTERM)
 	name := "live-" + e.node
-	waitFor(t, "two liveness restarts", 2*time.Minute, func() bool {
+	// As in the kubelet, the sync that kills for the probe starts the
+	// successor, subject to the back-off counted from the run that exited
+	// before: the first two restarts do not wait (before the first kill
+	// nothing had exited; the second start is the first to count), a later
+	// one does, once the back-off outlasts a run.
+	var held *v1.ContainerStatus
+	waitFor(t, "a liveness restart held by the back-off", 3*time.Minute, func() bool {
 		p, ok := e.pods()[name]
-		return ok && len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].RestartCount >= 2 &&
-			p.Status.ContainerStatuses[0].State.Running != nil
+		if !ok || len(p.Status.ContainerStatuses) != 1 {
+			return false
+		}
+		cs := p.Status.ContainerStatuses[0]
+		if w := cs.State.Waiting; w != nil && w.Reason == "CrashLoopBackOff" {
+			held = &cs
+			return true
+		}
+		return false
 	})
-	cs := e.pods()[name].Status.ContainerStatuses[0]
+	if held.RestartCount < 2 {
+		t.Fatalf("back-off after %d restarts; the first two liveness restarts do not wait", held.RestartCount)
+	}
+	var cs v1.ContainerStatus
+	waitFor(t, "the restart after the back-off", 2*time.Minute, func() bool {
+		p, ok := e.pods()[name]
+		if !ok || len(p.Status.ContainerStatuses) != 1 {
+			return false
+		}
+		cs = p.Status.ContainerStatuses[0]
+		return cs.RestartCount > held.RestartCount && cs.State.Running != nil
+	})
 	last := cs.LastTerminationState.Terminated
 	if last == nil {
 		t.Fatalf("no lastState after a restart: %+v", cs)
 	}
-	// The second restart waits out the crash-loop back-off (10 s) counted
-	// from the end of the previous run.
+	// The held restart waits out the back-off (10 s at least) counted from
+	// the end of the run the probe killed.
 	if gap := cs.State.Running.StartedAt.Sub(last.FinishedAt.Time); gap < 9*time.Second {
 		t.Fatalf("restarted %s after the kill; the back-off is 10 s", gap)
 	}

@@ -58,6 +58,18 @@ func (s *podState) latest(name, sandboxID string) *engine.Container {
 	return nil
 }
 
+// lastExited is the newest run named name that has exited, in any
+// sandbox, or nil: the crash-loop back-off counts from it, as the
+// kubelet's doBackOff, also while a newer run is still being stopped.
+func (s *podState) lastExited(name string) *engine.Container {
+	for _, c := range s.Containers {
+		if c.Name == name && c.State == engine.StateExited {
+			return c
+		}
+	}
+	return nil
+}
+
 // nextAttempt is the attempt number of the next container named name: one
 // past every attempt the runtime has seen, so names never collide.
 func (s *podState) nextAttempt(name string) int {
@@ -474,6 +486,7 @@ func computeInitActions(pod *v1.Pod, state *podState, sandboxID string, backoff 
 			if st != nil && st.State == engine.StateRunning && probes != nil {
 				if v, kill := probes.KillVerdict(st.ID); kill {
 					a.Kill = append(a.Kill, probeKill(st, v, true, true))
+					startProbeKilled(pod, c, state, backoff, v, a, a.startInit)
 					if appsStarted {
 						continue
 					}
@@ -586,9 +599,11 @@ func computeContainerAction(pod *v1.Pod, c *v1.Container, state *podState, sandb
 		}
 		if probes != nil {
 			if v, kill := probes.KillVerdict(st.ID); kill {
-				// Killed now; the next sync restarts it (or not) under the
-				// restart policy and the crash-loop back-off, as a crash.
-				a.Kill = append(a.Kill, probeKill(st, v, false, policy != v1.RestartPolicyNever))
+				restart := policy != v1.RestartPolicyNever
+				a.Kill = append(a.Kill, probeKill(st, v, false, restart))
+				if restart {
+					startProbeKilled(pod, c, state, backoff, v, a, a.startApp)
+				}
 				return
 			}
 		}
@@ -611,6 +626,24 @@ func computeContainerAction(pod *v1.Pod, c *v1.Container, state *podState, sandb
 		}
 		a.startApp(c, restartReason(c, st, policy))
 	}
+}
+
+// startProbeKilled starts the successor of c's run killed by a failed
+// liveness or startup probe in the sync that kills it, as the kubelet
+// does: the probe decided the restart, so how the program then exits does
+// not matter (one that exits 0 on SIGTERM under OnFailure runs again). The
+// crash-loop back-off counts from the newest run that had exited before
+// (the kubelet's doBackOff); while it holds, the next sync finds the
+// killed run exited and decides as for a crash.
+func startProbeKilled(pod *v1.Pod, c *v1.Container, state *podState, backoff *flowcontrol.Backoff, v health.Verdict,
+	a *podActions, start func(*v1.Container, string)) {
+	if prev := state.lastExited(c.Name); prev != nil {
+		if w, held := inBackoff(pod, c, prev, backoff); held {
+			a.wait(c.Name, w)
+			return
+		}
+	}
+	start(c, fmt.Sprintf("failed %s probe", strings.ToLower(v.Probe)))
 }
 
 // restartReason is why c is started again after its run st exited: a

@@ -1153,12 +1153,16 @@ func (r *Runner) startContainer(ctx context.Context, pod *v1.Pod, c *v1.Containe
 	if err := r.startMade(ctx, pod, c, id, typ, attempt, why, pe.PodIP); err != nil {
 		return err
 	}
-	// A restart of a container that exited counts towards its back-off;
-	// a container that replaces a running one (an edit) starts afresh, as
-	// the kubelet's doBackOff looks only at an exited last run: its first
-	// crash is restarted at once.
-	if prev := st.latest(c.Name, ""); prev != nil && prev.State == engine.StateExited {
-		r.backoff.Next(backoffKey(pod, c), r.lastFinished(st, c.Name))
+	// Every start after an exited run counts towards the back-off, as in
+	// the kubelet's doBackOff: also one that replaces a running container
+	// (an edit, a failed probe); a container that never exited starts
+	// afresh, its first crash restarted at once.
+	if prev := st.lastExited(c.Name); prev != nil {
+		finished := prev.FinishedAt
+		if finished.IsZero() {
+			finished = r.clock.Now()
+		}
+		r.backoff.Next(backoffKey(pod, c), finished)
 	}
 	return nil
 }
@@ -1192,15 +1196,6 @@ func (r *Runner) keepRecord(pod *v1.Pod, k recordKey, data []byte) {
 		r.log.Warn("spec record not kept: plan will not say which fields of it change", "pod", podKey(pod),
 			"of", what, "err", err)
 	}
-}
-
-// lastFinished is when the previous run of name ended: the back-off counts
-// from there.
-func (r *Runner) lastFinished(st *podState, name string) time.Time {
-	if c := st.latest(name, ""); c != nil && !c.FinishedAt.IsZero() {
-		return c.FinishedAt
-	}
-	return r.clock.Now()
 }
 
 // containerConfig resolves a container for the runtime.

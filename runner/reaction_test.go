@@ -14,9 +14,11 @@ import (
 // TestFirstCrashRestartsAtTheDieEvent: a container's first crash is
 // restarted at its die event, with no back-off, as the kubelet does: the
 // fake clock never moves (relist, resync and housekeeping are an hour
-// apart), so a restart that waited for any timer would never come. The
-// first crash of a container replaced by an edit is a first crash too:
-// its new spec starts a back-off of its own.
+// apart), so a restart that waited for any timer would never come. A
+// container replaced by an edit after it had exited is not new to the
+// back-off: as the kubelet's doBackOff, the start of its new spec counts
+// from the newest exited run, so the edited container's first crash waits
+// 10 s.
 func TestFirstCrashRestartsAtTheDieEvent(t *testing.T) {
 	fake := newFake(t)
 	h := start(t, fake, func(c *runner.Config) {
@@ -27,7 +29,7 @@ func TestFirstCrashRestartsAtTheDieEvent(t *testing.T) {
 	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{pod}}
 	h.waitStatus("u1", "running", allRunning)
 
-	crash := func(restarts int32) {
+	exitRunning := func() {
 		t.Helper()
 		for _, c := range h.containers("u1") {
 			if c.State == engine.StateRunning {
@@ -36,6 +38,10 @@ func TestFirstCrashRestartsAtTheDieEvent(t *testing.T) {
 				}
 			}
 		}
+	}
+	crash := func(restarts int32) {
+		t.Helper()
+		exitRunning()
 		h.waitStatus("u1", "the restart at the die event", func(p *v1.Pod) bool {
 			cs := p.Status.ContainerStatuses
 			return len(cs) == 1 && cs[0].RestartCount == restarts && cs[0].State.Running != nil
@@ -54,5 +60,10 @@ func TestFirstCrashRestartsAtTheDieEvent(t *testing.T) {
 		}
 		return false
 	})
-	crash(3)
+	exitRunning()
+	h.waitStatus("u1", "the edited container's first crash backing off", func(p *v1.Pod) bool {
+		cs := p.Status.ContainerStatuses
+		return len(cs) == 1 && cs[0].RestartCount == 2 && cs[0].State.Waiting != nil &&
+			cs[0].State.Waiting.Reason == "CrashLoopBackOff" && strings.HasPrefix(cs[0].State.Waiting.Message, "back-off 10s ")
+	})
 }

@@ -882,6 +882,45 @@ func TestProbesDriveReadinessAndRestarts(t *testing.T) {
 	events.wait(t, h, "default/p-node1 spec.containers{a} Normal Killing: Container a failed liveness probe, will be restarted")
 }
 
+// TestLivenessKillUnderOnFailureRestarts: under OnFailure a container killed
+// for a failed liveness probe runs again even though it exits 0 on the stop
+// signal, as in the kubelet, which decides the restart when it kills; the
+// pod stays Running, not Succeeded.
+func TestLivenessKillUnderOnFailureRestarts(t *testing.T) {
+	fake := newFake(t)
+	var mu sync.Mutex
+	healthy := true
+	fake.SetExecHandler(func(id string, cmd []string) (int, []byte, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if healthy {
+			return 0, nil, nil
+		}
+		return 1, []byte("no"), nil
+	})
+	h := start(t, fake, nil)
+	pod := newPod("u1", "p-node1", v1.RestartPolicyOnFailure,
+		map[string][]string{"a": {enginetest.FakeScript, "exit-on-term"}})
+	pod.Spec.Containers[0].LivenessProbe = everySecond("live")
+	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{pod}}
+	h.waitStatus("u1", "running", allRunning)
+
+	mu.Lock()
+	healthy = false
+	mu.Unlock()
+	h.stepUntilStatus("u1", "a restart after the liveness kill", time.Second, func(p *v1.Pod) bool {
+		cs := p.Status.ContainerStatuses
+		return p.Status.Phase != v1.PodRunning || cs[0].RestartCount >= 1
+	})
+	p, _ := h.r.Pod("u1")
+	cs := p.Status.ContainerStatuses[0]
+	if p.Status.Phase != v1.PodRunning || cs.RestartCount != 1 || cs.LastTerminationState.Terminated == nil ||
+		cs.LastTerminationState.Terminated.ExitCode != 0 {
+		t.Fatalf("after the liveness kill: phase %s, restarts %d, last state %+v; want Running, 1, exit 0",
+			p.Status.Phase, cs.RestartCount, cs.LastTerminationState)
+	}
+}
+
 // everySecond is an exec probe of cmd run every second, acting on one
 // result.
 func everySecond(cmd string) *v1.Probe {

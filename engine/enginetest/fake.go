@@ -42,6 +42,8 @@ const FakeScript = "fake"
 //	start-fails   fails to start: StartContainer errs, exit 127
 //	ignore-term   ignores the stop signal: StopContainer kills it after
 //	              grace (FinishedAt = time of the stop + grace), exit 137
+//	exit-on-term  runs; exits 0 on the stop signal (a program that
+//	              shuts down cleanly)
 //	run           the default: runs; exits 143 on the stop signal
 //
 // Exec and ExecStream act out the same scripts' "exit N" and "echo WORDS"
@@ -1007,8 +1009,9 @@ func actOutExec(argv []string, stdin io.Reader) (code int, stdout, stderr []byte
 	return 0, nil, nil
 }
 
-// StopContainer stops a running container: at once with exit 143, or, for
-// the "ignore-term" script, after grace with exit 137.
+// StopContainer stops a running container: at once with exit 143 (0 for
+// the "exit-on-term" script), or, for the "ignore-term" script, after
+// grace with exit 137.
 func (f *Fake) StopContainer(ctx context.Context, id string, grace time.Duration) error {
 	f.s.mu.Lock()
 	defer f.s.mu.Unlock()
@@ -1023,14 +1026,17 @@ func (f *Fake) StopContainer(ctx context.Context, id string, grace time.Duration
 		return nil
 	}
 	now := f.s.clock()
-	if c.script()[0] == "ignore-term" {
+	switch c.script()[0] {
+	case "ignore-term":
 		if grace < 0 {
 			grace = 0
 		}
 		f.s.exit(c, 137, false, now.Add(grace))
-		return nil
+	case "exit-on-term":
+		f.s.exit(c, 0, false, now)
+	default:
+		f.s.exit(c, 143, false, now)
 	}
-	f.s.exit(c, 143, false, now)
 	return nil
 }
 
