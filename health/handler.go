@@ -35,6 +35,10 @@ type Target struct {
 	PodIP     string
 	Container *v1.Container
 	Exec      Execer
+	// OnHTTPFallback, when set, is told the host:port of an HTTPS httpGet
+	// hook that a plain HTTP server answered and that then passed over
+	// HTTP, for the kubelet's LifecycleHTTPFallback warning.
+	OnHTTPFallback func(host string)
 }
 
 // maxBody is how much of an HTTP answer or exec output is kept for a
@@ -88,6 +92,11 @@ func runHTTPHook(ctx context.Context, t Target, g *v1.HTTPGetAction) error {
 	})
 	if _, _, perr := doHTTPGet(ctx, t, &plain, hookUserAgent); perr != nil {
 		return err
+	}
+	if t.OnHTTPFallback != nil {
+		if u, uerr := httpGetURL(t, &plain); uerr == nil {
+			t.OnHTTPFallback(u.Host)
+		}
 	}
 	return nil
 }

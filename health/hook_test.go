@@ -74,15 +74,25 @@ func TestHTTPSHookFallsBackToHTTP(t *testing.T) {
 	}))
 	defer srv.Close()
 	tgt, port := hookTarget(t, srv)
+	var fellBack []string
+	tgt.OnHTTPFallback = func(host string) { fellBack = append(fellBack, host) }
 	h := &v1.LifecycleHandler{HTTPGet: &v1.HTTPGetAction{Port: port, Scheme: v1.URISchemeHTTPS,
 		HTTPHeaders: []v1.HTTPHeader{{Name: "Authorization", Value: "Bearer x"}}}}
 	if err := RunHook(context.Background(), tgt, h); err != nil {
 		t.Fatalf("HTTPS hook on an HTTP server: %v, want the HTTP retry to pass", err)
 	}
 	mu.Lock()
-	defer mu.Unlock()
 	if len(auth) != 1 || auth[0] != "" {
 		t.Errorf("the server saw Authorization %q, want one request without it", auth)
+	}
+	mu.Unlock()
+	if want := srv.Listener.Addr().String(); len(fellBack) != 1 || fellBack[0] != want {
+		t.Errorf("fallbacks reported %q, want [%s]", fellBack, want)
+	}
+	// A plain HTTP hook is no fallback.
+	h.HTTPGet.Scheme = v1.URISchemeHTTP
+	if err := RunHook(context.Background(), tgt, h); err != nil || len(fellBack) != 1 {
+		t.Errorf("HTTP hook: %v, fallbacks reported %q, want none more", err, fellBack)
 	}
 }
 

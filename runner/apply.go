@@ -448,9 +448,7 @@ func (r *Runner) stopContainer(ctx context.Context, pod *v1.Pod, podIP string, k
 		if spec := findContainer(pod, c.Name); graceful && spec != nil && spec.Lifecycle != nil && spec.Lifecycle.PreStop != nil {
 			start := r.clock.Now()
 			hctx, cancel := context.WithTimeout(ctx, grace)
-			execer, _ := r.raw.(engine.Execer)
-			err := health.RunHook(hctx, health.Target{ContainerID: c.ID, PodIP: podIP, Container: spec, Exec: execer},
-				spec.Lifecycle.PreStop)
+			err := health.RunHook(hctx, r.hookTarget(pod, spec, c.ID, podIP), spec.Lifecycle.PreStop)
 			outlived := hctx.Err() != nil
 			cancel()
 			switch {
@@ -1324,6 +1322,21 @@ func shortID(id string) string {
 // hook that never returns would hold the pod's worker for ever.
 const postStartTimeout = 2 * time.Minute
 
+// hookTarget is where a lifecycle hook of container id (spec c) of pod
+// runs. An HTTPS httpGet hook that passed over HTTP is the kubelet's
+// LifecycleHTTPFallback warning on the pod.
+func (r *Runner) hookTarget(pod *v1.Pod, c *v1.Container, id, podIP string) health.Target {
+	execer, _ := r.raw.(engine.Execer)
+	return health.Target{ContainerID: id, PodIP: podIP, Container: c, Exec: execer,
+		OnHTTPFallback: func(host string) {
+			r.log.Info("HTTPS lifecycle hook got an HTTP answer; passed over HTTP", "pod", podKey(pod),
+				"container", c.Name, "host", host)
+			r.metrics.lifecycleHTTPFallback()
+			r.event(pod, "", v1.EventTypeWarning, eventLifecycleHTTPFallback,
+				"request to HTTPS lifecycle hook %s got HTTP response, retry with HTTP succeeded", host)
+		}}
+}
+
 // postStart runs the container's postStart hook, if any. As in the kubelet,
 // the next container waits for it, and a failed hook kills the container
 // as any kill does (Killing, its preStop hook, the pod's grace period);
@@ -1334,8 +1347,7 @@ func (r *Runner) postStart(ctx context.Context, pod *v1.Pod, c *v1.Container, id
 	}
 	hctx, cancel := context.WithTimeout(ctx, postStartTimeout)
 	defer cancel()
-	execer, _ := r.raw.(engine.Execer)
-	err := health.RunHook(hctx, health.Target{ContainerID: id, PodIP: podIP, Container: c, Exec: execer}, c.Lifecycle.PostStart)
+	err := health.RunHook(hctx, r.hookTarget(pod, c, id, podIP), c.Lifecycle.PostStart)
 	if err == nil {
 		return nil
 	}

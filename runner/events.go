@@ -26,6 +26,9 @@ const (
 	// failed and the message of the Killing that follows, as the kubelet's.
 	eventFailedPostStartHook = "FailedPostStartHook"
 	eventFailedPreStopHook   = "FailedPreStopHook"
+	// eventLifecycleHTTPFallback is the kubelet's warning of an HTTPS hook
+	// that passed over HTTP.
+	eventLifecycleHTTPFallback = "LifecycleHTTPFallback"
 	// eventProbeWarning is the kubelet's ContainerProbeWarning.
 	eventProbeWarning = "ProbeWarning"
 )

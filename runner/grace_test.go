@@ -2,12 +2,18 @@ package runner_test
 
 import (
 	"context"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/podrun/podrun/engine"
 	"github.com/podrun/podrun/engine/enginetest"
@@ -219,4 +225,49 @@ func TestSidecarsStopWithinThePodsGrace(t *testing.T) {
 	if len(graces) != 2 || graces[0] != 3*time.Second || graces[1] != 3*time.Second {
 		t.Errorf("stopped with grace %v, want the app's 3s left after its 7s preStop hook, then the sidecar's 3s left of the pod's 10s", graces)
 	}
+}
+
+// TestHTTPSHookFallbackIsAWarning: an HTTPS httpGet postStart hook that a
+// plain HTTP server answers passes over HTTP, and, as in the kubelet, the
+// pod gets a LifecycleHTTPFallback warning and the fallback is counted.
+func TestHTTPSHookFallbackIsAWarning(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer srv.Close()
+	host, port, err := net.SplitHostPort(srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	events := &eventLog{}
+	h := start(t, newFake(t), func(c *runner.Config) { c.Events, c.Metrics = events, runner.NewMetrics(reg) })
+	pod := newPod("u1", "p-node1", v1.RestartPolicyAlways, map[string][]string{"a": {"run"}})
+	pod.Spec.Containers[0].Lifecycle = &v1.Lifecycle{PostStart: &v1.LifecycleHandler{HTTPGet: &v1.HTTPGetAction{
+		Host: host, Port: intstr.FromInt32(int32(n)), Scheme: v1.URISchemeHTTPS}}}
+	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{pod}}
+	h.waitStatus("u1", "running", allRunning)
+	events.wait(t, h, "default/p-node1  Warning LifecycleHTTPFallback: request to HTTPS lifecycle hook "+
+		srv.Listener.Addr().String()+" got HTTP response, retry with HTTP succeeded")
+	if got := counterValue(t, reg, "podrun_lifecycle_handler_http_fallbacks_total"); got != 1 {
+		t.Errorf("podrun_lifecycle_handler_http_fallbacks_total %v, want 1", got)
+	}
+}
+
+// counterValue is the value of the unlabelled counter name in reg.
+func counterValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
+			return mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	t.Fatalf("no counter %s", name)
+	return 0
 }

@@ -20,6 +20,7 @@ type Metrics struct {
 	runtimeCalls      *prometheus.CounterVec
 	probeResults      *prometheus.CounterVec
 	relistPeriod      prometheus.Gauge
+	hookHTTPFallbacks prometheus.Counter
 }
 
 // NewMetrics makes the sync core's series and registers them with reg.
@@ -54,9 +55,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "podrun_relist_period_seconds",
 			Help: "The wait before the next periodic relist: 1 s without events, growing to 60 s while they flow.",
 		}),
+		hookHTTPFallbacks: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "podrun_lifecycle_handler_http_fallbacks_total",
+			Help: "HTTPS httpGet lifecycle hooks that got a plain HTTP answer and passed over HTTP (the kubelet's kubelet_lifecycle_handler_http_fallbacks_total).",
+		}),
 	}
 	reg.MustRegister(m.syncDuration, m.podStarts, m.containerStarts, m.containerRestarts, m.runtimeCalls, m.probeResults,
-		m.relistPeriod)
+		m.relistPeriod, m.hookHTTPFallbacks)
 	return m
 }
 
@@ -70,6 +75,12 @@ func (m *Metrics) relistWait(d time.Duration) {
 func (m *Metrics) observeSync(d time.Duration) {
 	if m != nil {
 		m.syncDuration.Observe(d.Seconds())
+	}
+}
+
+func (m *Metrics) lifecycleHTTPFallback() {
+	if m != nil {
+		m.hookHTTPFallbacks.Inc()
 	}
 }
 
