@@ -82,6 +82,9 @@ type podCache struct {
 	rewait chan struct{}
 	// waited, when set, is told every wait run begins (a metric; tests).
 	waited func(time.Duration)
+	// startView is the node before the first relist, for the pods' name
+	// checks (nameconflict.go).
+	startView startView
 }
 
 func newPodCache(rt engine.Runtime, lister engine.PodObjectLister, log *slog.Logger, clk clock.WithTicker, minPeriod, maxPeriod time.Duration, notify func([]string)) *podCache {
@@ -232,6 +235,19 @@ func (c *podCache) refresh(ctx context.Context, uid string) (*podState, error) {
 	return c.pods[uid].clone(), nil
 }
 
+// listAll lists every pod of the node, in one call where the runtime
+// can.
+func (c *podCache) listAll(ctx context.Context) (map[string]*podState, error) {
+	if c.lister == nil {
+		return listPods(ctx, c.rt)
+	}
+	sbs, cs, err := c.lister.ListPodObjects(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	return groupPods(sbs, cs), nil
+}
+
 // all returns every pod's state from the last relist.
 func (c *podCache) all() map[string]*podState {
 	c.mu.Lock()
@@ -298,17 +314,7 @@ func (c *podCache) relist(ctx context.Context) {
 	c.mu.Unlock()
 	began := c.clock.Now()
 
-	var pods map[string]*podState
-	var err error
-	if c.lister != nil {
-		var sbs []*engine.Sandbox
-		var cs []*engine.Container
-		if sbs, cs, err = c.lister.ListPodObjects(ctx, ""); err == nil {
-			pods = groupPods(sbs, cs)
-		}
-	} else {
-		pods, err = listPods(ctx, c.rt)
-	}
+	pods, err := c.listAll(ctx)
 	if err != nil && ctx.Err() == nil {
 		c.log.Warn("relist failed", "err", err)
 	}

@@ -21,7 +21,7 @@ const (
 	PlanRecreate  = "recreate"  // a new sandbox, and so every container anew
 	PlanUpdate    = "update"    // the sandbox stays; Steps say what changes
 	PlanRemove    = "remove"    // no manifest of its source defines it now
-	PlanRefuse    = "refuse"    // its UID's objects are another pod's (UIDConflict)
+	PlanRefuse    = "refuse"    // its UID's objects, or its name, are another pod's (UIDConflict, NameConflict)
 	PlanUnchanged = "unchanged" // nothing would change
 )
 
@@ -121,21 +121,25 @@ func Plan(ctx context.Context, rt engine.Runtime, rootDir string, pods []*v1.Pod
 	for _, pod := range pods {
 		uid := string(pod.UID)
 		desired[uid] = true
-		_, others, why := uidConflict(pod, states[uid])
-		switch {
-		case why == nil:
-			out = append(out, planPod(pod, states[uid].clone(), backoff, recs.of(uid)))
-		case ownsAll(others, owned):
+		own, others, why := uidConflict(pod, states[uid])
+		own = own.clone()
+		if why != nil && ownsAll(others, owned) {
 			// As watch: they are of a pod no manifest of these sources
 			// defines, removed, and this one starts afresh.
 			ref := podRefOf(others)
 			removes = append(removes, PodPlan{Namespace: ref.Namespace, Name: ref.Name, UID: uid,
 				Source: others.latestSandbox().Source, Action: PlanRemove, Reason: reasonUIDTaken})
-			out = append(out, planPod(pod, &podState{}, backoff, recs.of(uid)))
-		default:
+			own, why = &podState{}, nil
+		}
+		if why == nil {
+			why = planName(pod, own, states, owned)
+		}
+		if why != nil {
 			out = append(out, PodPlan{Namespace: pod.Namespace, Name: pod.Name, UID: uid,
 				Source: pod.Annotations[annotationSource], Action: PlanRefuse, Reason: why.message})
+			continue
 		}
+		out = append(out, planPod(pod, own, backoff, recs.of(uid)))
 	}
 	for uid, st := range states {
 		sb := st.latestSandbox()
@@ -153,6 +157,25 @@ func Plan(ctx context.Context, rt engine.Runtime, rootDir string, pods []*v1.Pod
 		return a.Name < b.Name
 	})
 	return append(out, removes...), nil
+}
+
+// planName is why a sync refuses pod its name (nameconflict.go), or
+// nil: a pod without a sandbox (own are its objects) whose namespace/name a pod of another UID
+// has, that no watch of the sources owned covers (it would remove it
+// first, and Plan lists it as removed) and that is not of pod's own
+// source (replaced, as an edit replaces a pod).
+func planName(pod *v1.Pod, own *podState, states map[string]*podState, owned func(source string) bool) *rejection {
+	uid := string(pod.UID)
+	if own != nil && len(own.Sandboxes) > 0 {
+		return nil
+	}
+	for _, id := range sortedKeys(namesakes(states, uid, pod.Namespace, pod.Name)) {
+		st := states[id]
+		if !ownsAll(st, owned) && !sameSource(pod, st) {
+			return nameConflict(pod, id, st)
+		}
+	}
+	return nil
 }
 
 // ownsAll reports whether every sandbox of st is of a source owned

@@ -482,12 +482,20 @@ func (r *Runner) wakePods(uids []string) {
 	r.wakeLocked(uids)
 }
 
-// wakeLocked is wakePods with r.mu held.
+// wakeLocked is wakePods with r.mu held. A pod without a worker may be
+// the one that kept another from starting under its name: the pods
+// refused so are asked again.
 func (r *Runner) wakeLocked(uids []string) {
+	unknown := false
 	for _, uid := range uids {
 		if w := r.workers[uid]; w != nil {
 			w.wake(0)
+		} else {
+			unknown = true
 		}
+	}
+	if unknown {
+		r.wakeNameConflictsLocked()
 	}
 }
 

@@ -79,12 +79,13 @@ func (r *Runner) removeOrphansOfUID(ctx context.Context, pod *v1.Pod, others *po
 	return nil
 }
 
-// syncUIDConflict is the sync of a pod refused its UID: Failed, with the
-// reason and message, as a pod refused admission. Its own objects, if any,
-// are stopped (a refused pod runs nothing); the other pods' are not
-// touched, nor is the pod directory. It is asked again at every sync: once
-// the other pod's objects are gone, the pod starts.
-func (w *podWorker) syncUIDConflict(ctx context.Context, pod *v1.Pod, own *podState, why *rejection) (*podActions, bool, error) {
+// syncConflict is the sync of a pod refused its UID or its name (another
+// pod's, kept): Failed, with the reason and message, as a pod refused
+// admission, and a warning the first time. Its own objects, if any, are
+// stopped (a refused pod runs nothing); the other pod's are not touched,
+// nor is the pod directory. It is asked again at every sync: once the
+// other pod's objects are gone, the pod starts.
+func (w *podWorker) syncConflict(ctx context.Context, pod *v1.Pod, own *podState, why *rejection) (*podActions, bool, error) {
 	r := w.r
 	if prev := r.previousStatus(w.uid); prev == nil || prev.Reason != why.reason || prev.Message != why.message {
 		r.log.Warn("pod rejected", "pod", podKey(pod), "reason", why.reason, "message", why.message)

@@ -83,14 +83,7 @@ func TestPodRefusedTheUIDOfAnotherPod(t *testing.T) {
 			}
 
 			// The owner goes: the next sync starts the pod.
-			for _, c := range cs {
-				if err := fake.RemoveContainer(ctx, c.ID); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if err := fake.RemoveSandbox(ctx, sbs[0].ID); err != nil {
-				t.Fatal(err)
-			}
+			removeObjects(t, fake, "u1")
 			h2.stepUntilStatus("u1", "running once the owner is gone", relistPeriod, allRunning)
 		})
 	}

@@ -381,13 +381,24 @@ func (w *podWorker) sync(ctx context.Context, pod *v1.Pod, st *podState) (*podAc
 				"pod", podKey(pod), "uid", pod.UID, "owners", podNames(others))
 			return &podActions{}, false, fmt.Errorf("%s; deciding once every source has delivered", why.message)
 		case orphansKept:
-			return w.syncUIDConflict(ctx, pod, own, why)
+			return w.syncConflict(ctx, pod, own, why)
 		}
 		if err := r.removeOrphansOfUID(ctx, pod, others); err != nil {
 			return &podActions{}, false, err
 		}
 		w.startAnew()
 		st = own
+	}
+	// Then its name, before it has a sandbox: another pod of it may be on
+	// the node (nameconflict.go).
+	if st == nil || len(st.Sandboxes) == 0 {
+		why, err := w.admitName(ctx, pod)
+		if err != nil {
+			return &podActions{}, false, err
+		}
+		if why != nil {
+			return w.syncConflict(ctx, pod, st, why)
+		}
 	}
 	if msg, ok := w.evictedMessage(pod); ok {
 		return w.syncEvicted(ctx, pod, st, msg)
