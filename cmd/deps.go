@@ -68,6 +68,7 @@ type watchEngine interface {
 // logEngine is the engine of `logs`.
 type logEngine interface {
 	ListContainers(ctx context.Context) ([]*engine.Container, error)
+	ListSandboxes(ctx context.Context) ([]*engine.Sandbox, error)
 	engine.LogReader
 	io.Closer
 }

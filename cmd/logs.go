@@ -68,6 +68,9 @@ func logsRun(ctx context.Context, opts *logsOptions) error {
 	if err != nil {
 		return fmt.Errorf("list containers: %w", err)
 	}
+	if err := onePod(ctx, rt, all, opts); err != nil {
+		return err
+	}
 	c, err := pickContainer(all, opts)
 	if err != nil {
 		return err
@@ -83,10 +86,7 @@ func logsRun(ctx context.Context, opts *logsOptions) error {
 func pickContainer(all []*engine.Container, opts *logsOptions) (*engine.Container, error) {
 	var runs []*engine.Container
 	for _, c := range all {
-		if c.Pod.Namespace != opts.Namespace {
-			continue
-		}
-		if c.Pod.Name == opts.Pod || c.Pod.Name == opts.Pod+"-"+opts.NodeName {
+		if opts.asks(c.Pod) {
 			runs = append(runs, c)
 		}
 	}
