@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
+	"github.com/podrun/podrun/manifest"
 	"github.com/podrun/podrun/runner"
 	"github.com/podrun/podrun/source"
 	"github.com/spf13/cobra"
@@ -102,7 +104,15 @@ func downRun(ctx context.Context, opts *downOptions) error {
 			return fmt.Errorf("list pods: %w", err)
 		}
 	} else {
-		r.TeardownPods(ctx, targets, opts.Grace, done)
+		// As kubectl delete --ignore-not-found: a pod that is not there
+		// is what down wants, no error; but it is not reported removed.
+		r.TeardownPodsFound(ctx, targets, opts.Grace, func(t runner.TeardownTarget, f runner.Found, err error) {
+			if err != nil || f.OnNode {
+				done(t, err)
+				return
+			}
+			fmt.Fprintf(opts.Out, "pod %s not on this node: nothing to remove%s\n", t.Name, namesakesNote(f.Namesakes))
+		})
 	}
 	// The image volumes' copies the removed pods used, unless other pods
 	// of the root dir use them.
@@ -117,4 +127,20 @@ func teardownTargets(pods []*v1.Pod) []runner.TeardownTarget {
 		out[i] = runner.TeardownTarget{UID: string(p.UID), Name: p.Namespace + "/" + p.Name, Pod: p}
 	}
 	return out
+}
+
+// namesakesNote says, after "pod X not on this node", which pods of that
+// name from other manifests are (down leaves them), and how to remove
+// them.
+func namesakesNote(ns []runner.Namesake) string {
+	var b strings.Builder
+	for _, n := range ns {
+		if n.Source == "" {
+			fmt.Fprintf(&b, "; a pod of that name, uid %s, is (its source is not recorded: down --all removes it)", n.UID)
+			continue
+		}
+		src := manifest.RedactedSource(n.Source)
+		fmt.Fprintf(&b, "; a pod of that name from %s, uid %s, is (podrun down %s removes it)", src, n.UID, src)
+	}
+	return b.String()
 }

@@ -116,3 +116,31 @@ func TestLogsOfTwoPodsOfOneName(t *testing.T) {
 		t.Errorf("logs printed %q", e.out)
 	}
 }
+
+// down of a manifest whose pod is not on the node removes nothing and
+// says so (exit 0, as kubectl delete --ignore-not-found: what down wants
+// is the case), naming a pod of that name from another manifest, which
+// it leaves running, and how to remove it.
+func TestDownSaysWhatWasNotThere(t *testing.T) {
+	e := newCmdEnv(t)
+	a, b, uidA := twoWebs(t, e)
+	wantExit(t, "down b", e.runDown(b), exitOK)
+	want := "pod default/web-node1 not on this node: nothing to remove; a pod of that name from " + a +
+		", uid " + uidA + ", is (podrun down " + a + " removes it)\n"
+	if e.out.String() != want {
+		t.Errorf("down b says:\n%s\nwant:\n%s", e.out, want)
+	}
+	if e.running("web-node1") == nil {
+		t.Error("down b removed a's pod")
+	}
+	e.reset()
+	wantExit(t, "down a", e.runDown(a), exitOK)
+	if e.out.String() != "pod default/web-node1 removed\n" {
+		t.Errorf("down a says %q", e.out)
+	}
+	e.reset()
+	wantExit(t, "down a again", e.runDown(a), exitOK)
+	if e.out.String() != "pod default/web-node1 not on this node: nothing to remove\n" {
+		t.Errorf("down a again says %q", e.out)
+	}
+}
