@@ -32,7 +32,8 @@ func newDownCmd(g *globalOptions, runF func(context.Context, *downOptions) error
 		Long: `Stop the pods of the manifests given (or, with --all, every pod podrun made
 on this node) gracefully: SIGTERM (or the image's STOPSIGNAL), then SIGKILL
 after the pod's terminationGracePeriodSeconds. Then remove their containers,
-sandboxes and pod directories.`,
+sandboxes and pod directories. A pod of the manifests that is not on the
+node is said to be so, and is no error (exit 0).`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Paths = args
 			if opts.All == (len(args) > 0) {
