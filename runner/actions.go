@@ -89,6 +89,9 @@ type killTarget struct {
 	// Event, when set, is the Killing event's message in place of
 	// "Stopping container NAME (Reason)".
 	Event string
+	// Turn, when set, is the stops that end before this one's stop signal
+	// (a sidecar's: after its preStop hook, within the grace period).
+	Turn []<-chan struct{}
 }
 
 // probeKill is the kill of a container that failed its liveness or startup

@@ -464,6 +464,11 @@ func (r *Runner) stopContainer(ctx context.Context, pod *v1.Pod, podIP string, k
 			grace -= r.clock.Since(start)
 		}
 	}
+	if graceful && len(k.Turn) > 0 {
+		start := r.clock.Now()
+		r.waitTurn(ctx, k.Turn, grace)
+		grace -= r.clock.Since(start)
+	}
 	if graceful {
 		grace = max(grace, minGracePeriod)
 	}
@@ -479,6 +484,21 @@ func (r *Runner) stopContainer(ctx context.Context, pod *v1.Pod, podIP string, k
 	r.log.Info("container stopped", "pod", c.Pod.Namespace+"/"+c.Pod.Name,
 		"container", c.Name, "id", shortID(c.ID), "reason", k.Reason)
 	return nil
+}
+
+// waitTurn waits until every stop of turn has ended, for at most limit.
+func (r *Runner) waitTurn(ctx context.Context, turn []<-chan struct{}, limit time.Duration) {
+	timer := r.clock.NewTimer(limit)
+	defer timer.Stop()
+	for _, done := range turn {
+		select {
+		case <-done:
+		case <-timer.C():
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
 }
 
 // killPod stops every container of the pod (app containers first, then
@@ -522,21 +542,39 @@ func (r *Runner) stopPodContainers(ctx context.Context, pod *v1.Pod, st *podStat
 		}
 		return out
 	}
-	// One grace period for the pod: each sidecar gets what is left of it
-	// when its turn comes, but at least the minimum of a graceful stop,
-	// as the kubelet's termination ordering does.
-	deadline := r.clock.Now().Add(grace)
-	if err := r.stopContainers(ctx, pod, podIP, targets(apps), grace); err != nil {
-		errs = append(errs, err)
+	// As the kubelet's termination ordering: every stop begins at once,
+	// so that every preStop hook, a sidecar's too, runs from the start;
+	// a sidecar's stop signal then waits for its turn (the app containers
+	// and the sidecars started after it stopped) within one grace period
+	// for the pod, and gets what is left of it, at least the minimum of a
+	// graceful stop.
+	stops := r.beginStops(ctx, pod, podIP, targets(apps), grace)
+	var turn []<-chan struct{}
+	for _, ps := range stops {
+		for _, p := range ps {
+			turn = append(turn, p.done)
+		}
 	}
 	for _, k := range targets(sidecars) {
-		left := time.Duration(0)
-		if grace > 0 {
-			left = max(deadline.Sub(r.clock.Now()), minGracePeriod)
+		// An init container that is no sidecar (one still running) has
+		// no turn to wait for, nor is it one. Without a spec (a pod no
+		// source defines) each running init container counts as one.
+		sidecar := true
+		if pod != nil {
+			spec := findContainer(pod, k.Container.Name)
+			sidecar = spec == nil || isSidecar(spec)
 		}
-		if err := r.stopContainers(ctx, pod, podIP, []killTarget{k}, left); err != nil {
-			errs = append(errs, err)
+		if sidecar {
+			k.Turn = slices.Clone(turn)
 		}
+		s := r.beginStops(ctx, pod, podIP, []killTarget{k}, grace)
+		if sidecar {
+			turn = append(turn, s[k.Container.Name][0].done)
+		}
+		stops = stops.with(s)
+	}
+	if err := stops.waitAll(); err != nil {
+		errs = append(errs, err)
 	}
 	return errs
 }

@@ -213,18 +213,94 @@ func TestFailedPreStopIsAWarning(t *testing.T) {
 func TestSidecarsStopWithinThePodsGrace(t *testing.T) {
 	h, rec, _ := startWithHooks(t)
 	rec.slow, rec.clk = map[string]time.Duration{"drain": 7 * time.Second}, h.clk
-	pod := newPod("u1", "p-node1", v1.RestartPolicyAlways, map[string][]string{"app": {"run"}})
-	grace := int64(10)
-	pod.Spec.TerminationGracePeriodSeconds = &grace
-	pod.Spec.Containers[0].Lifecycle = &v1.Lifecycle{PreStop: &v1.LifecycleHandler{Exec: &v1.ExecAction{Command: []string{"drain"}}}}
-	always := v1.ContainerRestartPolicyAlways
-	pod.Spec.InitContainers = []v1.Container{{Name: "proxy", Image: image, Command: []string{"run"},
-		ImagePullPolicy: v1.PullIfNotPresent, RestartPolicy: &always}}
-	h.runThenRemove(pod)
+	h.runThenRemove(appAndProxy("drain", ""))
 	graces := rec.recorded()
 	if len(graces) != 2 || graces[0] != 3*time.Second || graces[1] != 3*time.Second {
 		t.Errorf("stopped with grace %v, want the app's 3s left after its 7s preStop hook, then the sidecar's 3s left of the pod's 10s", graces)
 	}
+}
+
+// appAndProxy is a pod of grace 10 s with container app and sidecar
+// proxy, whose preStop hooks are the commands given ("" for none).
+func appAndProxy(appHook, proxyHook string) *v1.Pod {
+	pod := newPod("u1", "p-node1", v1.RestartPolicyAlways, map[string][]string{"app": {"run"}})
+	grace := int64(10)
+	pod.Spec.TerminationGracePeriodSeconds = &grace
+	always := v1.ContainerRestartPolicyAlways
+	pod.Spec.InitContainers = []v1.Container{{Name: "proxy", Image: image, Command: []string{"run"},
+		ImagePullPolicy: v1.PullIfNotPresent, RestartPolicy: &always}}
+	preStop := func(c *v1.Container, cmd string) {
+		if cmd != "" {
+			c.Lifecycle = &v1.Lifecycle{PreStop: &v1.LifecycleHandler{Exec: &v1.ExecAction{Command: []string{cmd}}}}
+		}
+	}
+	preStop(&pod.Spec.Containers[0], appHook)
+	preStop(&pod.Spec.InitContainers[0], proxyHook)
+	return pod
+}
+
+// TestSidecarPreStopRunsFromTheStart: as the kubelet's termination
+// ordering, every container's stop begins at once, so a sidecar's preStop
+// hook runs beside the app containers' (a proxy starts draining as the
+// app does), while its stop signal still waits until the app containers
+// have stopped. Here the app's hook ends only once the sidecar's has run.
+func TestSidecarPreStopRunsFromTheStart(t *testing.T) {
+	fake := newFake(t)
+	rec := &orderRecorder{Fake: fake, sidecarHookRan: make(chan struct{})}
+	h := start(t, fake, func(c *runner.Config) { c.Runtime = rec })
+	h.runThenRemove(appAndProxy("drain", "proxy-drain"))
+	log := rec.recorded()
+	at := func(what string) int {
+		i := slices.Index(log, what)
+		if i < 0 {
+			t.Fatalf("no %q in %q", what, log)
+		}
+		return i
+	}
+	if slices.Contains(log, "drain cut short") || at("hook proxy-drain") > at("stop app") || at("stop app") > at("stop proxy") {
+		t.Errorf("termination went %q; want the sidecar's hook run before the app's stop, and the sidecar stopped after it", log)
+	}
+}
+
+// orderRecorder logs, in order, the hooks run and the containers stopped.
+// The hook "drain" ends once "proxy-drain" has run, or its time is up.
+type orderRecorder struct {
+	*enginetest.Fake
+	mu             sync.Mutex
+	log            []string
+	sidecarHookRan chan struct{}
+}
+
+func (o *orderRecorder) add(s string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.log = append(o.log, s)
+}
+
+func (o *orderRecorder) recorded() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return slices.Clone(o.log)
+}
+
+func (o *orderRecorder) Exec(ctx context.Context, _ string, cmd []string) (int, []byte, error) {
+	o.add("hook " + cmd[0])
+	switch cmd[0] {
+	case "proxy-drain":
+		close(o.sidecarHookRan)
+	case "drain":
+		select {
+		case <-o.sidecarHookRan:
+		case <-ctx.Done():
+			o.add("drain cut short")
+		}
+	}
+	return 0, nil, nil
+}
+
+func (o *orderRecorder) StopContainer(ctx context.Context, id string, grace time.Duration) error {
+	o.add("stop " + o.ContainerConfig(id).Name)
+	return o.Fake.StopContainer(ctx, id, grace)
 }
 
 // TestHTTPSHookFallbackIsAWarning: an HTTPS httpGet postStart hook that a
