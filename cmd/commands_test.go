@@ -458,14 +458,7 @@ func TestPsRun(t *testing.T) {
 }
 
 func TestLogsRun(t *testing.T) {
-	logs := func(e *cmdEnv, args ...string) error {
-		var opts *logsOptions
-		e.parse(func(g *globalOptions) *cobra.Command {
-			return newLogsCmd(g, func(_ context.Context, o *logsOptions) error { opts = o; return nil })
-		}, append([]string{"logs"}, args...)...)
-		opts.Engine = engineOf[logEngine](e)
-		return logsRun(context.Background(), opts)
-	}
+	logs := func(e *cmdEnv, args ...string) error { return e.logs(nil, args...) }
 	e := newCmdEnv(t)
 	if err := e.once(e.write("job.yaml", jobPod("job", "echo", "hello")), "--wait", "complete", "--timeout", "10s"); err != nil {
 		t.Fatal(err)
@@ -479,7 +472,6 @@ func TestLogsRun(t *testing.T) {
 	}
 	wantExit(t, "logs of no pod", logs(e, "nope"), exitBadInput, "no pod default/nope on node node1")
 	wantExit(t, "logs of no container", logs(e, "job", "-c", "x"), exitBadInput, `pod job has no container "x"; it has: job`)
-	wantExit(t, "logs --previous of one run", logs(e, "job", "--previous"), exitOK)
 	if err := parseWith(e.g, func(g *globalOptions) *cobra.Command { return newLogsCmd(g, nil) }, "logs", "job", "-f", "-p"); exitCode(err) != exitBadInput {
 		t.Errorf("logs -f -p: %v", err)
 	}
@@ -519,14 +511,7 @@ spec:
 		t.Fatalf("once: %v\nlog:\n%s", err, e.log)
 	}
 	e.reset()
-	var opts *logsOptions
-	logs := func(args ...string) error {
-		e.parse(func(g *globalOptions) *cobra.Command {
-			return newLogsCmd(g, func(_ context.Context, o *logsOptions) error { opts = o; return nil })
-		}, append([]string{"logs"}, args...)...)
-		opts.Engine = engineOf[logEngine](e)
-		return logsRun(context.Background(), opts)
-	}
+	logs := func(args ...string) error { return e.logs(nil, args...) }
 	wantExit(t, "logs web", logs("web"), exitOK)
 	if e.out.String() != "served\n" {
 		t.Errorf("logs web: %q, want the app container's", e.out)

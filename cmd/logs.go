@@ -3,12 +3,16 @@ package cmd
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"sort"
 	"strings"
 
 	"github.com/spf13/cobra"
+	v1 "k8s.io/api/core/v1"
 
 	"github.com/podrun/podrun/engine"
+	"github.com/podrun/podrun/health"
+	"github.com/podrun/podrun/nodeapi"
 )
 
 type logsOptions struct {
@@ -22,6 +26,10 @@ type logsOptions struct {
 	Timestamps bool
 	// Engine connects to the container engine (connect by default).
 	Engine func(context.Context) (logEngine, error)
+	// DaemonPods are the pods, with their status, of the podrun watch of
+	// the root dir (asked on its socket by default); an error when none
+	// answers. Only --previous asks.
+	DaemonPods func(context.Context) ([]*v1.Pod, error)
 }
 
 func newLogsCmd(g *globalOptions, runF func(context.Context, *logsOptions) error) *cobra.Command {
@@ -32,7 +40,10 @@ func newLogsCmd(g *globalOptions, runF func(context.Context, *logsOptions) error
 		Long: `Print the logs of a container of a pod on this node. POD is the pod's name
 (web-node1) or its manifest name (web). A pod with one app container needs
 no -c (init and ephemeral containers aside, as with kubectl).
---previous prints the run before the current one (after a crash).`,
+--previous prints the container's previous run, its lastState as kubectl
+shows it: the run that ended before the current one, or, while a crashed
+container waits to be restarted, the run that crashed. A container that
+never ran before its current run has none, and that is an error.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Pod = args[0]
@@ -41,6 +52,11 @@ no -c (init and ephemeral containers aside, as with kubectl).
 			}
 			if opts.Engine == nil {
 				opts.Engine = connectAs[logEngine](g)
+			}
+			if opts.DaemonPods == nil {
+				opts.DaemonPods = func(ctx context.Context) ([]*v1.Pod, error) {
+					return daemonPods(ctx, filepath.Join(g.RootDir, health.SocketName), g.NodeName)
+				}
 			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
@@ -71,9 +87,15 @@ func logsRun(ctx context.Context, opts *logsOptions) error {
 	if err := onePod(ctx, rt, all, opts); err != nil {
 		return err
 	}
-	c, err := pickContainer(all, opts)
+	name, runs, err := pickContainer(all, opts)
 	if err != nil {
 		return err
+	}
+	c := runs[0]
+	if opts.Previous {
+		if c, err = previousRun(ctx, opts, name, runs); err != nil {
+			return err
+		}
 	}
 	// Both streams to standard output, in the order written, as kubectl
 	// logs prints them: `podrun logs web | grep` sees what httpd logs on
@@ -82,8 +104,9 @@ func logsRun(ctx context.Context, opts *logsOptions) error {
 		opts.Out, opts.Out)
 }
 
-// pickContainer finds the run of the container whose logs are asked for.
-func pickContainer(all []*engine.Container, opts *logsOptions) (*engine.Container, error) {
+// pickContainer finds the container whose logs are asked for: its name and
+// its runs, newest first.
+func pickContainer(all []*engine.Container, opts *logsOptions) (string, []*engine.Container, error) {
 	var runs []*engine.Container
 	for _, c := range all {
 		if opts.asks(c.Pod) {
@@ -91,7 +114,7 @@ func pickContainer(all []*engine.Container, opts *logsOptions) (*engine.Containe
 		}
 	}
 	if len(runs) == 0 {
-		return nil, badInputf("no pod %s/%s on node %s (see podrun ps)", opts.Namespace, opts.Pod, opts.NodeName)
+		return "", nil, badInputf("no pod %s/%s on node %s (see podrun ps)", opts.Namespace, opts.Pod, opts.NodeName)
 	}
 	names, apps := map[string]bool{}, map[string]bool{}
 	for _, c := range runs {
@@ -111,11 +134,11 @@ func pickContainer(all []*engine.Container, opts *logsOptions) (*engine.Containe
 		case len(names) == 1:
 			name = runs[0].Name
 		default:
-			return nil, badInputf("pod %s has several containers; choose one with -c: %s", opts.Pod, strings.Join(sortedSet(names), ", "))
+			return "", nil, badInputf("pod %s has several containers; choose one with -c: %s", opts.Pod, strings.Join(sortedSet(names), ", "))
 		}
 	}
 	if !names[name] {
-		return nil, badInputf("pod %s has no container %q; it has: %s", opts.Pod, name, strings.Join(sortedSet(names), ", "))
+		return "", nil, badInputf("pod %s has no container %q; it has: %s", opts.Pod, name, strings.Join(sortedSet(names), ", "))
 	}
 	var mine []*engine.Container
 	for _, c := range runs {
@@ -124,20 +147,53 @@ func pickContainer(all []*engine.Container, opts *logsOptions) (*engine.Containe
 		}
 	}
 	sort.Slice(mine, func(i, j int) bool { return mine[i].Attempt > mine[j].Attempt })
-	if opts.Previous {
-		// As kubectl: the previous run is the container's lastState. While
-		// the newest run is dead (a crash loop waiting out its back-off)
-		// that is the newest run itself, and it is the one GC keeps.
-		prev := 1
-		if mine[0].State == engine.StateExited {
-			prev = 0
+	return name, mine, nil
+}
+
+// previousRun is the run of container name that --previous shows, as
+// kubectl's: the container's lastState. The podrun watch of the root dir,
+// when it runs the pod, says which run that is in the pod's status (while
+// a crashed container waits out its back-off, the newest run, the one
+// that crashed). Without a watch nothing restarts a container, so no run
+// waits to be replaced: lastState is the newest run that ended before the
+// newest one. A container that never ran before has none, and never a
+// run that is still its current one: that is an error, as kubectl's.
+func previousRun(ctx context.Context, opts *logsOptions, name string, runs []*engine.Container) (*engine.Container, error) {
+	if p := daemonPod(ctx, opts, runs[0].Pod.UID); p != nil {
+		id, err := nodeapi.LogContainerID(p, name, true)
+		if err != nil {
+			return nil, badInput(err)
 		}
-		if len(mine) <= prev {
-			return nil, badInputf("container %s of pod %s has no previous run", name, opts.Pod)
+		for _, c := range runs {
+			if c.ID == id {
+				return c, nil
+			}
 		}
-		return mine[prev], nil
+		return nil, badInputf("previous terminated container %q in pod %q is gone (its container %.12s was removed)", name, p.Name, id)
 	}
-	return mine[0], nil
+	for _, c := range runs[1:] {
+		if c.State != engine.StateRunning && c.State != engine.StateCreated {
+			return c, nil
+		}
+	}
+	return nil, badInputf("previous terminated container %q in pod %q not found", name, runs[0].Pod.Name)
+}
+
+// daemonPod is the pod of uid as the podrun watch of the root dir has it;
+// nil when no watch answers or it does not run that pod (a once started
+// it).
+func daemonPod(ctx context.Context, opts *logsOptions, uid string) *v1.Pod {
+	pods, err := opts.DaemonPods(ctx)
+	if err != nil {
+		opts.Log.Debug("no podrun daemon answers; the previous run is read from the engine", "err", err)
+		return nil
+	}
+	for _, p := range pods {
+		if string(p.UID) == uid {
+			return p
+		}
+	}
+	return nil
 }
 
 func sortedSet(m map[string]bool) []string {

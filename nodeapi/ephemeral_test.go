@@ -21,7 +21,7 @@ func TestEphemeralContainerLogs(t *testing.T) {
 	if !hasContainer(pod, "debug") {
 		t.Error("the ephemeral container is not found in the spec")
 	}
-	if id, err := logContainerID(pod, "debug", false); err != nil || id != "eph" {
-		t.Errorf("logContainerID = %q, %v; want eph", id, err)
+	if id, err := LogContainerID(pod, "debug", false); err != nil || id != "eph" {
+		t.Errorf("LogContainerID = %q, %v; want eph", id, err)
 	}
 }

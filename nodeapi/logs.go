@@ -159,7 +159,7 @@ func (l EngineLogs) ContainerLogs(ctx context.Context, namespace, pod, container
 	if p == nil {
 		return fmt.Errorf("pod %q in namespace %q: %w", pod, namespace, ErrNotFound)
 	}
-	id, err := logContainerID(p, container, req.Previous)
+	id, err := LogContainerID(p, container, req.Previous)
 	if err != nil {
 		return err
 	}
@@ -183,9 +183,11 @@ func (l EngineLogs) ContainerLogs(ctx context.Context, namespace, pod, container
 	return err
 }
 
-// logContainerID is the engine ID of the container run whose log is asked
-// for, from the pod's status, as the kubelet's validateContainerLogStatus.
-func logContainerID(pod *v1.Pod, container string, previous bool) (string, error) {
+// LogContainerID is the engine ID of the container run whose log is asked
+// for, from the pod's status, as the kubelet's validateContainerLogStatus:
+// with previous, the run of lastState.terminated, and an error saying so
+// when there is none.
+func LogContainerID(pod *v1.Pod, container string, previous bool) (string, error) {
 	cs := findStatus(pod, container)
 	if cs == nil {
 		return "", fmt.Errorf("container %q in pod %q is not available", container, pod.Name)

@@ -101,7 +101,7 @@ func TestLogContainerID(t *testing.T) {
 		{"no state", v1.ContainerStatus{}, false, "no logs yet", true},
 		{"bare ID", v1.ContainerStatus{ContainerID: "abc", State: v1.ContainerState{Running: &v1.ContainerStateRunning{}}}, false, "abc", false},
 	} {
-		id, err := logContainerID(pod(tc.cs), "c", tc.previous)
+		id, err := LogContainerID(pod(tc.cs), "c", tc.previous)
 		switch {
 		case tc.err && (err == nil || !strings.Contains(err.Error(), tc.want)):
 			t.Errorf("%s: %q %v, want an error saying %q", tc.name, id, err, tc.want)
@@ -109,7 +109,7 @@ func TestLogContainerID(t *testing.T) {
 			t.Errorf("%s: %q %v, want %q", tc.name, id, err, tc.want)
 		}
 	}
-	if _, err := logContainerID(pod(v1.ContainerStatus{}), "other", false); err == nil || !strings.Contains(err.Error(), "not available") {
+	if _, err := LogContainerID(pod(v1.ContainerStatus{}), "other", false); err == nil || !strings.Contains(err.Error(), "not available") {
 		t.Errorf("a container with no status: %v", err)
 	}
 }
