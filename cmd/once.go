@@ -209,7 +209,12 @@ func onceRun(ctx context.Context, opts *onceOptions) error {
 // attempt - which a podrun killed mid-bring-up can leave (its start requests
 // may complete in the engine after the next podrun made the pod anew). The
 // sync that finds such a pod stops what must not run; the next one finds it
-// converged. A failed pod ends the wait whatever else runs, once the sync
+// converged. Before it reports success, the pods' state is read again
+// from the runtime (runner.Recheck): a status is as old as its pod's last
+// sync, and a job that finished since (its container exited while another
+// pod was still starting) must be seen finished, and have its sandbox
+// stopped, before once exits and leaves no podrun to stop it.
+// A failed pod ends the wait whatever else runs, once the sync
 // that failed it has stopped what of it ran (a pod past its
 // activeDeadlineSeconds is Failed first, then stopped): the report shows
 // its containers terminated.
@@ -220,12 +225,30 @@ func waitFor(ctx context.Context, r *runner.Runner, pods []*v1.Pod, cond string,
 	}
 	deadline := clk.NewTimer(timeout)
 	defer deadline.Stop()
+	uids := make([]string, len(pods))
+	for i, p := range pods {
+		uids[i] = string(p.UID)
+	}
 	for {
 		changed := r.Changed()
 		current, converged := currentPods(r, pods)
 		met, failed := conditionMet(current, cond)
-		if (failed && failedSettled(r, current)) || (met && converged) {
+		if failed && failedSettled(r, current) {
 			return current, nil
+		}
+		if met && converged {
+			fresh, err := r.Recheck(ctx, uids)
+			if err != nil {
+				return current, fmt.Errorf("pods are %s, but their state could not be read again: %w", cond, err)
+			}
+			select {
+			case <-changed:
+				continue // a status changed meanwhile (the reading may have caused it): look again
+			default:
+			}
+			if fresh {
+				return current, nil
+			}
 		}
 		select {
 		case <-changed:

@@ -64,17 +64,7 @@ func TestWaitForNeedsConvergedPods(t *testing.T) {
 	fake.FailNext("StopSandbox", errors.New("engine busy"))
 	fake.FailNext("StopSandbox", errors.New("engine busy"))
 
-	r := runner.New(runner.Config{Runtime: fake, RuntimeName: "fake", NodeName: "node1", RootDir: t.TempDir(),
-		InfraImage: "pause:1", RelistPeriod: 20 * time.Millisecond, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	updates := make(chan runner.PodUpdate, 1)
-	go func() {
-		defer close(done)
-		r.Run(runCtx, updates)
-	}()
-	defer func() { stop(); <-done }()
-	updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{pod}}
+	r := runPod(t, runner.Config{Runtime: fake, RelistPeriod: 20 * time.Millisecond}, pod)
 
 	pods, err := waitFor(ctx, r, []*v1.Pod{pod}, waitRunning, 1500*time.Millisecond, nil)
 	if err == nil || !strings.Contains(err.Error(), "must be stopped") {
@@ -97,4 +87,77 @@ func TestWaitForNeedsConvergedPods(t *testing.T) {
 				sb.ID, sb.Attempt, sb.State, older)
 		}
 	}
+}
+
+// noEvents is a runtime without an event stream: a change is seen only
+// when its state is read again.
+type noEvents struct{ engine.Runtime }
+
+// TestWaitForSeesAJobThatFinished: a job's container that exits after its
+// pod's last sync, before anything told the runner, leaves a status that
+// says Running. The wait must read the state again before it reports
+// success, so that the finished pod is seen finished and its sandbox
+// stopped (as the kubelet stops a finished pod's) before once exits and
+// leaves nothing to stop it.
+func TestWaitForSeesAJobThatFinished(t *testing.T) {
+	fake := enginetest.NewFake("node1")
+	fake.AddImage("img:1")
+	fake.AddImage("pause:1")
+	pod := &v1.Pod{}
+	pod.UID, pod.Name, pod.Namespace = "u1", "job-node1", "default"
+	pod.Spec.RestartPolicy = v1.RestartPolicyNever
+	pod.Spec.Containers = []v1.Container{{Name: "job", Image: "img:1"}}
+
+	// Without events, and with the periodic relist and resync far away,
+	// nothing but the wait reads the state again.
+	r := runPod(t, runner.Config{Runtime: noEvents{fake}, RelistPeriod: time.Hour, SyncFrequency: time.Hour,
+		HousekeepingPeriod: time.Hour}, pod)
+	ctx := context.Background()
+
+	if _, err := waitFor(ctx, r, []*v1.Pod{pod}, waitRunning, 10*time.Second, nil); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := fake.ListContainers(ctx)
+	if err != nil || len(cs) != 1 || cs[0].State != engine.StateRunning {
+		t.Fatalf("containers %+v, %v; want the job's, running", cs, err)
+	}
+	if err := fake.Exit(cs[0].ID, 0); err != nil {
+		t.Fatal(err)
+	}
+
+	pods, err := waitFor(ctx, r, []*v1.Pod{pod}, waitRunning, 10*time.Second, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pods[0].Status.Phase != v1.PodSucceeded {
+		t.Errorf("phase %s once the wait ended, want Succeeded: the job had finished", pods[0].Status.Phase)
+	}
+	sbs, err := fake.ListSandboxes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sb := range sbs {
+		if sb.State == engine.StateRunning {
+			t.Errorf("sandbox %.12s of the finished job still runs once the wait ended", sb.ID)
+		}
+	}
+}
+
+// runPod runs a runner of cfg (node node1, the infra image pause:1) on pod
+// until the test ends.
+func runPod(t *testing.T, cfg runner.Config, pod *v1.Pod) *runner.Runner {
+	t.Helper()
+	cfg.RuntimeName, cfg.NodeName, cfg.RootDir, cfg.InfraImage = "fake", "node1", t.TempDir(), "pause:1"
+	cfg.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	r := runner.New(cfg)
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	updates := make(chan runner.PodUpdate, 1)
+	go func() {
+		defer close(done)
+		r.Run(ctx, updates)
+	}()
+	t.Cleanup(func() { stop(); <-done })
+	updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{pod}}
+	return r
 }

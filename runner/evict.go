@@ -169,6 +169,6 @@ func (w *podWorker) stopAsFailed(ctx context.Context, pod *v1.Pod, st *podState,
 		status.HostIPs = []v1.HostIP{{IP: r.cfg.HostIP}}
 	}
 	out.Status = status
-	r.publish(out, false, !a.KillPod)
+	r.publish(out, false, !a.KillPod, st)
 	return a, a.KillPod, err
 }

@@ -42,7 +42,7 @@ func (w *podWorker) stopForFinalStatus(ctx context.Context, pod *v1.Pod, st *pod
 		Pod: pod, State: after, HostIP: r.cfg.HostIP, Runtime: r.cfg.RuntimeName, Previous: r.previousStatus(w.uid),
 		Now: r.clock.Now(), Messages: w.terminationMessages(ctx, pod, after), Terminated: true,
 	})
-	r.publish(out, false, true)
+	r.publish(out, false, true, after)
 	return after
 }
 

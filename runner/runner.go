@@ -195,10 +195,13 @@ type Runner struct {
 	// converged says, by UID, whether the sync that computed status found
 	// nothing of the pod running that must not (podActions.Converged).
 	converged map[string]bool
-	changed   chan struct{}   // closed and replaced on every status change
-	removing  map[string]bool // unknown pods being torn down by housekeeping
-	dirScan   orphanDirScan   // housekeeping's goroutine only
-	wg        sync.WaitGroup
+	// from is, by UID, the runtime state the last status was computed
+	// from (nil when it came from no one state), for Recheck.
+	from     map[string]*podState
+	changed  chan struct{}   // closed and replaced on every status change
+	removing map[string]bool // unknown pods being torn down by housekeeping
+	dirScan  orphanDirScan   // housekeeping's goroutine only
+	wg       sync.WaitGroup
 }
 
 // New returns a Runner; Run starts it.
@@ -249,6 +252,7 @@ func New(cfg Config) *Runner {
 		status:    map[string]*v1.Pod{},
 		final:     map[string]*v1.Pod{},
 		converged: map[string]bool{},
+		from:      map[string]*podState{},
 		changed:   make(chan struct{}),
 		removing:  map[string]bool{},
 		ports:     newPortAdmission(),
@@ -539,9 +543,41 @@ func (r *Runner) Changed() <-chan struct{} {
 	return r.changed
 }
 
-// publish records the pod's status, computed by a sync that found the pod
-// converged or not (see SyncedPod), or that the pod is removed.
-func (r *Runner) publish(pod *v1.Pod, removed, converged bool) {
+// Recheck reports whether the last status of each pod of uids was
+// computed from the pod's state as the runtime has it now; one relist of
+// the node answers for every pod. A pod whose state has moved on since (a
+// container that exited after its last sync, its die event not handled
+// yet) is synced at once at its state as it is now, and its new status
+// follows (Changed); Recheck then reports false. A pod the runner has no
+// status of, or one whose status came from no one state, counts as
+// current. `podrun once` asks before it reports success and exits, so that
+// a pod that has finished by then is seen finished and has its sandbox
+// stopped, as the kubelet stops a finished pod's: no podrun is left to do
+// it later.
+func (r *Runner) Recheck(ctx context.Context, uids []string) (bool, error) {
+	gen := r.cache.invalidate()
+	current := true
+	for _, uid := range uids {
+		now, err := r.cache.get(ctx, uid, gen)
+		if err != nil {
+			return false, fmt.Errorf("list the pods: %w", err)
+		}
+		r.mu.Lock()
+		from, w := r.from[uid], r.workers[uid]
+		r.mu.Unlock()
+		if from == nil || w == nil || now.equal(from) {
+			continue
+		}
+		current = false
+		w.wakeFresh()
+	}
+	return current, nil
+}
+
+// publish records the pod's status, computed from the runtime state from
+// by a sync that found the pod converged or not (see SyncedPod), or that
+// the pod is removed.
+func (r *Runner) publish(pod *v1.Pod, removed, converged bool, from *podState) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	uid := string(pod.UID)
@@ -551,10 +587,12 @@ func (r *Runner) publish(pod *v1.Pod, removed, converged bool) {
 		}
 		delete(r.status, uid)
 		delete(r.converged, uid)
+		delete(r.from, uid)
 		delete(r.workers, uid)
 	} else {
 		r.status[uid] = pod
 		r.converged[uid] = converged
+		r.from[uid] = from
 	}
 	close(r.changed)
 	r.changed = make(chan struct{})

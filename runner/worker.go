@@ -240,7 +240,7 @@ func (w *podWorker) run(ctx context.Context) {
 				if _, err := r.cache.refresh(ctx, w.uid); err != nil && ctx.Err() == nil {
 					r.log.Warn("look at a removed pod", "pod", podKey(pod), "err", err)
 				}
-				r.publish(pod, true, false)
+				r.publish(pod, true, false, nil)
 				return
 			}
 		}
@@ -477,6 +477,6 @@ func (w *podWorker) sync(ctx context.Context, pod *v1.Pod, st *podState) (*podAc
 	})
 	out := pod.DeepCopy()
 	out.Status = status
-	r.publish(out, false, actions.Converged())
+	r.publish(out, false, actions.Converged(), st)
 	return actions, !actions.Empty(), applyErr
 }
