@@ -78,6 +78,11 @@ type globalOptions struct {
 
 const defaultConfigFile = "/etc/podrun/config.yaml"
 
+// defaultInfraImage is --pod-infra-image's default. Absent, it is not
+// pulled again on every start where podrun built its own before (an
+// air-gapped box); an image the user names is (docker.Options.DefaultInfraRef).
+const defaultInfraImage = "registry.k8s.io/pause:3.10.2"
+
 // Execute runs podrun with os.Args and exits with its status.
 func Execute() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -148,7 +153,7 @@ func newRootCmd(g *globalOptions) *cobra.Command {
 	pf.StringVar(&g.DockerHost, "docker-host", "", "Docker Engine address (default: $DOCKER_HOST, else the local socket)")
 	pf.StringVar(&g.RuntimeEndpoint, "container-runtime-endpoint", "",
 		"CRI runtime socket (unix:///run/containerd/containerd.sock) to run pods on instead of the Docker Engine")
-	pf.StringVar(&g.InfraImage, "pod-infra-image", "registry.k8s.io/pause:3.10.2",
+	pf.StringVar(&g.InfraImage, "pod-infra-image", defaultInfraImage,
 		"sandbox image; when absent and not pullable, podrun builds one from its own binary")
 	pf.StringVarP(&g.LogLevel, "log-level", "v", "info", "log level: debug, info, warn or error")
 	pf.StringArrayVar(&g.URLHeaders, "manifest-url-header", nil, "header sent with every manifest URL request, 'Key: Value' (repeatable)")

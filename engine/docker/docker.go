@@ -70,6 +70,12 @@ type Options struct {
 	// InfraPullTimeout bounds EnsureInfraImage's pull; 0 means
 	// DefaultInfraPullTimeout.
 	InfraPullTimeout time.Duration
+	// DefaultInfraRef says the ref EnsureInfraImage is given is podrun's
+	// default, not one the user chose: when it is absent and an infra
+	// image podrun built before is there, that one is used without trying
+	// the pull, which an air-gapped box would try, and fail, on every
+	// start. A ref the user chose is pulled whenever it is absent.
+	DefaultInfraRef bool
 	// InfraProgram, when set, is the static executable the infra image
 	// EnsureInfraImage builds runs as /pause (pause.Program()). Nil builds
 	// the image from the podrun executable instead, running `podrun pause`.
@@ -86,6 +92,7 @@ type Runtime struct {
 	log              *slog.Logger
 	infraPullTimeout time.Duration
 	infraProgram     []byte
+	defaultInfraRef  bool
 	pullProgress     func(string, engine.PullProgress)
 
 	mu sync.Mutex
@@ -142,6 +149,7 @@ func New(opts Options) (*Runtime, error) {
 		log:              opts.Logger,
 		infraPullTimeout: opts.InfraPullTimeout,
 		infraProgram:     opts.InfraProgram,
+		defaultInfraRef:  opts.DefaultInfraRef,
 		pullProgress:     opts.PullProgress,
 		kinds:            map[string]string{},
 		details:          map[string]detail{},

@@ -38,65 +38,112 @@ const LabelInfraImage = "io.podrun.infra"
 // the podrun executable exe (os.Executable() in production), whose
 // entrypoint is `/podrun pause`. The built image is tagged
 // podrun/pause:<short sha256 of the program or exe> and reused while that
-// tag exists. An empty ref skips straight to the built image.
+// tag exists; with Options.DefaultInfraRef it is used, when it exists,
+// without trying to pull an absent ref. An empty ref skips straight to the
+// built image. A pull that fails is no error, and says why at debug level
+// only: one info line says which image sandboxes run.
 func (r *Runtime) EnsureInfraImage(ctx context.Context, ref, exe string) (string, error) {
-	if ref != "" {
-		_, err := r.ImageStatus(ctx, ref)
-		if err == nil {
-			r.log.Info("infra image present", "image", ref)
-			return ref, nil
+	if ref == "" {
+		b, err := r.builtInfra(exe)
+		if err != nil {
+			return "", err
 		}
-		if !errors.Is(err, engine.ErrNotFound) {
-			return "", fmt.Errorf("infra image: %w", err)
-		}
-		pctx, cancel := context.WithTimeout(ctx, r.infraPullTimeout)
-		_, err = r.PullImage(pctx, ref, nil)
-		cancel()
-		if err == nil {
-			r.log.Info("infra image pulled", "image", ref)
-			return ref, nil
-		}
-		if ctx.Err() != nil {
-			return "", fmt.Errorf("infra image: %w", ctx.Err())
-		}
-		if errors.Is(err, engine.ErrUnavailable) {
-			return "", fmt.Errorf("infra image: %w", err)
-		}
-		r.log.Warn("infra image cannot be pulled; using one built from the podrun binary", "image", ref, "err", err)
+		return r.ensureBuiltInfra(ctx, b, "built-in infra image used: no infra image was named", "")
 	}
-	var (
-		files []rootfsFile
-		from  = exe
-		sum   string
-	)
+	_, err := r.ImageStatus(ctx, ref)
+	if err == nil {
+		r.log.Info("infra image present", "image", ref)
+		return ref, nil
+	}
+	if !errors.Is(err, engine.ErrNotFound) {
+		return "", fmt.Errorf("infra image: %w", err)
+	}
+	b, err := r.builtInfra(exe)
+	if err != nil {
+		return "", err
+	}
+	if r.defaultInfraRef {
+		if _, err := r.ImageStatus(ctx, b.tag); err == nil {
+			r.log.Info("built-in infra image used: the default is not here, and the built-in one was built before",
+				"image", b.tag, "default", ref)
+			return b.tag, nil
+		} else if !errors.Is(err, engine.ErrNotFound) {
+			return "", fmt.Errorf("infra image: %w", err)
+		}
+	}
+	pctx, cancel := context.WithTimeout(ctx, r.infraPullTimeout)
+	_, err = r.PullImage(pctx, ref, nil)
+	cancel()
+	if err == nil {
+		r.log.Info("infra image pulled", "image", ref)
+		return ref, nil
+	}
+	if ctx.Err() != nil {
+		return "", fmt.Errorf("infra image: %w", ctx.Err())
+	}
+	if errors.Is(err, engine.ErrUnavailable) {
+		return "", fmt.Errorf("infra image: %w", err)
+	}
+	r.log.Debug("infra image pull failed", "image", ref, "err", err)
+	return r.ensureBuiltInfra(ctx, b, "built-in infra image used: the infra image cannot be pulled (-v debug says why)", ref)
+}
+
+// builtInfraImage is the infra image podrun builds: its files (none: exe
+// with what it needs), what it is built from, and its tag.
+type builtInfraImage struct {
+	files []rootfsFile
+	exe   string
+	from  string
+	tag   string
+}
+
+// builtInfra describes the infra image built of the runtime's infra
+// program, else of exe.
+func (r *Runtime) builtInfra(exe string) (*builtInfraImage, error) {
+	b := &builtInfraImage{exe: exe, from: exe}
+	var sum string
 	if r.infraProgram != nil {
 		// A few hundred bytes: each sandbox costs kilobytes, not the
 		// memory of a podrun's runtime and package initialisation.
-		files = []rootfsFile{{path: "/pause", data: r.infraProgram}}
-		from = "podrun's pause program"
+		b.files = []rootfsFile{{path: "/pause", data: r.infraProgram}}
+		b.from = "podrun's pause program"
 		h := sha256.Sum256(r.infraProgram)
 		sum = hex.EncodeToString(h[:])
 	} else {
 		if exe == "" {
-			return "", errors.New("infra image: no podrun executable to build one from")
+			return nil, errors.New("infra image: no podrun executable to build one from")
 		}
 		var err error
 		if sum, err = fileSHA256(exe); err != nil {
-			return "", fmt.Errorf("infra image: %w", err)
+			return nil, fmt.Errorf("infra image: %w", err)
 		}
 	}
-	tag := InfraImageRepo + ":" + sum[:12]
-	if _, err := r.ImageStatus(ctx, tag); err == nil {
-		r.log.Info("infra image built before", "image", tag)
-		return tag, nil
-	} else if !errors.Is(err, engine.ErrNotFound) {
+	b.tag = InfraImageRepo + ":" + sum[:12]
+	return b, nil
+}
+
+// ensureBuiltInfra returns b's tag, building the image unless it was built
+// before, and logs msg (at info) with the image, ref when not empty, and
+// whether it was built now.
+func (r *Runtime) ensureBuiltInfra(ctx context.Context, b *builtInfraImage, msg, ref string) (string, error) {
+	built := false
+	if _, err := r.ImageStatus(ctx, b.tag); errors.Is(err, engine.ErrNotFound) {
+		if err := r.buildInfraImage(ctx, b.tag, b.exe, b.files); err != nil {
+			return "", fmt.Errorf("infra image: build %s from %s: %w", b.tag, b.from, err)
+		}
+		built = true
+	} else if err != nil {
 		return "", fmt.Errorf("infra image: %w", err)
 	}
-	if err := r.buildInfraImage(ctx, tag, exe, files); err != nil {
-		return "", fmt.Errorf("infra image: build %s from %s: %w", tag, from, err)
+	attrs := []any{"image", b.tag}
+	if ref != "" {
+		attrs = append(attrs, "instead_of", ref)
 	}
-	r.log.Info("infra image built", "image", tag, "from", from)
-	return tag, nil
+	if built {
+		attrs = append(attrs, "built_now_from", b.from)
+	}
+	r.log.Info(msg, attrs...)
+	return b.tag, nil
 }
 
 // buildInfraImage imports (as `docker import`) a rootfs streamed as a tar:

@@ -6,6 +6,7 @@ import (
 	"debug/elf"
 	"encoding/hex"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"runtime"
@@ -269,4 +270,51 @@ func statusKiB(t *testing.T, status, field string) int {
 	}
 	t.Fatalf("no %s in the status", field)
 	return 0
+}
+
+// TestInfraImageQuietOffline: where the infra image cannot be pulled, the
+// built-in one is used with one info line, no warning; once built, it is
+// used without trying the default's pull again, while an image the user
+// named is pulled again each time.
+func TestInfraImageQuietOffline(t *testing.T) {
+	t.Parallel()
+	r := newRuntime(t, "rt-"+randHex(8))
+	// Its own tag: bytes past the program's end change nothing it does.
+	r.infraProgram = append(slices.Clone(pause.Program()), []byte(randHex(16))...)
+	var logs strings.Builder
+	r.log = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	const ref = "podrun.invalid/pause:3.10"
+
+	ensure := func(what string, defaultRef, wantPull bool) {
+		t.Helper()
+		logs.Reset()
+		r.defaultInfraRef = defaultRef
+		tag, err := r.EnsureInfraImage(ctx, ref, "/nonexistent/podrun")
+		if err != nil || !strings.HasPrefix(tag, InfraImageRepo+":") {
+			t.Fatalf("%s: EnsureInfraImage = %s, %v; want the built-in image", what, tag, err)
+		}
+		t.Cleanup(func() {
+			r.cli.ImageRemove(context.Background(), tag, image.RemoveOptions{Force: true, PruneChildren: true})
+		})
+		var info []string
+		for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+			switch {
+			case strings.Contains(line, "level=WARN"), strings.Contains(line, "level=ERROR"):
+				t.Errorf("%s: logged %s", what, line)
+			case strings.Contains(line, "level=INFO") && !strings.Contains(line, `msg="pulling image"`):
+				info = append(info, line)
+			}
+		}
+		if len(info) != 1 || !strings.Contains(info[0], "built-in infra image used") {
+			t.Errorf("%s: info lines %q, want one saying the built-in image is used", what, info)
+		}
+		if pulled := strings.Contains(logs.String(), `msg="pulling image"`); pulled != wantPull {
+			t.Errorf("%s: pull tried %v, want %v:\n%s", what, pulled, wantPull, logs.String())
+		}
+	}
+	ensure("the default, never built", true, true)
+	ensure("the default, built before", true, false)
+	ensure("an image the user named", false, true)
 }
