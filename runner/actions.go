@@ -92,6 +92,9 @@ type killTarget struct {
 	// Turn, when set, is the stops that end before this one's stop signal
 	// (a sidecar's: after its preStop hook, within the grace period).
 	Turn []<-chan struct{}
+	// Began is when the grace period began (the pod's termination); zero:
+	// when this stop begins.
+	Began time.Time
 }
 
 // probeKill is the kill of a container that failed its liveness or startup

@@ -440,14 +440,20 @@ func (r *Runner) stopContainer(ctx context.Context, pod *v1.Pod, podIP string, k
 		grace = k.Grace
 	}
 	graceful := grace > 0
+	began := k.Began
+	if began.IsZero() {
+		began = r.clock.Now()
+	}
+	left := func() time.Duration { return grace - r.clock.Since(began) }
+	waited := false // for a preStop hook or a turn: grace is what is left
 	// A container being stopped is probed no more.
 	r.probes.RemoveContainer(c.ID)
 	if pod != nil && c.State == engine.StateRunning {
 		// As the kubelet's, no preStop hook runs without a grace period
 		// for it.
 		if spec := findContainer(pod, c.Name); graceful && spec != nil && spec.Lifecycle != nil && spec.Lifecycle.PreStop != nil {
-			start := r.clock.Now()
-			hctx, cancel := context.WithTimeout(ctx, grace)
+			waited = true
+			hctx, cancel := context.WithTimeout(ctx, left())
 			err := health.RunHook(hctx, r.hookTarget(pod, spec, c.ID, podIP), spec.Lifecycle.PreStop)
 			outlived := hctx.Err() != nil
 			cancel()
@@ -461,13 +467,14 @@ func (r *Runner) stopContainer(ctx context.Context, pod *v1.Pod, podIP string, k
 				// Without the hook's output, which may hold secrets.
 				r.event(pod, c.Name, v1.EventTypeWarning, eventFailedPreStopHook, "PreStopHook failed")
 			}
-			grace -= r.clock.Since(start)
 		}
 	}
 	if graceful && len(k.Turn) > 0 {
-		start := r.clock.Now()
-		r.waitTurn(ctx, k.Turn, grace)
-		grace -= r.clock.Since(start)
+		waited = true
+		r.waitTurn(ctx, k.Turn, left())
+	}
+	if waited {
+		grace = left()
 	}
 	if graceful {
 		grace = max(grace, minGracePeriod)
@@ -535,10 +542,13 @@ func (r *Runner) stopPodContainers(ctx context.Context, pod *v1.Pod, st *podStat
 	apps, sidecars := killOrder(pod, st, func(c *engine.Container) bool {
 		return c.State == engine.StateRunning || c.State == engine.StateCreated
 	})
+	// The pod's grace period counts from now for every container, however
+	// late its stop's goroutine runs.
+	began := r.clock.Now()
 	targets := func(cs []*engine.Container) []killTarget {
 		out := make([]killTarget, len(cs))
 		for i, c := range cs {
-			out[i] = killTarget{Container: c, Reason: why}
+			out[i] = killTarget{Container: c, Reason: why, Began: began}
 		}
 		return out
 	}
