@@ -131,7 +131,7 @@ func containerStatus(in statusInput, c *v1.Container, sandboxID string) v1.Conta
 	default:
 		cs.State.Terminated = terminatedState(in.Runtime, cur, in.Messages[cur.ID])
 	}
-	if cur != nil && cur.State != engine.StateExited {
+	if cur != nil {
 		if prev := previousRun(in.State, c.Name, cur); prev != nil {
 			cs.LastTerminationState.Terminated = terminatedState(in.Runtime, prev, in.Messages[prev.ID])
 		}

@@ -30,3 +30,21 @@ func TestLastTerminationOnlyOfARunThatEnded(t *testing.T) {
 		t.Fatalf("predecessor exited: last termination %+v, want its exit code 137", term)
 	}
 }
+
+// TestLastTerminationOfAFinishedContainer: as the kubelet's status (the
+// second newest run is the last termination, whatever the newest's state),
+// a container that failed and then succeeded under OnFailure shows its
+// success as its state and the failure as its last termination, which
+// `kubectl logs --previous` reads.
+func TestLastTerminationOfAFinishedContainer(t *testing.T) {
+	pod := testPod(v1.RestartPolicyOnFailure, nil, "a")
+	st := newState(pod).sandbox("sb", 0, engine.StateRunning).
+		container("sb", "a", 0, engine.StateExited, 1).container("sb", "a", 1, engine.StateExited, 0).build()
+	cs := containerStatus(statusInput{Pod: pod, State: st, Now: t0, Runtime: "docker"}, &pod.Spec.Containers[0], "sb")
+	if term := cs.State.Terminated; term == nil || term.ExitCode != 0 {
+		t.Fatalf("state %+v, want terminated with exit 0", cs.State)
+	}
+	if term := cs.LastTerminationState.Terminated; term == nil || term.ExitCode != 1 || term.ContainerID != "docker://a-0" {
+		t.Fatalf("last termination %+v, want the failed run a-0, exit 1", cs.LastTerminationState)
+	}
+}
