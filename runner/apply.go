@@ -399,12 +399,6 @@ func (r *Runner) beginStops(ctx context.Context, pod *v1.Pod, podIP string, targ
 	return s
 }
 
-// stopContainers stops the targets in parallel (beginStops) and returns
-// once every one has ended.
-func (r *Runner) stopContainers(ctx context.Context, pod *v1.Pod, podIP string, targets []killTarget, grace time.Duration) error {
-	return r.beginStops(ctx, pod, podIP, targets, grace).waitAll()
-}
-
 // minGracePeriod is the least time a container stopped gracefully (a
 // grace period above 0) gets between its stop signal and SIGKILL, whatever
 // a preStop hook used of it: the kubelet's minimum shutdown window

@@ -70,7 +70,7 @@ func TestActiveDeadlineFailsPodForGood(t *testing.T) {
 		}
 		return true
 	})
-	p = h.waitStatus("u1", "the containers' terminated states", func(p *v1.Pod) bool {
+	h.waitStatus("u1", "the containers' terminated states", func(p *v1.Pod) bool {
 		for _, cs := range p.Status.ContainerStatuses {
 			if cs.State.Terminated == nil {
 				return false

@@ -292,13 +292,11 @@ func BenchmarkNodeAgents(b *testing.B) {
 	renew := leaseDur / 4
 	over := time.Duration(float64(renew)*(1+leaseJitter)) + leaseSlack
 	var all []time.Duration
-	var gaps []LeaseGaps
 	var maxGap time.Duration
 	var maxNode string
 	overN, lateN, renewals := 0, 0, 0
 	for _, name := range names {
 		g := Gaps(name, leases.renewals(name), from, to, over, leaseDur)
-		gaps = append(gaps, g)
 		all = append(all, g.Gaps...)
 		if g.Max > maxGap {
 			maxGap, maxNode = g.Max, name

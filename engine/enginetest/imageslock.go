@@ -26,7 +26,8 @@ func HoldEngineImages(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the engine images lock: %v", err)
 	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); errors.Is(err, unix.EWOULDBLOCK) {
+	err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+	if errors.Is(err, unix.EWOULDBLOCK) {
 		t.Logf("waiting for another test's hold of the engine's images (%s)", engineImagesLock)
 		err = unix.Flock(int(f.Fd()), unix.LOCK_EX)
 	}
