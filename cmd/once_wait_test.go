@@ -24,9 +24,7 @@ import (
 // goes on through the runner's error back-off, and ends once it is
 // stopped.
 func TestWaitForNeedsConvergedPods(t *testing.T) {
-	fake := enginetest.NewFake("node1")
-	fake.AddImage("img:1")
-	fake.AddImage("pause:1")
+	fake := fakeNode1()
 	pod := &v1.Pod{}
 	pod.UID, pod.Name, pod.Namespace = "u1", "p-node1", "default"
 	pod.Spec.RestartPolicy = v1.RestartPolicyAlways
@@ -100,9 +98,7 @@ type noEvents struct{ engine.Runtime }
 // stopped (as the kubelet stops a finished pod's) before once exits and
 // leaves nothing to stop it.
 func TestWaitForSeesAJobThatFinished(t *testing.T) {
-	fake := enginetest.NewFake("node1")
-	fake.AddImage("img:1")
-	fake.AddImage("pause:1")
+	fake := fakeNode1()
 	pod := &v1.Pod{}
 	pod.UID, pod.Name, pod.Namespace = "u1", "job-node1", "default"
 	pod.Spec.RestartPolicy = v1.RestartPolicyNever
@@ -160,4 +156,13 @@ func runPod(t *testing.T, cfg runner.Config, pod *v1.Pod) *runner.Runner {
 	t.Cleanup(func() { stop(); <-done })
 	updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{pod}}
 	return r
+}
+
+// fakeNode1 is a fake engine of node node1 with the images img:1 and the
+// infra image pause:1 (runPod's).
+func fakeNode1() *enginetest.Fake {
+	fake := enginetest.NewFake("node1")
+	fake.AddImage("img:1")
+	fake.AddImage("pause:1")
+	return fake
 }
