@@ -48,7 +48,7 @@ func startEventCutProxy(t *testing.T) *eventCutProxy {
 		t.Fatal(err)
 	}
 	rp := &httputil.ReverseProxy{
-		Director: func(r *http.Request) { r.URL.Scheme, r.URL.Host = "http", "docker" },
+		Rewrite: func(r *httputil.ProxyRequest) { r.Out.URL.Scheme, r.Out.URL.Host = "http", "docker" },
 		Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			var d net.Dialer
 			return d.DialContext(ctx, "unix", upstream)

@@ -42,9 +42,9 @@ func StartDockerProxy(dir string) (*DockerProxy, error) {
 	}
 	p := &DockerProxy{Sock: sock, counts: map[string]int{}, bytes: map[string]int64{}}
 	rp := &httputil.ReverseProxy{
-		Director: func(r *http.Request) {
-			r.URL.Scheme = "http"
-			r.URL.Host = "docker"
+		Rewrite: func(r *httputil.ProxyRequest) {
+			r.Out.URL.Scheme = "http"
+			r.Out.URL.Host = "docker"
 		},
 		Transport: &http.Transport{
 			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
