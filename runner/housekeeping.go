@@ -55,7 +55,7 @@ func (r *Runner) housekeeping(ctx context.Context) {
 			}()
 			ref := podRefOf(st)
 			r.log.Info("removing pod no source defines", "pod", ref.Namespace+"/"+ref.Name, "uid", uid)
-			if err := r.teardown(ctx, nil, st, recordedGrace(nil, st)); err != nil {
+			if err := r.removeUnsourced(ctx, st); err != nil {
 				r.log.Warn("remove pod", "pod", ref.Namespace+"/"+ref.Name, "err", err)
 			}
 			r.cache.invalidate()
@@ -65,6 +65,14 @@ func (r *Runner) housekeeping(ctx context.Context) {
 		r.dirScan = orphanDirScan{known: known, at: now, clean: r.removeOrphanDirs(known)}
 	}
 	r.reclaimImageCopiesAsync(ctx)
+}
+
+// removeUnsourced removes st, the objects of a pod no source defines
+// (housekeeping's orphans, and those of a UID or a name a new pod takes):
+// gracefully, with the grace period its sandbox recorded, and with its
+// pod directory and cgroup.
+func (r *Runner) removeUnsourced(ctx context.Context, st *podState) error {
+	return r.teardown(ctx, nil, st, recordedGrace(nil, st))
 }
 
 // orphanDirPeriod is how often the pods directory is read although the

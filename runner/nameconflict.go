@@ -172,7 +172,7 @@ func (r *Runner) removeNamesake(ctx context.Context, pod *v1.Pod, uid string, ho
 	}()
 	r.log.Info("removing pod no source defines before its namesake starts",
 		"pod", podKey(pod), "uid", uid, "source", manifest.RedactedSource(sourceOf(holder)), "new", pod.UID)
-	err := r.teardown(ctx, nil, holder, recordedGrace(nil, holder))
+	err := r.removeUnsourced(ctx, holder)
 	// Housekeeping must not see it as an orphan to remove again.
 	if _, rerr := r.cache.refresh(ctx, uid); rerr != nil && err == nil {
 		err = fmt.Errorf("look at it after its removal: %w", rerr)

@@ -73,7 +73,7 @@ func (r *Runner) removeOrphansOfUID(ctx context.Context, pod *v1.Pod, others *po
 	r.log.Info("removing pod no source defines: its uid is now another pod's",
 		"pod", ref.Namespace+"/"+ref.Name, "uid", pod.UID, "now", podKey(pod))
 	defer r.cache.invalidate()
-	if err := r.teardown(ctx, nil, others, recordedGrace(nil, others)); err != nil {
+	if err := r.removeUnsourced(ctx, others); err != nil {
 		return fmt.Errorf("remove %s/%s, whose uid %s is now %s's: %w", ref.Namespace, ref.Name, pod.UID, podKey(pod), err)
 	}
 	return nil
