@@ -1,7 +1,8 @@
 package runner
 
 import (
-	"io/fs"
+	"errors"
+	"math"
 	"os"
 	"syscall"
 
@@ -34,19 +35,26 @@ func (r *Runner) EmptyDirUsage(pod *v1.Pod) map[string]uint64 {
 	return out
 }
 
+// unmeasuredUsage is what diskUsage says of a tree nested deeper than
+// podrun walks (maxWalkDepth): more than any disk holds, so that a volume
+// with a sizeLimit is over it. Counting only the levels walked would let a
+// container hide what it writes below them from its sizeLimit.
+const unmeasuredUsage = math.MaxUint64
+
 // diskUsage is the disk the tree of vr takes, in bytes of allocated
 // blocks. Entries that go away or change kind during the walk (a
-// container writing) are skipped (walkVolume).
+// container writing) are skipped (walkVolume); a tree too deep to walk is
+// unmeasuredUsage.
 func diskUsage(vr *os.Root) uint64 {
 	type inode struct{ dev, ino uint64 }
 	seen := map[inode]bool{}
 	var total uint64
-	walkVolume(vr, func(p string, fi fs.FileInfo) error {
-		st, ok := fi.Sys().(*syscall.Stat_t)
+	err := walkVolume(vr, func(e walkEntry) error {
+		st, ok := e.fi.Sys().(*syscall.Stat_t)
 		if !ok {
 			return nil
 		}
-		if st.Nlink > 1 && !fi.IsDir() {
+		if st.Nlink > 1 && !e.fi.IsDir() {
 			k := inode{uint64(st.Dev), st.Ino}
 			if seen[k] {
 				return nil
@@ -56,5 +64,8 @@ func diskUsage(vr *os.Root) uint64 {
 		total += uint64(st.Blocks) * 512
 		return nil
 	})
+	if errors.Is(err, errWalkTooDeep) {
+		return unmeasuredUsage
+	}
 	return total
 }

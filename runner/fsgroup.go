@@ -38,9 +38,9 @@ func podFSGroup(pod *v1.Pod) (gid int, policy v1.PodFSGroupChangePolicy, ok bool
 // group's permission bits, as the kubelet does for the volumes that manage
 // ownership (emptyDir, configMap, secret, downwardAPI, projected). Under
 // OnRootMismatch nothing is walked when the volume's top directory already
-// has the group, setgid and the bits. The walk goes through vr: it never
-// leaves the volume and follows no symlink (a symlink is re-owned itself,
-// not what it points to).
+// has the group, setgid and the bits. The walk (walkVolume) never leaves
+// the volume and follows no symlink (a symlink is re-owned itself, not what
+// it points to); a tree nested deeper than it walks is an error.
 func applyFSGroup(vr *os.Root, gid int, policy v1.PodFSGroupChangePolicy, readOnly bool) error {
 	mask := os.FileMode(fsGroupWritable)
 	if readOnly {
@@ -52,22 +52,22 @@ func applyFSGroup(vr *os.Root, gid int, policy v1.PodFSGroupChangePolicy, readOn
 			return nil
 		}
 	}
-	return walkVolume(vr, func(p string, fi fs.FileInfo) error {
-		if err := vr.Lchown(p, -1, gid); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("fsGroup %d: chown %s: %w", gid, p, err)
+	return walkVolume(vr, func(e walkEntry) error {
+		if err := lchownAt(e.dir, e.name, gid); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("fsGroup %d: chown %s: %w", gid, e.p, err)
 		}
-		if fi.Mode()&os.ModeSymlink != 0 {
+		if e.fi.Mode()&os.ModeSymlink != 0 {
 			return nil
 		}
-		want := fi.Mode() | mask
-		if fi.IsDir() {
+		want := e.fi.Mode() | mask
+		if e.fi.IsDir() {
 			want |= fsGroupDirBits
 		}
-		if want == fi.Mode() {
+		if want == e.fi.Mode() {
 			return nil
 		}
-		if err := chmodSame(vr, p, fi, want&(os.ModePerm|os.ModeSetgid|os.ModeSetuid|os.ModeSticky)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("fsGroup %d: chmod %s: %w", gid, p, err)
+		if err := chmodSameAt(e.dir, e.name, e.fi, want&(os.ModePerm|os.ModeSetgid|os.ModeSetuid|os.ModeSticky)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("fsGroup %d: chmod %s: %w", gid, e.p, err)
 		}
 		return nil
 	})

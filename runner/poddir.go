@@ -173,68 +173,168 @@ func isEscape(err error) bool {
 // errPathEscapes is openPathBeneath's refusal, worded as os.Root's.
 var errPathEscapes = errors.New("path escapes from parent")
 
+// maxWalkDepth is how many levels below a volume's top podrun's walks of
+// it (disk usage, fsGroup, pruning) descend. A walk holds one open
+// directory per level, and a container nests the directories of its
+// emptyDir as deep as it likes: a walk that followed it would take a
+// descriptor per level (podrun's limit of open files is the container's to
+// exhaust) and, resolving each entry's path from the top, time growing with
+// the square of the depth (a chain 4000 deep took a minute and a half).
+// 256 levels is a path of 512 bytes at least, far beyond what
+// applications nest; the kernel's own PATH_MAX is 4096.
+const maxWalkDepth = 256
+
+// errWalkTooDeep ends a walk that meets a directory maxWalkDepth levels
+// down which holds more.
+var errWalkTooDeep = errors.New("directories nested deeper than podrun walks")
+
+// walkEntry is one entry of a walk of a volume: its path in the volume,
+// what Lstat said of it, and the directory holding it with its name there
+// (for the volume's top, the top itself and "."), so that an operation on
+// it resolves one name in an open directory, not its path from the top.
+type walkEntry struct {
+	p    string
+	fi   fs.FileInfo
+	dir  *os.File
+	name string
+}
+
 // walkVolume calls fn for every entry of the tree of vr, vr's top (".")
 // first, with what Lstat said of it, in lexical order. It follows no
-// symlink, and opens a directory to list it only with O_DIRECTORY and
-// O_NONBLOCK: a directory a container swapped for a FIFO or a device
-// node meanwhile is not opened (ENOTDIR) but skipped, as is an entry gone
-// meanwhile. fn's error ends the walk.
-func walkVolume(vr *os.Root, fn func(p string, fi fs.FileInfo) error) error {
-	fi, err := vr.Lstat(".")
+// symlink: each directory is opened by its name in its parent's open
+// handle, with O_NOFOLLOW, O_DIRECTORY and O_NONBLOCK, so that a directory
+// a container swapped for a symlink, a FIFO or a device node meanwhile is
+// not opened (ELOOP, ENOTDIR) but skipped, as is an entry gone meanwhile.
+// fn's error ends the walk, as does a directory below maxWalkDepth
+// (errWalkTooDeep).
+func walkVolume(vr *os.Root, fn func(walkEntry) error) error {
+	top, err := vr.OpenFile(".", os.O_RDONLY|unix.O_DIRECTORY|unix.O_NONBLOCK, 0)
 	if err != nil {
 		return err
 	}
-	return walkVolumeFrom(vr, ".", fi, fn)
+	defer top.Close()
+	fi, err := top.Stat()
+	if err != nil {
+		return err
+	}
+	if err := fn(walkEntry{p: ".", fi: fi, dir: top, name: "."}); err != nil {
+		return err
+	}
+	return walkDir(top, ".", 0, fn)
 }
 
-func walkVolumeFrom(vr *os.Root, p string, fi fs.FileInfo, fn func(string, fs.FileInfo) error) error {
-	if err := fn(p, fi); err != nil {
+// walkVolumeFrom calls fn for the entry name of the open directory parent
+// (at p in the volume, depth levels below its top), and walks it when it
+// is a directory still the one fi describes.
+func walkVolumeFrom(parent *os.File, name, p string, fi fs.FileInfo, depth int, fn func(walkEntry) error) error {
+	if err := fn(walkEntry{p: p, fi: fi, dir: parent, name: name}); err != nil {
 		return err
 	}
 	if !fi.IsDir() {
 		return nil
 	}
-	d, err := vr.OpenFile(p, os.O_RDONLY|unix.O_DIRECTORY|unix.O_NONBLOCK, 0)
-	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ENOTDIR) {
+	if depth >= maxWalkDepth {
+		return fmt.Errorf("%s: %w (%d levels)", p, errWalkTooDeep, maxWalkDepth)
+	}
+	d, err := openAt(parent, name, os.O_RDONLY|unix.O_DIRECTORY|unix.O_NONBLOCK|unix.O_NOFOLLOW)
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP) {
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	// os.Root follows a symlink that stays inside: one swapped in after
-	// the Lstat leads to another directory of the volume, not walked here.
+	defer d.Close()
+	// Swapped meanwhile for another directory (renamed in from elsewhere
+	// in the volume): not the one fn was told of, not walked here.
 	if cur, err := d.Stat(); err != nil || !os.SameFile(fi, cur) {
-		d.Close()
 		return nil
 	}
+	return walkDir(d, p, depth, fn)
+}
+
+// walkDir walks the entries of the open directory d, at p in the volume,
+// depth levels below its top.
+func walkDir(d *os.File, p string, depth int, fn func(walkEntry) error) error {
 	names, err := d.Readdirnames(-1)
-	d.Close()
 	if err != nil {
 		return err
 	}
 	slices.Sort(names)
 	for _, name := range names {
-		child := filepath.Join(p, name)
-		cfi, err := vr.Lstat(child)
+		cfi, err := lstatAt(d, name)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
 		if err != nil {
 			return err
 		}
-		if err := walkVolumeFrom(vr, child, cfi, fn); err != nil {
+		if err := walkVolumeFrom(d, name, filepath.Join(p, name), cfi, depth+1, fn); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// chmodSame sets the mode of p in vr, if p is still the file fi (which
-// Lstat said), and not a symlink: through an O_PATH handle of p itself,
-// so that a symlink a container swapped in after the Lstat is not
-// followed to another file.
-func chmodSame(vr *os.Root, p string, fi fs.FileInfo, mode fs.FileMode) error {
-	f, err := vr.OpenFile(p, unix.O_PATH|unix.O_NOFOLLOW, 0)
+// openAt opens name, one path component, in the open directory dir, with
+// flags (O_CLOEXEC added). Its errors are *os.PathError of the errno.
+func openAt(dir *os.File, name string, flags int) (*os.File, error) {
+	conn, err := dir.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	fd, openErr := -1, error(nil)
+	if err := conn.Control(func(dirfd uintptr) {
+		for {
+			fd, openErr = unix.Openat(int(dirfd), name, flags|unix.O_CLOEXEC, 0)
+			if !errors.Is(openErr, unix.EINTR) {
+				return
+			}
+		}
+	}); err != nil {
+		return nil, err
+	}
+	if openErr != nil {
+		return nil, &os.PathError{Op: "openat", Path: name, Err: openErr}
+	}
+	return os.NewFile(uintptr(fd), name), nil
+}
+
+// lstatAt is Lstat of name in the open directory dir, through an O_PATH
+// handle: a FIFO or a device node is not opened.
+func lstatAt(dir *os.File, name string) (fs.FileInfo, error) {
+	f, err := openAt(dir, name, unix.O_PATH|unix.O_NOFOLLOW)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return f.Stat()
+}
+
+// lchownAt gives name of the open directory dir (a symlink itself, not
+// what it points to) to group gid.
+func lchownAt(dir *os.File, name string, gid int) error {
+	conn, err := dir.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var chownErr error
+	if err := conn.Control(func(dirfd uintptr) {
+		chownErr = unix.Fchownat(int(dirfd), name, -1, gid, unix.AT_SYMLINK_NOFOLLOW)
+	}); err != nil {
+		return err
+	}
+	if chownErr != nil {
+		return &os.PathError{Op: "fchownat", Path: name, Err: chownErr}
+	}
+	return nil
+}
+
+// chmodSameAt sets the mode of name, in the open directory dir, only if it
+// is still the file fi (not a symlink, or another file, swapped in by a
+// container since fi was read): Chmod follows symlinks, so a swap would
+// otherwise reach whatever the symlink points to.
+func chmodSameAt(dir *os.File, name string, fi fs.FileInfo, mode fs.FileMode) error {
+	f, err := openAt(dir, name, unix.O_PATH|unix.O_NOFOLLOW)
 	if err != nil {
 		return err
 	}

@@ -538,15 +538,15 @@ func writeVolumeFiles(d *podDirs, rel string, files map[string]volumeFile) (stri
 // follow symlinks, and removes a symlink itself.
 func removeUnwanted(vr *os.Root, want, wantDirs map[string]bool) error {
 	var files, dirs []string
-	err := walkVolume(vr, func(p string, fi fs.FileInfo) error {
+	err := walkVolume(vr, func(e walkEntry) error {
 		switch {
-		case p == ".":
-		case fi.IsDir():
-			if !wantDirs[p] {
-				dirs = append(dirs, p)
+		case e.p == ".":
+		case e.fi.IsDir():
+			if !wantDirs[e.p] {
+				dirs = append(dirs, e.p)
 			}
-		case !want[p]:
-			files = append(files, p)
+		case !want[e.p]:
+			files = append(files, e.p)
 		}
 		return nil
 	})

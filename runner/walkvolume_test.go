@@ -1,7 +1,6 @@
 package runner
 
 import (
-	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
@@ -82,12 +81,12 @@ func TestChmodSameDoesNotFollowASwappedSymlink(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	vr, err := os.OpenRoot(vol)
+	dir, err := os.Open(vol)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer vr.Close()
-	fi, err := vr.Lstat("own")
+	defer dir.Close()
+	fi, err := os.Lstat(own)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +96,7 @@ func TestChmodSameDoesNotFollowASwappedSymlink(t *testing.T) {
 	if err := os.Symlink("victim", own); err != nil {
 		t.Fatal(err)
 	}
-	if err := chmodSame(vr, "own", fi, 0o4755); err != nil {
+	if err := chmodSameAt(dir, "own", fi, 0o4755); err != nil {
 		t.Fatal(err)
 	}
 	if mode, _ := statOf(t, victim); mode != 0o644 {
@@ -108,11 +107,11 @@ func TestChmodSameDoesNotFollowASwappedSymlink(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(vol, "plain"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	fi, err = vr.Lstat("plain")
+	fi, err = os.Lstat(filepath.Join(vol, "plain"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := chmodSame(vr, "plain", fi, 0o664); err != nil {
+	if err := chmodSameAt(dir, "plain", fi, 0o664); err != nil {
 		t.Fatal(err)
 	}
 	if mode, _ := statOf(t, filepath.Join(vol, "plain")); mode != 0o664 {
@@ -130,12 +129,12 @@ func TestWalkVolumeDoesNotFollowASwappedSymlink(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	vr, err := os.OpenRoot(vol)
+	dir, err := os.Open(vol)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer vr.Close()
-	fi, err := vr.Lstat("a")
+	defer dir.Close()
+	fi, err := os.Lstat(filepath.Join(vol, "a"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +145,7 @@ func TestWalkVolumeDoesNotFollowASwappedSymlink(t *testing.T) {
 		t.Fatal(err)
 	}
 	var seen []string
-	if err := walkVolumeFrom(vr, "a", fi, func(p string, _ fs.FileInfo) error { seen = append(seen, p); return nil }); err != nil {
+	if err := walkVolumeFrom(dir, "a", "a", fi, 1, func(e walkEntry) error { seen = append(seen, e.p); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if len(seen) != 1 {

@@ -1,0 +1,94 @@
+package runner
+
+import (
+	"errors"
+	"os"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+	v1 "k8s.io/api/core/v1"
+)
+
+// nestDirs makes a chain of depth directories "d" under vol, as a
+// container does with mkdir d && cd d in a loop (each made relative to the
+// last, so that no path is ever longer than one name), and writes size
+// bytes to a file at its bottom.
+func nestDirs(t *testing.T, vol string, depth, size int) {
+	t.Helper()
+	fd, err := unix.Open(vol, unix.O_DIRECTORY|unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range depth {
+		if err := unix.Mkdirat(fd, "d", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		next, err := unix.Openat(fd, "d", unix.O_DIRECTORY|unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		unix.Close(fd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fd = next
+	}
+	defer unix.Close(fd)
+	f, err := unix.Openat(fd, "data", unix.O_CREAT|unix.O_WRONLY|unix.O_CLOEXEC, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(f)
+	if _, err := unix.Write(f, make([]byte, size)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestWalksOfADeepTreeEndPromptly: a container can nest its emptyDir's
+// directories thousands deep in seconds. podrun's walks of the volume
+// (the disk usage eviction measures every period, fsGroup's re-owning)
+// resolved every entry's path from the volume's top, in time growing with
+// the square of the depth: a chain 4000 deep held the eviction manager,
+// which looks at every pod in turn, for a minute and a half, and one
+// 30000 deep for an hour. They now stop at maxWalkDepth: the usage of a
+// tree deeper than that is unmeasuredUsage (over any sizeLimit, so that
+// nothing can be hidden below the levels walked), and fsGroup's walk an
+// error naming the reason.
+func TestWalksOfADeepTreeEndPromptly(t *testing.T) {
+	vol := t.TempDir()
+	nestDirs(t, vol, 3000, 1<<20)
+	vr, err := os.OpenRoot(vol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer vr.Close()
+
+	start := time.Now()
+	if got := diskUsage(vr); got != unmeasuredUsage {
+		t.Errorf("disk usage of a tree 3000 deep: %d, want unmeasuredUsage", got)
+	}
+	err = applyFSGroup(vr, os.Getgid(), v1.FSGroupChangeAlways, false)
+	if !errors.Is(err, errWalkTooDeep) {
+		t.Errorf("fsGroup on a tree 3000 deep: %v, want errWalkTooDeep", err)
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("the walks of a tree 3000 deep took %v", took)
+	}
+}
+
+// TestWalkAtMaxDepthMeasuresAll: a tree just as deep as podrun walks is
+// measured whole, the file at its bottom included.
+func TestWalkAtMaxDepthMeasuresAll(t *testing.T) {
+	vol := t.TempDir()
+	nestDirs(t, vol, maxWalkDepth-1, 1<<20)
+	vr, err := os.OpenRoot(vol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer vr.Close()
+	got := diskUsage(vr)
+	if got == unmeasuredUsage || got < 1<<20 {
+		t.Errorf("disk usage of a tree %d deep holding 1 MiB: %d", maxWalkDepth-1, got)
+	}
+	if err := applyFSGroup(vr, os.Getgid(), v1.FSGroupChangeAlways, false); err != nil {
+		t.Errorf("fsGroup on a tree %d deep: %v", maxWalkDepth-1, err)
+	}
+}
