@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -298,6 +299,16 @@ func thresholdsMet(meas Measurements, thresholds []Threshold, memoryCapacity uin
 	return out
 }
 
+// addUsage is a+b, or the most a uint64 holds when that overflows: an
+// emptyDir too deep to measure counts as math.MaxUint64 (runner's
+// unmeasuredUsage), and a sum that wrapped around would hide it again.
+func addUsage(a, b uint64) uint64 {
+	if s := a + b; s >= a {
+		return s
+	}
+	return math.MaxUint64
+}
+
 // podUsage is a pod's measured memory working set, by container name.
 type podUsage map[string]uint64
 
@@ -372,7 +383,7 @@ func (m *EvictionManager) diskUsage(ctx context.Context, pods []*v1.Pod) map[typ
 		var n uint64
 		if m.cfg.EmptyDirUsage != nil {
 			for _, v := range m.cfg.EmptyDirUsage(pod) {
-				n += v
+				n = addUsage(n, v)
 			}
 		}
 		if m.cfg.Stats != nil {
@@ -382,7 +393,7 @@ func (m *EvictionManager) diskUsage(ctx context.Context, pods []*v1.Pod) map[typ
 				}
 				_, id, _ := strings.Cut(cs.ContainerID, "://")
 				if u, err := m.cfg.Stats.ContainerDiskUsage(ctx, id); err == nil {
-					n += u.WritableLayerBytes + u.LogBytes
+					n = addUsage(n, addUsage(u.WritableLayerBytes, u.LogBytes))
 				}
 			}
 		}
@@ -498,7 +509,7 @@ func (m *EvictionManager) localStorageViolation(ctx context.Context, pod *v1.Pod
 	}
 	var podUsed uint64
 	for _, v := range volumes {
-		podUsed += v
+		podUsed = addUsage(podUsed, v)
 	}
 	for _, cs := range slices.Concat(pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses) {
 		c := findContainer(pod, cs.Name)
@@ -515,8 +526,8 @@ func (m *EvictionManager) localStorageViolation(ctx context.Context, pod *v1.Pod
 		if err != nil {
 			continue
 		}
-		used := u.WritableLayerBytes + u.LogBytes
-		podUsed += used
+		used := addUsage(u.WritableLayerBytes, u.LogBytes)
+		podUsed = addUsage(podUsed, used)
 		if q, ok := limit[v1.ResourceEphemeralStorage]; ok && used > uint64(max(q.Value(), 0)) {
 			return fmt.Sprintf("Container %s exceeded its local ephemeral storage limit %q.", cs.Name, q.String())
 		}

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"errors"
+	"math"
 	"strings"
 	"testing"
 
@@ -216,6 +217,32 @@ func TestLocalStorageEviction(t *testing.T) {
 	}
 	if want := `Container c exceeded its local ephemeral storage limit "1Mi".`; pods.message != want {
 		t.Errorf("message %q, want %q", pods.message, want)
+	}
+}
+
+// TestUnmeasuredEmptyDirIsOverTheLimit: an emptyDir too deep to measure
+// counts as math.MaxUint64 (runner's unmeasuredUsage); added to another
+// volume's few bytes it must not wrap around to a pod within its limit.
+func TestUnmeasuredEmptyDirIsOverTheLimit(t *testing.T) {
+	p := evictionPod("deep", "", "", 0)
+	p.Spec.Containers[0].Resources.Limits = v1.ResourceList{v1.ResourceEphemeralStorage: resource.MustParse("10Mi")}
+	p.Spec.Volumes = []v1.Volume{
+		{Name: "deep", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}},
+		{Name: "small", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}},
+	}
+	pods := &fakeEvictor{pods: []*v1.Pod{p}}
+	m := NewEvictionManager(EvictionConfig{
+		Thresholds: []Threshold{{Signal: SignalMemoryAvailable, Percentage: 0}},
+		Measure:    func() (Measurements, error) { return Measurements{MemoryAvailableBytes: 1 << 30}, nil },
+		Pods:       pods,
+		Stats:      fakeStats{"deep": 0},
+		EmptyDirUsage: func(*v1.Pod) map[string]uint64 {
+			return map[string]uint64{"deep": math.MaxUint64, "small": 2}
+		},
+	})
+	m.Synchronize(context.Background())
+	if got := strings.Join(pods.evicted, " "); got != "deep" {
+		t.Errorf("evicted %q, want the pod whose emptyDir could not be measured", got)
 	}
 }
 
