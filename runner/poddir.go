@@ -529,8 +529,155 @@ func removeUnmounted(rootDir, rel, what string) error {
 			}
 		}
 	}
+	if fi.IsDir() {
+		if err := flattenDeep(root, rel); err != nil {
+			return fmt.Errorf("remove %s: %w", filepath.Join(rootReal, rel), err)
+		}
+	}
 	if err := root.RemoveAll(rel); err != nil {
 		return fmt.Errorf("remove %s: %w", filepath.Join(rootReal, rel), err)
 	}
 	return nil
+}
+
+// flattenPrefix begins the names flattenDeep gives the directories it
+// moves up.
+const flattenPrefix = ".podrun-flat-"
+
+// flattenDeep moves every directory it finds maxWalkDepth levels below
+// rel, a directory of root about to be removed, up into rel itself, and
+// goes on below it from there, until no directory is that deep. os.Root's
+// RemoveAll holds one open directory per level: on a tree a container
+// nested deeper than podrun's limit of open files it fails (EMFILE),
+// leaving the pod directory behind for good, and on one nearly that deep
+// it takes every descriptor podrun has while it runs. Renaming within
+// the tree (one filesystem) moves a subtree without copying it.
+func flattenDeep(root *os.Root, rel string) error {
+	top, err := root.OpenFile(rel, os.O_RDONLY|unix.O_DIRECTORY|unix.O_NONBLOCK|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return err
+	}
+	defer top.Close()
+	f := &flattener{top: top}
+	if err := f.hoist(top, 0); err != nil {
+		return err
+	}
+	for len(f.queue) > 0 {
+		name := f.queue[0]
+		f.queue = f.queue[1:]
+		d, err := openAt(top, name, os.O_RDONLY|unix.O_DIRECTORY|unix.O_NONBLOCK|unix.O_NOFOLLOW)
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		err = f.hoist(d, 1)
+		d.Close()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// flattener is one flattenDeep: the top directory, the names of the
+// directories moved up into it and not walked yet, and how many were.
+type flattener struct {
+	top   *os.File
+	queue []string
+	moved int
+}
+
+// hoist walks the directory d, depth levels below the top, and moves each
+// directory maxWalkDepth levels down up into the top, to be walked later.
+func (f *flattener) hoist(d *os.File, depth int) error {
+	names, err := d.Readdirnames(-1)
+	if err != nil {
+		return err
+	}
+	for _, name := range names {
+		fi, err := lstatAt(d, name)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if !fi.IsDir() {
+			continue
+		}
+		if depth+1 >= maxWalkDepth {
+			if err := f.moveUp(d, name); err != nil {
+				return err
+			}
+			continue
+		}
+		c, err := openAt(d, name, os.O_RDONLY|unix.O_DIRECTORY|unix.O_NONBLOCK|unix.O_NOFOLLOW)
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		err = f.hoist(c, depth+1)
+		c.Close()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// moveUp renames name, of the open directory d, into the top under a
+// fresh name (the next one when the container took it).
+func (f *flattener) moveUp(d *os.File, name string) error {
+	for {
+		to := flattenPrefix + strconv.Itoa(f.moved)
+		f.moved++
+		err := renameAt(d, name, f.top, to)
+		if errors.Is(err, unix.EEXIST) || errors.Is(err, unix.ENOTEMPTY) || errors.Is(err, unix.ENOTDIR) {
+			continue // a name the container took: the next one
+		}
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		if err == nil {
+			f.queue = append(f.queue, to)
+		}
+		return nil
+	}
+}
+
+// renameAt renames from, of the open directory fromDir, to to in toDir.
+// It replaces at most an empty directory there (renameat(2)), which is
+// of the tree being removed as well.
+func renameAt(fromDir *os.File, from string, toDir *os.File, to string) error {
+	var renameErr error
+	err := withFd(fromDir, func(fd1 int) error {
+		return withFd(toDir, func(fd2 int) error {
+			renameErr = unix.Renameat(fd1, from, fd2, to)
+			return nil
+		})
+	})
+	if err != nil {
+		return err
+	}
+	if renameErr != nil {
+		return &os.LinkError{Op: "renameat", Old: from, New: to, Err: renameErr}
+	}
+	return nil
+}
+
+// withFd calls fn with f's descriptor, kept open meanwhile.
+func withFd(f *os.File, fn func(fd int) error) error {
+	conn, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var fnErr error
+	if err := conn.Control(func(fd uintptr) { fnErr = fn(int(fd)) }); err != nil {
+		return err
+	}
+	return fnErr
 }

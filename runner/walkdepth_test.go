@@ -2,7 +2,9 @@ package runner
 
 import (
 	"errors"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -90,5 +92,39 @@ func TestWalkAtMaxDepthMeasuresAll(t *testing.T) {
 	}
 	if err := applyFSGroup(vr, os.Getgid(), v1.FSGroupChangeAlways, false); err != nil {
 		t.Errorf("fsGroup on a tree %d deep: %v", maxWalkDepth-1, err)
+	}
+}
+
+// TestRemoveADeeperTreeThanOpenFiles: a pod directory whose emptyDir a
+// container nested deeper than podrun may open files is removed whole.
+// os.Root's RemoveAll holds one open directory per level and failed with
+// EMFILE, leaving the pod directory behind for good (and, nearly that
+// deep, took every descriptor podrun had while it ran).
+func TestRemoveADeeperTreeThanOpenFiles(t *testing.T) {
+	rootDir := t.TempDir() // removed after the limit is restored
+	var lim unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	// Deeper than the test process may open files, at a limit lowered for
+	// the test so that the tree stays small.
+	low := lim
+	low.Cur = 1024
+	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &low); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Setrlimit(unix.RLIMIT_NOFILE, &lim) })
+
+	uid := "deep-uid"
+	vol := filepath.Join(rootDir, "pods", uid, "volumes", emptyDirPlugin, "scratch")
+	if err := os.MkdirAll(vol, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	nestDirs(t, vol, 3000, 10)
+	if err := removePodDir(rootDir, uid); err != nil {
+		t.Fatalf("removePodDir: %v", err)
+	}
+	if _, err := os.Lstat(filepath.Join(rootDir, "pods", uid)); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("pod directory still there: %v", err)
 	}
 }
