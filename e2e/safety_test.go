@@ -1,8 +1,10 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -260,4 +262,54 @@ data:
 	if _, err := os.Stat(filepath.Join(e.dir, "vols.yaml")); err != nil {
 		t.Fatalf("the manifest is gone: %v", err)
 	}
+}
+
+// TestDownRemovesADeeplyNestedEmptyDir: a container nests its emptyDir's
+// directories deeper than podrun may open files (a chain moved into the
+// bottom of a new one, again and again: no path is ever long). podrun
+// down removes the pod directory all the same; os.Root's RemoveAll, one
+// open directory per level, failed with EMFILE and left it for good. podrun
+// runs under a limit of 1024 open files so that the tree stays small.
+func TestDownRemovesADeeplyNestedEmptyDir(t *testing.T) {
+	e := newEnv(t)
+	manifest := e.write("deep.yaml", fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: deep
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: c
+    image: %s
+    command: ["sh", "-c", "P=$(printf 'd/%%.0s' $(seq 1000)); cd /scratch && mkdir c && for i in 1 2 3; do mkdir -p t/$P && mv c t/$P/c && mv t c || exit 1; done; echo nested > ok; exec sleep 3600"]
+    volumeMounts:
+    - {name: scratch, mountPath: /scratch}
+  volumes:
+  - name: scratch
+    emptyDir: {}
+`, testImage))
+	if r := e.podrun(3*time.Minute, "once", "--timeout", "2m", manifest); r.code != 0 {
+		t.Fatalf("once: exit %d\n%s", r.code, r.stderr)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		oks, _ := filepath.Glob(filepath.Join(e.root, "pods", "*", "volumes", "kubernetes.io~empty-dir", "scratch", "ok"))
+		if len(oks) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the container did not nest its emptyDir within a minute")
+		}
+		time.Sleep(time.Second)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	// dash's ulimit sets the hard limit too: podrun cannot raise it back.
+	cmd := exec.CommandContext(ctx, "sh", append([]string{"-c", `ulimit -n 1024 && exec "$0" "$@"`, podrunBin}, e.args("down", manifest)...)...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("down under 1024 open files: %v\n%s", err, out)
+	}
+	assertNoPodDirs(t, e)
 }
