@@ -60,6 +60,9 @@ func extractTree(rd io.Reader, dst *os.Root) (extractStats, error) {
 		if err != nil {
 			return st, err
 		}
+		if err := checkEntryDepth(name); err != nil {
+			return st, err
+		}
 		mode := h.FileInfo().Mode() & (fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky)
 		if h.Typeflag != tar.TypeDir && name == "." {
 			return st, fmt.Errorf("tar entry %q: not a directory at the top: refused", h.Name)
@@ -131,6 +134,26 @@ func extractTree(rd io.Reader, dst *os.Root) (extractStats, error) {
 		}
 	}
 	return st, nil
+}
+
+// checkEntryDepth refuses an entry nested deeper than maxWalkDepth. Every
+// entry is written through os.Root, which opens each level of its name in
+// turn, and its directories are set up again at the end: the time of an
+// extraction grew with the square of its depth and beyond (a chain of
+// directories 2000 deep took a minute and a half, within a pull of a few
+// kilobytes), and removing such a copy holds a descriptor per level. No
+// image's files are nested anything like that deep.
+func checkEntryDepth(name string) error {
+	depth := strings.Count(name, "/") + 1
+	if depth <= maxWalkDepth {
+		return nil
+	}
+	const shown = 64
+	short := name
+	if len(short) > shown {
+		short = short[:shown] + "..."
+	}
+	return fmt.Errorf("tar entry %q: %d levels deep, more than podrun extracts (%d): refused", short, depth, maxWalkDepth)
 }
 
 // tarEntryName is the clean relative name of a tar entry ("." for the top
