@@ -291,17 +291,10 @@ spec:
 	if r := e.podrun(3*time.Minute, "once", "--timeout", "2m", manifest); r.code != 0 {
 		t.Fatalf("once: exit %d\n%s", r.code, r.stderr)
 	}
-	deadline := time.Now().Add(time.Minute)
-	for {
+	waitFor(t, "the container to nest its emptyDir", 2*time.Minute, func() bool {
 		oks, _ := filepath.Glob(filepath.Join(e.root, "pods", "*", "volumes", "kubernetes.io~empty-dir", "scratch", "ok"))
-		if len(oks) == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the container did not nest its emptyDir within a minute")
-		}
-		time.Sleep(time.Second)
-	}
+		return len(oks) == 1
+	})
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

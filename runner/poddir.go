@@ -597,14 +597,14 @@ func (f *flattener) hoist(d *os.File, depth int) error {
 		return err
 	}
 	for _, name := range names {
-		fi, err := lstatAt(d, name)
+		dir, err := isDirAt(d, name)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
 		if err != nil {
 			return err
 		}
-		if !fi.IsDir() {
+		if !dir {
 			continue
 		}
 		if depth+1 >= maxWalkDepth {
@@ -627,6 +627,20 @@ func (f *flattener) hoist(d *os.File, depth int) error {
 		}
 	}
 	return nil
+}
+
+// isDirAt reports whether name, of the open directory dir, is a
+// directory (a symlink is not): one fstatat, opening nothing, as the
+// flattener asks it of every entry of a tree about to be removed.
+func isDirAt(dir *os.File, name string) (bool, error) {
+	var st unix.Stat_t
+	err := withFd(dir, func(fd int) error {
+		return unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW)
+	})
+	if err != nil {
+		return false, &os.PathError{Op: "fstatat", Path: name, Err: err}
+	}
+	return st.Mode&unix.S_IFMT == unix.S_IFDIR, nil
 }
 
 // moveUp renames name, of the open directory d, into the top under a
