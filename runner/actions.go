@@ -423,12 +423,11 @@ func computePodActions(pod *v1.Pod, state *podState, backoff *flowcontrol.Backof
 // Leftovers are removed by the sync itself, in once as in watch, not left
 // to watch's garbage collection:
 //   - a never started (created) container outside sb: see computePodActions;
-//   - a dead container of an older sandbox, once a newer container of its
-//     name exists, or when its name is no longer in the spec. The newest
-//     container of a name is kept even in an older sandbox: until a newer
-//     one is made it is what the status reports as that container's state
-//     (the status takes the newest of each name, whatever its sandbox), and
-//     what `podrun logs` shows;
+//   - a dead container of an older sandbox, once two newer containers of
+//     its name exist, or when its name is no longer in the spec. The two
+//     newest containers of a name are kept even in an older sandbox (see
+//     statusRun): the status reads them whatever their sandbox, as the
+//     kubelet's reads every container of the pod's UID;
 //   - an older sandbox that is dead (exited, or created and never started)
 //     once none of its containers is left after those removals.
 //
@@ -443,7 +442,7 @@ func reconcileSandboxes(state *podState, sb *engine.Sandbox, specNames map[strin
 		if c.SandboxID == sb.ID || c.State == engine.StateRunning || c.State == engine.StateCreated || removed[c.ID] {
 			continue
 		}
-		if !specNames[c.Name] || state.latest(c.Name, "") != c {
+		if !specNames[c.Name] || !statusRun(state, c) {
 			a.Remove = append(a.Remove, c)
 			removed[c.ID] = true
 		}
@@ -467,6 +466,26 @@ func reconcileSandboxes(state *podState, sb *engine.Sandbox, specNames map[strin
 			a.StopSandboxes = append(a.StopSandboxes, o)
 		}
 	}
+}
+
+// statusRun reports whether c is one of the runs of its name that the
+// pod's status reads: the newest (the container's state, what `podrun logs`
+// shows) or the run before it (its lastState, what `logs --previous`
+// shows). After the sandbox is made again (dockerd restarted without
+// live-restore, the box rebooted, the pause container killed) the run
+// before is in the older sandbox, and is the one the operator wants to see.
+// A run that was still running after the newest had started is no run
+// before it but a duplicate (a killed podrun's late start, stopped by
+// reconcileSandboxes): it goes.
+func statusRun(state *podState, c *engine.Container) bool {
+	cur := state.latest(c.Name, "")
+	switch {
+	case cur == c:
+		return true
+	case cur == nil || previousRun(state, c.Name, cur) != c:
+		return false
+	}
+	return cur.StartedAt.IsZero() || !c.FinishedAt.After(cur.StartedAt)
 }
 
 // computeInitActions decides the init-container step and reports whether the

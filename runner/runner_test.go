@@ -1117,6 +1117,9 @@ func TestDuplicateSandboxesConverge(t *testing.T) {
 	a2 := d.container(sb2, 2, "a", 2, true)
 	b2 := d.container(sb2, 2, "b", 2, true)
 	fake.ResetCalls()
+	// The podrun that finds them comes later: a1, which it stops, ran
+	// beside a2, so it is no run before a2 to keep for its lastState.
+	clockOf(t, fake).Step(time.Second)
 
 	h := start(t, fake, nil)
 	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{pod}}
@@ -1142,7 +1145,8 @@ func TestDuplicateSandboxesConverge(t *testing.T) {
 // TestCreatedLatestSandboxIsAdopted: the latest sandbox was made but never
 // started (podrun killed between the two) while an older one runs: the pod
 // is made again in the latest one, adopted, not in a third; the older
-// sandbox and its containers go.
+// sandbox's containers, stopped before the new ones start, are kept, dead,
+// as the runs before (lastState, logs --previous), with their sandbox.
 func TestCreatedLatestSandboxIsAdopted(t *testing.T) {
 	fake := newFake(t)
 	pod := newPod("u1", "p-node1", v1.RestartPolicyAlways, map[string][]string{"a": {"run"}, "b": {"run"}})
@@ -1157,16 +1161,18 @@ func TestCreatedLatestSandboxIsAdopted(t *testing.T) {
 	h.waitConverged("u1")
 
 	sandboxes, containers := h.objects("u1")
-	if len(sandboxes) != 1 || sandboxes[sb1] != engine.StateRunning {
-		t.Errorf("sandboxes %v, want only the adopted %s, running", sandboxes, sb1[:12])
+	if len(sandboxes) != 2 || sandboxes[sb1] != engine.StateRunning || sandboxes[sb0] != engine.StateExited {
+		t.Errorf("sandboxes %v, want the adopted %s, running, and %s exited", sandboxes, sb1[:12], sb0[:12])
 	}
-	if len(containers) != 2 {
-		t.Errorf("containers %v, want a and b", containers)
+	if len(containers) != 4 {
+		t.Errorf("containers %v, want a and b, and their runs before", containers)
 	}
 	for _, c := range h.containers("u1") {
-		if c.SandboxID != sb1 || c.State != engine.StateRunning || c.Attempt != 1 {
-			t.Errorf("container %s: sandbox %.12s, %s, attempt %d; want running in %.12s, attempt 1",
-				c.Name, c.SandboxID, c.State, c.Attempt, sb1)
+		running := c.SandboxID == sb1 && c.State == engine.StateRunning && c.Attempt == 1
+		before := c.SandboxID == sb0 && c.State == engine.StateExited && c.Attempt == 0
+		if !running && !before {
+			t.Errorf("container %s: sandbox %.12s, %s, attempt %d; want running in %.12s, attempt 1, or exited in %.12s, attempt 0",
+				c.Name, c.SandboxID, c.State, c.Attempt, sb1, sb0)
 		}
 	}
 }
@@ -1515,4 +1521,46 @@ func TestOrphanedPodDirIsRemoved(t *testing.T) {
 		_, err := os.Stat(stray)
 		return os.IsNotExist(err)
 	})
+}
+
+// TestRunBeforeASandboxRecreateIsKept: when a pod's sandbox dies (dockerd
+// restarted without live-restore, the box rebooted, the pause container
+// killed) and the pod is made again, the app's run in the dead sandbox is
+// the run before the new one: as in the kubelet's status, which reads every
+// container of the pod's UID whatever its sandbox, it is the lastState, and
+// it stays for `logs --previous` instead of being removed by the next sync.
+func TestRunBeforeASandboxRecreateIsKept(t *testing.T) {
+	fake := newFake(t)
+	h := start(t, fake, nil)
+	pod := newPod("u1", "p-node1", v1.RestartPolicyAlways, map[string][]string{"app": {"run"}})
+	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{pod}}
+	h.waitStatus("u1", "running", allRunning)
+	first := h.containers("u1")[0]
+	sbs, err := fake.ListSandboxes(context.Background())
+	if err != nil || len(sbs) != 1 {
+		t.Fatalf("sandboxes %v, %v", sbs, err)
+	}
+	if err := fake.StopSandbox(context.Background(), sbs[0].ID, 0); err != nil {
+		t.Fatal(err)
+	}
+	h.stepUntilStatus("u1", "running in a new sandbox", 100*time.Millisecond, func(p *v1.Pod) bool {
+		return allRunning(p) && p.Status.ContainerStatuses[0].ContainerID != "fake://"+first.ID
+	})
+	// Let later syncs (relists, resyncs) run: none may remove the run before.
+	for range 20 {
+		h.step(relistPeriod)
+		time.Sleep(5 * time.Millisecond)
+	}
+	p, _ := h.r.Pod("u1")
+	last := p.Status.ContainerStatuses[0].LastTerminationState.Terminated
+	if last == nil || last.ContainerID != "fake://"+first.ID {
+		t.Errorf("lastState %+v, want the run in the dead sandbox, %s", last, first.ID)
+	}
+	found := false
+	for _, c := range h.containers("u1") {
+		found = found || c.ID == first.ID
+	}
+	if !found {
+		t.Errorf("the run in the dead sandbox was removed: logs --previous has nothing to show")
+	}
 }
