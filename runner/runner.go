@@ -580,6 +580,26 @@ func (r *Runner) Recheck(ctx context.Context, uids []string) (bool, error) {
 func (r *Runner) publish(pod *v1.Pod, removed, converged bool, from *podState) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.publishLocked(pod, removed, converged, from)
+}
+
+// retire publishes pod, which its worker w has torn down, as removed, and
+// so ends w, unless a source defined the pod again meanwhile (apply handed
+// w an update): then it reports false and w goes on. The look at w and the
+// end of it are one step under r.mu, which apply holds while it hands w a
+// pod, so that no update goes to a worker that is ending.
+func (r *Runner) retire(w *podWorker, pod *v1.Pod) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, removed := w.desired(); !removed {
+		return false
+	}
+	r.publishLocked(pod, true, false, nil)
+	return true
+}
+
+// publishLocked is publish with r.mu held.
+func (r *Runner) publishLocked(pod *v1.Pod, removed, converged bool, from *podState) {
 	uid := string(pod.UID)
 	if removed {
 		if last := r.status[uid]; last != nil && pod.DeletionTimestamp != nil {

@@ -1564,3 +1564,53 @@ func TestRunBeforeASandboxRecreateIsKept(t *testing.T) {
 		t.Errorf("the run in the dead sandbox was removed: logs --previous has nothing to show")
 	}
 }
+
+// stopBlocker holds the first StopContainer until release is closed, so
+// that a test can act while a pod is being stopped.
+type stopBlocker struct {
+	*enginetest.Fake
+	once    sync.Once
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (b *stopBlocker) StopContainer(ctx context.Context, id string, grace time.Duration) error {
+	b.once.Do(func() {
+		close(b.entered)
+		<-b.release
+	})
+	return b.Fake.StopContainer(ctx, id, grace)
+}
+
+// TestPodDefinedAgainWhileRemovedRunsAgain: a manifest deleted and written
+// back while its pod is still stopping (rm, then cp, half a second apart)
+// defines the pod again: once the stop is over the pod is made again, not
+// left removed while its manifest is there.
+func TestPodDefinedAgainWhileRemovedRunsAgain(t *testing.T) {
+	fake := newFake(t)
+	b := &stopBlocker{Fake: fake, entered: make(chan struct{}), release: make(chan struct{})}
+	h := start(t, fake, func(c *runner.Config) { c.Runtime = b })
+	pod := newPod("u1", "p-node1", v1.RestartPolicyAlways, map[string][]string{"app": {"run"}})
+	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{pod}}
+	h.waitStatus("u1", "running", allRunning)
+	first := h.containers("u1")[0].ID
+
+	h.updates <- runner.PodUpdate{Op: runner.OpRemove, Pods: []*v1.Pod{pod}}
+	select {
+	case <-b.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the removal never stopped the container")
+	}
+	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{pod}}
+	// The add is handed to the worker before the stop goes on: with the
+	// channel's buffer full of empty updates after it, the runner has
+	// taken (and applied) the add and the one after it.
+	for range cap(h.updates) + 1 {
+		h.updates <- runner.PodUpdate{Op: runner.OpUpdate}
+	}
+	close(b.release)
+
+	h.stepUntilStatus("u1", "running again", 100*time.Millisecond, func(p *v1.Pod) bool {
+		return allRunning(p) && p.Status.ContainerStatuses[0].ContainerID != "fake://"+first
+	})
+}

@@ -240,8 +240,14 @@ func (w *podWorker) run(ctx context.Context) {
 				if _, err := r.cache.refresh(ctx, w.uid); err != nil && ctx.Err() == nil {
 					r.log.Warn("look at a removed pod", "pod", podKey(pod), "err", err)
 				}
-				r.publish(pod, true, false, nil)
-				return
+				if r.retire(w, pod) {
+					return
+				}
+				// Its manifest was written back while it stopped (rm,
+				// then cp): it is wanted again, so it is made again.
+				r.log.Info("pod defined again while it was being removed: making it again", "pod", podKey(pod))
+				fresh = true
+				continue
 			}
 		}
 		var retry time.Duration
