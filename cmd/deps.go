@@ -206,14 +206,26 @@ func checkNodeName(name string) error {
 func (g *globalOptions) claimRootDir() error { return g.ownRootDir(runner.ClaimRootDir) }
 func (g *globalOptions) checkRootDir() error { return g.ownRootDir(runner.CheckRootDir) }
 
-// lockRootDir takes the root dir for this watch alone (runner.LockRootDir);
-// another watch on it is bad input.
+// lockRootDir takes the root dir for this watch alone (runner.LockRootDir),
+// then its node name on the machine (runner.LockNodeName); another watch on
+// either is bad input.
 func (g *globalOptions) lockRootDir() (unlock func(), err error) {
-	unlock, err = runner.LockRootDir(g.RootDir)
+	unlockRoot, err := runner.LockRootDir(g.RootDir)
 	if _, busy := errors.AsType[*runner.RootDirBusyError](err); busy {
 		return nil, badInput(err)
 	}
-	return unlock, err
+	if err != nil || g.NodeLockDir == "" {
+		return unlockRoot, err
+	}
+	unlockNode, err := runner.LockNodeName(g.NodeLockDir, g.NodeName)
+	if err != nil {
+		unlockRoot()
+		if _, busy := errors.AsType[*runner.NodeBusyError](err); busy {
+			return nil, badInput(err)
+		}
+		return nil, err
+	}
+	return func() { unlockNode(); unlockRoot() }, nil
 }
 
 func (g *globalOptions) ownRootDir(own func(rootDir, nodeName string) error) error {

@@ -69,6 +69,10 @@ type globalOptions struct {
 	// Options' Engine.
 	Clock clock.WithTicker
 	Host  func() node.Host
+	// NodeLockDir is where watch locks its node name for the machine
+	// (runner.LockNodeName); newRootCmd sets runner.DefaultNodeLockDir.
+	// "": no such lock (tests that do not look at it).
+	NodeLockDir string
 	// OOM probes, once per podrun, whether podrun may lower
 	// oom_score_adj, lowering its own to the kubelet's -999 where it may
 	// (node.ProbeOOMScoreAdj; see probeOOMOnce). nil: the kubelet's
@@ -115,6 +119,9 @@ func newRootCmd(g *globalOptions) *cobra.Command {
 	}
 	if g.Host == nil {
 		g.Host = node.LocalHost
+	}
+	if g.NodeLockDir == "" {
+		g.NodeLockDir = runner.DefaultNodeLockDir
 	}
 	if g.OOM == nil {
 		g.OOM = probeOOMOnce(func() *slog.Logger { return g.Log }, func() node.OOMProtection {

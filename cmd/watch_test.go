@@ -134,6 +134,33 @@ func TestUnsafeRootDirIsBadInput(t *testing.T) {
 	}
 }
 
+// TestWatchRefusesABusyNodeName: a second watch of a node name on the
+// machine, on another root dir, would remove the first one's pods (each
+// removes the node's pods its sources do not define): it exits 2 before it
+// reaches the engine.
+func TestWatchRefusesABusyNodeName(t *testing.T) {
+	e := newCmdEnv(t)
+	e.g.NodeLockDir = t.TempDir()
+	unlock, err := runner.LockNodeName(e.g.NodeLockDir, e.g.NodeName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlock()
+	err = e.watchWith(func(context.Context) (watchEngine, error) {
+		return nil, errors.New("watch reached the engine")
+	}, []string{"--path", e.dir}, func() bool { return false })
+	wantExit(t, "watch of a busy node name", err, exitBadInput)
+	if err == nil || !strings.Contains(err.Error(), "another podrun watch runs as it on this machine") {
+		t.Errorf("error %v, want it to say another watch runs as the node", err)
+	}
+	// The root dir's lock was let go with the refusal.
+	again, err := runner.LockRootDir(e.g.RootDir)
+	if err != nil {
+		t.Fatalf("root dir after the refusal: %v", err)
+	}
+	again()
+}
+
 // TestWatchRefusesABusyRootDir: a second watch on a root dir would remove
 // the first one's pods (neither defines the other's): it exits 2 before it
 // reaches the engine.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -225,17 +226,63 @@ func (e *RootDirBusyError) Error() string {
 // ends: the lock is the kernel's, on an open file, so a killed watch
 // leaves none behind). A second watch gets a *RootDirBusyError at once.
 func LockRootDir(rootDir string) (unlock func(), err error) {
-	path := filepath.Join(rootDir, WatchLockFile)
+	unlock, err = flockFile(filepath.Join(rootDir, WatchLockFile))
+	if errors.Is(err, unix.EWOULDBLOCK) {
+		return nil, &RootDirBusyError{RootDir: rootDir}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("root dir %s: %w", rootDir, err)
+	}
+	return unlock, nil
+}
+
+// DefaultNodeLockDir is where a watch locks its node name: on the machine,
+// whatever its root dir.
+const DefaultNodeLockDir = "/run/podrun"
+
+// NodeBusyError is a node name another podrun watch of this machine runs
+// as, on another root dir (the root dir's lock refuses one on the same).
+type NodeBusyError struct{ NodeName, Lock string }
+
+func (e *NodeBusyError) Error() string {
+	return fmt.Sprintf("node %s: another podrun watch runs as it on this machine (it holds %s): "+
+		"two would remove each other's pods (each removes the node's pods its sources do not define); "+
+		"give this one a --node-name of its own", e.NodeName, e.Lock)
+}
+
+// LockNodeName takes nodeName for one watch of the machine until unlock,
+// as LockRootDir takes a root dir: a watch lists and removes every pod
+// labelled with its node name, so two watches of one node name fight
+// whatever their root dirs (a trial watch with --root-dir /tmp/x and the
+// default node name, the hostname, would remove every pod of the box's
+// own watch). The lock is lockDir/watch-<node name>.lock; lockDir is made
+// (0700) when missing. A second watch gets a *NodeBusyError at once.
+func LockNodeName(lockDir, nodeName string) (unlock func(), err error) {
+	if err := os.MkdirAll(lockDir, 0o700); err != nil {
+		return nil, fmt.Errorf("node %s: lock dir: %w", nodeName, err)
+	}
+	// Escaped: a node name is any lower-case string, "/" included.
+	path := filepath.Join(lockDir, "watch-"+url.PathEscape(nodeName)+".lock")
+	unlock, err = flockFile(path)
+	if errors.Is(err, unix.EWOULDBLOCK) {
+		return nil, &NodeBusyError{NodeName: nodeName, Lock: path}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("node %s: %w", nodeName, err)
+	}
+	return unlock, nil
+}
+
+// flockFile takes an exclusive flock of path (made when missing), or fails
+// at once with unix.EWOULDBLOCK when another holds it.
+func flockFile(path string) (unlock func(), err error) {
 	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("root dir %s: %w", rootDir, &fs.PathError{Op: "open", Path: path, Err: err})
+		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
 	}
 	if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		unix.Close(fd)
-		if errors.Is(err, unix.EWOULDBLOCK) {
-			return nil, &RootDirBusyError{RootDir: rootDir}
-		}
-		return nil, fmt.Errorf("root dir %s: lock %s: %w", rootDir, path, err)
+		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}
 	return func() { unix.Close(fd) }, nil
 }

@@ -192,6 +192,45 @@ func TestRootDirOneWatch(t *testing.T) {
 	again()
 }
 
+// TestNodeNameOneWatch: a watch also holds its node name's lock, on the
+// machine: a second watch of the node name is refused whatever its root
+// dir (it would remove the first one's pods, which its sources do not
+// define), another node name is not, and the name is free again when the
+// first lets go. A node name with a "/" stays in the lock dir.
+func TestNodeNameOneWatch(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "locks") // made when missing
+	unlock, err := runner.LockNodeName(dir, "edge1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = runner.LockNodeName(dir, "edge1")
+	if busy, ok := errors.AsType[*runner.NodeBusyError](err); !ok || busy.NodeName != "edge1" ||
+		!strings.Contains(err.Error(), "another podrun watch runs as it on this machine") {
+		t.Errorf("a second watch of the node name: %v, want a NodeBusyError", err)
+	}
+	other, err := runner.LockNodeName(dir, "edge2")
+	if err != nil {
+		t.Errorf("another node name: %v", err)
+	} else {
+		other()
+	}
+	odd, err := runner.LockNodeName(dir, "../a/b")
+	if err != nil {
+		t.Errorf("node name with slashes: %v", err)
+	} else {
+		odd()
+	}
+	if entries, err := os.ReadDir(filepath.Dir(dir)); err != nil || len(entries) != 1 {
+		t.Errorf("beside the lock dir: %v, %v; want the lock dir alone", entries, err)
+	}
+	unlock()
+	again, err := runner.LockNodeName(dir, "edge1")
+	if err != nil {
+		t.Fatalf("the node name after the first let go: %v", err)
+	}
+	again()
+}
+
 // TestUnsafeRootDirRefused: a root dir another user could change (owned by
 // them, writable by group or others, or under a parent others may write
 // without the sticky bit) is refused by claims and checks, each error
