@@ -128,7 +128,7 @@ func (r *Runner) applyActions(ctx context.Context, pod *v1.Pod, st *podState, a 
 			for _, c := range targets {
 				// One failure a back-off period: a sync meanwhile (an
 				// event, the resync) must not lengthen it.
-				if !w.holdStart(c.Name) {
+				if !w.holdStart(c) {
 					w.recordStartError(pod, c, err)
 				}
 			}
@@ -143,7 +143,7 @@ func (r *Runner) applyActions(ctx context.Context, pod *v1.Pod, st *podState, a 
 		parent, err := r.cfg.PodCgroups.Ensure(pod)
 		if err != nil {
 			for _, c := range startTargets(pod, a) {
-				if !w.holdStart(c.Name) {
+				if !w.holdStart(c) {
 					w.recordStartError(pod, c, err)
 				}
 			}
@@ -232,7 +232,7 @@ func (r *Runner) applyActions(ctx context.Context, pod *v1.Pod, st *podState, a 
 
 	var errMu sync.Mutex
 	start := func(c *v1.Container, typ engine.ContainerType) {
-		if w.holdStart(c.Name) {
+		if w.holdStart(c) {
 			return
 		}
 		err := hostsErr

@@ -24,3 +24,30 @@ func newBackoff(clk clock.Clock) *flowcontrol.Backoff {
 func backoffKey(pod *v1.Pod, c *v1.Container) string {
 	return string(pod.UID) + "/" + c.Name + "/" + ContainerHash(c)
 }
+
+// freshStartForEdits gives each container whose spec changed from old to
+// pod a fresh start, as the kubelet's static pods get one at every edit
+// (an edit is a new pod, of a new UID, to it): no crash-loop or start
+// back-off, and no start error, of before. backoffKey alone gives that
+// only to a spec never seen before: the edit that puts back a spec that
+// ran before (the revert of an image typo) would find that spec's old
+// back-off, and the run podrun stopped for the typo would count as its
+// crash, holding the fixed pod for up to 5 minutes.
+func (w *podWorker) freshStartForEdits(old, pod *v1.Pod) {
+	if old == nil {
+		return
+	}
+	before := map[string]string{}
+	for _, c := range allContainers(old) {
+		before[c.Name] = ContainerHash(c)
+	}
+	for _, c := range allContainers(pod) {
+		if before[c.Name] == ContainerHash(c) {
+			continue
+		}
+		// A container added again is edited too.
+		w.r.backoff.Reset(backoffKey(pod, c))
+		w.r.backoff.Reset(startBackoffKey(pod, c))
+		w.clearStartError(c.Name)
+	}
+}

@@ -1614,3 +1614,33 @@ func TestPodDefinedAgainWhileRemovedRunsAgain(t *testing.T) {
 		return allRunning(p) && p.Status.ContainerStatuses[0].ContainerID != "fake://"+first
 	})
 }
+
+// TestRevertedEditStartsAtOnce: a container in crash-loop back-off is
+// edited to an image that cannot be pulled, and the edit is put back: the
+// spec that comes back starts at once, with a fresh back-off, as the
+// kubelet's static pod does (each edit makes it a new pod), not when the
+// back-off it had built before the edit ends.
+func TestRevertedEditStartsAtOnce(t *testing.T) {
+	fake := newFake(t)
+	fake.SetPullError("nowhere/bad:1", errors.New("no such image"))
+	h := start(t, fake, nil)
+	good := newPod("u1", "p-node1", v1.RestartPolicyAlways, map[string][]string{"app": {enginetest.FakeScript, "exit", "1"}})
+	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{good}}
+	h.waitStatus("u1", "CrashLoopBackOff", func(p *v1.Pod) bool {
+		w := p.Status.ContainerStatuses[0].State.Waiting
+		return w != nil && w.Reason == "CrashLoopBackOff"
+	})
+	runs := len(h.containers("u1"))
+
+	bad := good.DeepCopy()
+	bad.Spec.Containers[0].Image = "nowhere/bad:1"
+	h.updates <- runner.PodUpdate{Op: runner.OpUpdate, Pods: []*v1.Pod{bad}}
+	h.waitStatus("u1", "the bad image's pull error", func(p *v1.Pod) bool {
+		w := p.Status.ContainerStatuses[0].State.Waiting
+		return w != nil && (w.Reason == "ErrImagePull" || w.Reason == "ImagePullBackOff")
+	})
+
+	// The fake clock does not move: only a start at once passes.
+	h.updates <- runner.PodUpdate{Op: runner.OpUpdate, Pods: []*v1.Pod{good}}
+	waitUntil(t, "the reverted spec to run again", func() bool { return len(h.containers("u1")) > runs })
+}

@@ -13,6 +13,10 @@ import (
 type startError struct {
 	waiting
 	at, until time.Time
+	// hash is the ContainerHash of the spec that failed: an edit is a new
+	// container to the kubelet (a new pod, for a static one), which
+	// another spec's failure does not hold back.
+	hash string
 }
 
 // admitRetry is how soon a pod refused admission (low disk) is asked again:
@@ -63,12 +67,12 @@ func (w *podWorker) recordStartError(pod *v1.Pod, c *v1.Container, err error) {
 	case refused:
 		until = now.Add(admitRetry)
 	default:
-		key := backoffKey(pod, c) + "/start"
+		key := startBackoffKey(pod, c)
 		r.backoff.Next(key, now)
 		until = now.Add(r.backoff.Get(key))
 	}
 	w.mu.Lock()
-	w.errs[c.Name] = startError{waiting: waiting{Reason: reason, Message: err.Error()}, at: now, until: until}
+	w.errs[c.Name] = startError{waiting: waiting{Reason: reason, Message: err.Error()}, at: now, until: until, hash: ContainerHash(c)}
 	w.mu.Unlock()
 	r.event(pod, c.Name, v1.EventTypeWarning, eventFailed, "Error: %s: %v", reason, err)
 }
@@ -129,40 +133,45 @@ func (w *podWorker) clearStartError(name string) {
 	w.mu.Unlock()
 }
 
-// holdStart reports whether name must not be started yet, after a failure.
-// A held image pull shows as ImagePullBackOff, as in the kubelet.
-func (w *podWorker) holdStart(name string) bool {
+// holdStart reports whether c must not be started yet, after a failure of
+// its spec. A held image pull shows as ImagePullBackOff, as in the kubelet.
+func (w *podWorker) holdStart(c *v1.Container) bool {
+	hash := ContainerHash(c)
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	e, ok := w.errs[name]
-	if !ok || !w.r.clock.Now().Before(e.until) {
-		return false
-	}
-	return true
+	e, ok := w.errs[c.Name]
+	return ok && e.hash == hash && w.r.clock.Now().Before(e.until)
 }
 
 // allHeld reports whether a starts containers and every one of them must
 // not start yet, after a failure that a new sandbox does not end (not a
 // RunContainerError: applyActions clears those when it makes one).
 func (w *podWorker) allHeld(a *podActions) bool {
-	names := make([]string, 0, len(a.StartApps)+len(a.StartEphemeral)+1)
+	starts := slices.Concat(a.StartApps, a.StartEphemeral)
 	if a.StartInit != nil {
-		names = append(names, a.StartInit.Name)
+		starts = append(starts, a.StartInit)
 	}
-	for _, c := range slices.Concat(a.StartApps, a.StartEphemeral) {
-		names = append(names, c.Name)
-	}
-	if len(names) == 0 {
+	if len(starts) == 0 {
 		return false
+	}
+	hashes := make([]string, len(starts))
+	for i, c := range starts {
+		hashes[i] = ContainerHash(c)
 	}
 	now := w.r.clock.Now()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for _, name := range names {
-		e, ok := w.errs[name]
-		if !ok || !now.Before(e.until) || e.Reason == reasonRunContainerError {
+	for i, c := range starts {
+		e, ok := w.errs[c.Name]
+		if !ok || e.hash != hashes[i] || !now.Before(e.until) || e.Reason == reasonRunContainerError {
 			return false
 		}
 	}
 	return true
+}
+
+// startBackoffKey names the back-off of c's failed starts (pulls, configs),
+// beside its crash-loop back-off.
+func startBackoffKey(pod *v1.Pod, c *v1.Container) string {
+	return backoffKey(pod, c) + "/start"
 }

@@ -63,10 +63,12 @@ func newPodWorker(r *Runner, pod *v1.Pod) *podWorker {
 
 func (w *podWorker) update(pod *v1.Pod) {
 	w.mu.Lock()
+	old := w.pod
 	w.pod = pod
 	w.removed = false
 	w.needNow = true
 	w.mu.Unlock()
+	w.freshStartForEdits(old, pod)
 	w.wake(0)
 }
 
