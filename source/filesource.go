@@ -386,14 +386,31 @@ func (sc *fileScanner) scan() Update {
 func (sc *fileScanner) accept(f string, snap *manifest.Snapshot) {
 	old := sc.good[f]
 	if old != nil && contentKey(old) == contentKey(snap) {
-		return // unchanged: keep the snapshot read first (and its config.seen)
+		// Unchanged: keep the snapshot read first (and its config.seen).
+		// But an edit whose one change is a misspelt field, dropped, is
+		// the edit whose warning matters most: what it meant to change
+		// did not change.
+		if !slices.Equal(old.Warnings, snap.Warnings) {
+			kept := *old
+			kept.Warnings = snap.Warnings
+			sc.good[f] = &kept
+			sc.warn(snap.Warnings, old.Warnings)
+		}
+		return
 	}
 	sc.good[f] = snap
 	sc.everGood[f] = true
 	sc.logger.Info("manifest file read", "file", f, "pods", len(snap.Pods),
 		"configMaps", len(snap.ConfigMaps), "secrets", len(snap.Secrets))
-	for _, w := range snap.Warnings {
-		sc.logger.Warn("manifest warning", "warning", w)
+	sc.warn(snap.Warnings, nil)
+}
+
+// warn logs the warnings of a read that were not among those before.
+func (sc *fileScanner) warn(warnings, before []string) {
+	for _, w := range warnings {
+		if !slices.Contains(before, w) {
+			sc.logger.Warn("manifest warning", "warning", w)
+		}
 	}
 }
 

@@ -344,6 +344,27 @@ func TestFileSourceLogsAProblemOnceAndItsClearing(t *testing.T) {
 	}
 }
 
+// TestFileSourceWarnsOfATypoThatChangesNothing: an edit whose only change
+// is a misspelt field (dropped, as the kubelet drops it) leaves the pod as
+// it was, and is the edit whose warning matters most: the change meant
+// did not happen. It is logged, once, though the pods are unchanged.
+func TestFileSourceWarnsOfATypoThatChangesNothing(t *testing.T) {
+	dir := t.TempDir()
+	f := filepath.Join(dir, "web.yaml")
+	writeFile(t, f, minimalPod, 0o644)
+	p := newProbe()
+	logger, logs := testLogger(t)
+	s := &FileSource{Path: dir, Options: testOptions(), Rescan: 5 * time.Millisecond, Debounce: time.Hour, Logger: logger, hooks: p.hooks(false)}
+	out := startSource(t, s.Run)
+	waitFor(t, out, "the first scan", and(noErr, pods("web")))
+	atomicWrite(t, f, minimalPod+"  restartPolicyy: Never\n")
+	p.waitScans(t, 5)
+	log := logs.String()
+	if n := countLines(log, `level=WARN msg="manifest warning"`, "restartPolicyy"); n != 1 {
+		t.Errorf("the misspelt field was warned of %d times, want once:\n%s", n, log)
+	}
+}
+
 // TestFileSourceUnlistablePath: a path that exists but cannot be read (here
 // a symlink loop, which fails for root too) is an error that keeps the last
 // good pods; at the start it means the source is not ready (no Snapshot).

@@ -369,6 +369,18 @@ func (s *URLSource) Run(ctx context.Context, out chan<- Update) {
 				for _, w := range good.Warnings {
 					logger.Warn("manifest warning", "warning", w)
 				}
+			} else if !slices.Equal(good.Warnings, res.snap.Warnings) {
+				// As the file source: a body whose one change is a
+				// misspelt field changes no pod, and its warning is the
+				// one that matters.
+				for _, w := range res.snap.Warnings {
+					if !slices.Contains(good.Warnings, w) {
+						logger.Warn("manifest warning", "warning", w)
+					}
+				}
+				kept := *good
+				kept.Warnings = res.snap.Warnings
+				good = &kept
 			}
 			val = res.validators
 		}

@@ -465,6 +465,26 @@ func TestURLSourceEmptyListRemovesPods(t *testing.T) {
 	}
 }
 
+// TestURLSourceWarnsOfATypoThatChangesNothing: as the file source, a new
+// body whose one change is a misspelt field (dropped) changes no pod, and
+// its warning is logged, once.
+func TestURLSourceWarnsOfATypoThatChangesNothing(t *testing.T) {
+	h := &switchable{h: serve(podNamed("web"))}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	logger, logs := testLogger(t)
+	p := newProbe()
+	s := &URLSource{URL: srv.URL, Client: testClient(t, false), Interval: 5 * time.Millisecond, Options: testOptions(),
+		Logger: logger, hooks: p.hooks(false)}
+	out := startSource(t, s.Run)
+	waitFor(t, out, "the pod", and(pods("web"), noErr))
+	h.set(serve(podNamed("web") + "  restartPolicyy: Never\n"))
+	p.waitScans(t, 5)
+	if n := countLines(logs.String(), `level=WARN msg="manifest warning"`, "restartPolicyy"); n != 1 {
+		t.Errorf("the misspelt field was warned of %d times, want once:\n%s", n, logs.String())
+	}
+}
+
 // TestURLSourceConditionalGet: the validators of the last good response
 // are sent back; a 304 sends no update; the validators of a response that
 // was not good are not remembered.
