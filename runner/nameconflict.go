@@ -145,6 +145,7 @@ func (w *podWorker) admitName(ctx context.Context, pod *v1.Pod) (*rejection, err
 		case orphansUndecided:
 			r.log.Info("pod waits: another pod of its name is on the node, and its fate is not decided yet",
 				"pod", podKey(pod), "uid", pod.UID, "other", uid)
+			r.waitForNamesake(w.uid, uid)
 			return nil, fmt.Errorf("%s (deciding once every source has delivered and it is removed)", why.message)
 		}
 		if err := r.removeNamesake(ctx, pod, uid, holder); err != nil {
@@ -242,6 +243,31 @@ func (r *Runner) wakeNameConflictsLocked() {
 	for uid, p := range r.status {
 		if w := r.workers[uid]; w != nil && p.Status.Reason == ReasonNameConflict {
 			w.wake(0)
+		}
+	}
+}
+
+// waitForNamesake records that the pod waiter waits for the removal of
+// holder, a pod of its name: the waiter's worker, backing off after the
+// refusal (up to 10 s), is woken the moment the holder's own worker has
+// removed it (a renamed manifest's pod starts once the old one is gone,
+// not up to a back-off later).
+func (r *Runner) waitForNamesake(waiter, holder string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.namesakeWaiters[waiter] = holder
+}
+
+// wakeNamesakeWaitersLocked wakes, at once, the pods that wait for the
+// removal of holder, which is over (r.mu held).
+func (r *Runner) wakeNamesakeWaitersLocked(holder string) {
+	for waiter, h := range r.namesakeWaiters {
+		if h != holder {
+			continue
+		}
+		delete(r.namesakeWaiters, waiter)
+		if w := r.workers[waiter]; w != nil {
+			w.wakeNow()
 		}
 	}
 }

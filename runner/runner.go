@@ -200,8 +200,11 @@ type Runner struct {
 	from     map[string]*podState
 	changed  chan struct{}   // closed and replaced on every status change
 	removing map[string]bool // unknown pods being torn down by housekeeping
-	dirScan  orphanDirScan   // housekeeping's goroutine only
-	wg       sync.WaitGroup
+	// namesakeWaiters maps a pod that waits for the removal of another of
+	// its name (admitName) to that pod's UID: its end wakes the waiter.
+	namesakeWaiters map[string]string
+	dirScan         orphanDirScan // housekeeping's goroutine only
+	wg              sync.WaitGroup
 }
 
 // New returns a Runner; Run starts it.
@@ -256,6 +259,8 @@ func New(cfg Config) *Runner {
 		changed:   make(chan struct{}),
 		removing:  map[string]bool{},
 		ports:     newPortAdmission(),
+
+		namesakeWaiters: map[string]string{},
 	}
 	if cfg.Metrics != nil {
 		r.rt = countingRuntime{Runtime: cfg.Runtime, m: cfg.Metrics}
@@ -609,6 +614,8 @@ func (r *Runner) publishLocked(pod *v1.Pod, removed, converged bool, from *podSt
 		delete(r.converged, uid)
 		delete(r.from, uid)
 		delete(r.workers, uid)
+		delete(r.namesakeWaiters, uid)
+		r.wakeNamesakeWaitersLocked(uid)
 	} else {
 		r.status[uid] = pod
 		r.converged[uid] = converged

@@ -1644,3 +1644,32 @@ func TestRevertedEditStartsAtOnce(t *testing.T) {
 	h.updates <- runner.PodUpdate{Op: runner.OpUpdate, Pods: []*v1.Pod{good}}
 	waitUntil(t, "the reverted spec to run again", func() bool { return len(h.containers("u1")) > runs })
 }
+
+// TestRenamedManifestStartsWhenTheOldPodIsGone: a manifest renamed (a new
+// UID, the same pod name) while the old pod is still stopping: the new pod
+// waits, and starts the moment the old one is removed, not when its
+// back-off after the wait ends (the fake clock does not move here).
+func TestRenamedManifestStartsWhenTheOldPodIsGone(t *testing.T) {
+	fake := newFake(t)
+	b := &stopBlocker{Fake: fake, entered: make(chan struct{}), release: make(chan struct{})}
+	h := start(t, fake, func(c *runner.Config) { c.Runtime = b })
+	old := newPod("u1", "p-node1", v1.RestartPolicyAlways, map[string][]string{"app": {"run"}})
+	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{old}}
+	h.waitStatus("u1", "running", allRunning)
+	// A relist, which the renamed pod's name check reads, sees it run.
+	h.step(relistPeriod)
+	time.Sleep(100 * time.Millisecond)
+
+	renamed := newPod("u2", "p-node1", v1.RestartPolicyAlways, map[string][]string{"app": {"run"}})
+	h.updates <- runner.PodUpdate{Op: runner.OpRemove, Pods: []*v1.Pod{old}}
+	select {
+	case <-b.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the removal never stopped the container")
+	}
+	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{renamed}}
+	// Let the renamed pod find its namesake and wait for it.
+	time.Sleep(200 * time.Millisecond)
+	close(b.release)
+	h.waitStatus("u2", "the renamed pod running", allRunning)
+}
