@@ -1,10 +1,13 @@
 package runner_test
 
 import (
+	"context"
+	"sync"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/podrun/podrun/engine"
 	"github.com/podrun/podrun/engine/enginetest"
@@ -149,5 +152,67 @@ func TestActiveDeadlineSparesFinishedPod(t *testing.T) {
 	p := h.waitStatus("u1", "the edit synced", func(p *v1.Pod) bool { return p.Annotations["step"] == "1" })
 	if p.Status.Phase != v1.PodSucceeded || p.Status.Reason != "" {
 		t.Errorf("phase %s reason %q, want Succeeded: it finished before its deadline", p.Status.Phase, p.Status.Reason)
+	}
+}
+
+// sandboxRemovalBlocker holds the first sandbox removal until release is
+// closed.
+type sandboxRemovalBlocker struct {
+	*enginetest.Fake
+	once    sync.Once
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (b *sandboxRemovalBlocker) RemoveSandbox(ctx context.Context, id string) error {
+	b.once.Do(func() {
+		close(b.entered)
+		<-b.release
+	})
+	return b.Fake.RemoveSandbox(ctx, id)
+}
+
+// TestPodPastItsDeadlineDefinedAgainRunsAnew: a pod past its deadline
+// whose manifest is deleted and written back while the pod is being
+// removed is a new pod, as a new manifest's: it runs, with a start time
+// and a deadline from now, rather than staying Failed for the deadline of
+// the pod removed.
+func TestPodPastItsDeadlineDefinedAgainRunsAnew(t *testing.T) {
+	fake := newFake(t)
+	b := &sandboxRemovalBlocker{Fake: fake, entered: make(chan struct{}), release: make(chan struct{})}
+	h := start(t, fake, func(c *runner.Config) {
+		c.Runtime = b
+		c.SyncFrequency = 24 * time.Hour
+	})
+	pod := newPod("u1", "p", v1.RestartPolicyAlways, map[string][]string{"a": {"run"}})
+	pod.Spec.ActiveDeadlineSeconds = ptr.To(int64(60))
+	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{pod}}
+	h.waitStatus("u1", "running", allRunning)
+	waitUntil(t, "the worker's deadline timer", func() bool { return h.timers() > 0 })
+	h.step(time.Minute)
+	h.waitStatus("u1", "DeadlineExceeded", func(p *v1.Pod) bool {
+		return p.Status.Reason == runner.ReasonDeadlineExceeded
+	})
+
+	h.updates <- runner.PodUpdate{Op: runner.OpRemove, Pods: []*v1.Pod{pod}}
+	select {
+	case <-b.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the removal never removed the sandbox")
+	}
+	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{pod}}
+	// The add is handed to the worker before the removal goes on: with
+	// the channel's buffer full of empty updates after it, the runner has
+	// taken (and applied) the add and the one after it.
+	for range cap(h.updates) + 1 {
+		h.updates <- runner.PodUpdate{Op: runner.OpUpdate}
+	}
+	close(b.release)
+
+	p := h.waitStatus("u1", "running anew", func(p *v1.Pod) bool {
+		return p.Status.Phase == v1.PodRunning && allRunning(p)
+	})
+	if p.Status.StartTime == nil || !p.Status.StartTime.Time.Equal(epoch.Add(time.Minute)) {
+		t.Errorf("startTime %v, want now (%v)", p.Status.StartTime, epoch.Add(time.Minute))
 	}
 }

@@ -51,6 +51,8 @@ func (r *Runner) housekeeping(ctx context.Context) {
 			defer func() {
 				r.mu.Lock()
 				delete(r.removing, uid)
+				// A pod waiting for its name need not wait for its back-off.
+				r.wakeNamesakeWaitersLocked(uid)
 				r.mu.Unlock()
 			}()
 			ref := podRefOf(st)

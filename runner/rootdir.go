@@ -226,14 +226,14 @@ func (e *RootDirBusyError) Error() string {
 // ends: the lock is the kernel's, on an open file, so a killed watch
 // leaves none behind). A second watch gets a *RootDirBusyError at once.
 func LockRootDir(rootDir string) (unlock func(), err error) {
-	unlock, err = flockFile(filepath.Join(rootDir, WatchLockFile))
+	fd, err := flockFile(filepath.Join(rootDir, WatchLockFile))
 	if errors.Is(err, unix.EWOULDBLOCK) {
 		return nil, &RootDirBusyError{RootDir: rootDir}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("root dir %s: %w", rootDir, err)
 	}
-	return unlock, nil
+	return func() { unix.Close(fd) }, nil
 }
 
 // DefaultNodeLockDir is where a watch locks its node name: on the machine,
@@ -263,26 +263,48 @@ func LockNodeName(lockDir, nodeName string) (unlock func(), err error) {
 	}
 	// Escaped: a node name is any lower-case string, "/" included.
 	path := filepath.Join(lockDir, "watch-"+url.PathEscape(nodeName)+".lock")
-	unlock, err = flockFile(path)
-	if errors.Is(err, unix.EWOULDBLOCK) {
-		return nil, &NodeBusyError{NodeName: nodeName, Lock: path}
+	for {
+		fd, err := flockFile(path)
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, &NodeBusyError{NodeName: nodeName, Lock: path}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("node %s: %w", nodeName, err)
+		}
+		// The watch that held it removes the file as it ends (lockDir is
+		// the machine's, not to be littered by every node name that ever
+		// ran): a lock taken on the file it removed locks nothing.
+		if !isFileAt(fd, path) {
+			unix.Close(fd)
+			continue
+		}
+		return func() {
+			os.Remove(path) // while locked: no other watch holds it
+			unix.Close(fd)
+		}, nil
 	}
-	if err != nil {
-		return nil, fmt.Errorf("node %s: %w", nodeName, err)
-	}
-	return unlock, nil
 }
 
-// flockFile takes an exclusive flock of path (made when missing), or fails
-// at once with unix.EWOULDBLOCK when another holds it.
-func flockFile(path string) (unlock func(), err error) {
-	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o600)
+// isFileAt reports whether the open file fd is still the file at path.
+func isFileAt(fd int, path string) bool {
+	var open, named unix.Stat_t
+	if unix.Fstat(fd, &open) != nil || unix.Lstat(path, &named) != nil {
+		return false
+	}
+	return open.Dev == named.Dev && open.Ino == named.Ino
+}
+
+// flockFile opens path (made when missing) and takes an exclusive flock of
+// it, held until the descriptor returned is closed, or fails at once with
+// unix.EWOULDBLOCK when another holds it.
+func flockFile(path string) (fd int, err error) {
+	fd, err = unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o600)
 	if err != nil {
-		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+		return -1, &fs.PathError{Op: "open", Path: path, Err: err}
 	}
 	if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		unix.Close(fd)
-		return nil, fmt.Errorf("lock %s: %w", path, err)
+		return -1, fmt.Errorf("lock %s: %w", path, err)
 	}
-	return func() { unix.Close(fd) }, nil
+	return fd, nil
 }

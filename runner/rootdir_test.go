@@ -229,6 +229,10 @@ func TestNodeNameOneWatch(t *testing.T) {
 		t.Fatalf("the node name after the first let go: %v", err)
 	}
 	again()
+	// The lock dir is the machine's: a watch that ends leaves no file.
+	if entries, err := os.ReadDir(dir); err != nil || len(entries) != 0 {
+		t.Errorf("the lock dir after every watch ended: %v, %v; want it empty", entries, err)
+	}
 }
 
 // TestUnsafeRootDirRefused: a root dir another user could change (owned by

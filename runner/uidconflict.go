@@ -109,9 +109,10 @@ func (r *Runner) teardownOwn(ctx context.Context, pod *v1.Pod, own, others *podS
 	return r.removePodObjects(ctx, pod, own, grace)
 }
 
-// startAnew forgets what the worker knew of its UID's pod before the
-// orphans of the UID were removed: the pod now there is a new one, whose
-// start time, deadline and eviction count from now.
+// startAnew forgets what the worker knew of its UID's pod before: after
+// the orphans of the UID were removed, or the pod itself was removed and
+// then defined again, the pod now there is a new one, whose start time,
+// deadline and eviction count from now.
 func (w *podWorker) startAnew() {
 	w.mu.Lock()
 	defer w.mu.Unlock()

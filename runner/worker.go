@@ -248,6 +248,9 @@ func (w *podWorker) run(ctx context.Context) {
 				// Its manifest was written back while it stopped (rm,
 				// then cp): it is wanted again, so it is made again.
 				r.log.Info("pod defined again while it was being removed: making it again", "pod", podKey(pod))
+				// A new pod, as after its orphans' removal: no eviction
+				// or passed deadline of the one removed holds it.
+				w.startAnew()
 				fresh = true
 				continue
 			}
