@@ -194,20 +194,7 @@ func TestPodPastItsDeadlineDefinedAgainRunsAnew(t *testing.T) {
 		return p.Status.Reason == runner.ReasonDeadlineExceeded
 	})
 
-	h.updates <- runner.PodUpdate{Op: runner.OpRemove, Pods: []*v1.Pod{pod}}
-	select {
-	case <-b.entered:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the removal never removed the sandbox")
-	}
-	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{pod}}
-	// The add is handed to the worker before the removal goes on: with
-	// the channel's buffer full of empty updates after it, the runner has
-	// taken (and applied) the add and the one after it.
-	for range cap(h.updates) + 1 {
-		h.updates <- runner.PodUpdate{Op: runner.OpUpdate}
-	}
-	close(b.release)
+	h.defineAgainWhileRemoved(pod, b.entered, b.release)
 
 	p := h.waitStatus("u1", "running anew", func(p *v1.Pod) bool {
 		return p.Status.Phase == v1.PodRunning && allRunning(p)

@@ -1582,6 +1582,26 @@ func (b *stopBlocker) StopContainer(ctx context.Context, id string, grace time.D
 	return b.Fake.StopContainer(ctx, id, grace)
 }
 
+// defineAgainWhileRemoved removes pod and, once its teardown is held
+// (entered), defines it again, then lets the teardown go on (release).
+func (h *harness) defineAgainWhileRemoved(pod *v1.Pod, entered, release chan struct{}) {
+	h.t.Helper()
+	h.updates <- runner.PodUpdate{Op: runner.OpRemove, Pods: []*v1.Pod{pod}}
+	select {
+	case <-entered:
+	case <-time.After(10 * time.Second):
+		h.t.Fatal("the removal never reached the held step")
+	}
+	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{pod}}
+	// The add is handed to the worker before the teardown goes on: with
+	// the channel's buffer full of empty updates after it, the runner has
+	// taken (and applied) the add and the one after it.
+	for range cap(h.updates) + 1 {
+		h.updates <- runner.PodUpdate{Op: runner.OpUpdate}
+	}
+	close(release)
+}
+
 // TestPodDefinedAgainWhileRemovedRunsAgain: a manifest deleted and written
 // back while its pod is still stopping (rm, then cp, half a second apart)
 // defines the pod again: once the stop is over the pod is made again, not
@@ -1595,20 +1615,7 @@ func TestPodDefinedAgainWhileRemovedRunsAgain(t *testing.T) {
 	h.waitStatus("u1", "running", allRunning)
 	first := h.containers("u1")[0].ID
 
-	h.updates <- runner.PodUpdate{Op: runner.OpRemove, Pods: []*v1.Pod{pod}}
-	select {
-	case <-b.entered:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the removal never stopped the container")
-	}
-	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{pod}}
-	// The add is handed to the worker before the stop goes on: with the
-	// channel's buffer full of empty updates after it, the runner has
-	// taken (and applied) the add and the one after it.
-	for range cap(h.updates) + 1 {
-		h.updates <- runner.PodUpdate{Op: runner.OpUpdate}
-	}
-	close(b.release)
+	h.defineAgainWhileRemoved(pod, b.entered, b.release)
 
 	h.stepUntilStatus("u1", "running again", 100*time.Millisecond, func(p *v1.Pod) bool {
 		return allRunning(p) && p.Status.ContainerStatuses[0].ContainerID != "fake://"+first
