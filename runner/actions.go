@@ -137,6 +137,10 @@ type podActions struct {
 	// CreateSandbox makes a new sandbox with SandboxAttempt.
 	CreateSandbox  bool
 	SandboxAttempt int
+	// AdoptSandbox, with CreateSandbox, is the latest sandbox when it was
+	// made and never started (podrun died between the two): it is started
+	// (RunSandbox with its attempt), not stopped by KillPod nor replaced.
+	AdoptSandbox *engine.Sandbox
 	// SandboxID is the sandbox containers are started in when no new one is
 	// made.
 	SandboxID string
@@ -299,12 +303,9 @@ func computePodActions(pod *v1.Pod, state *podState, backoff *flowcontrol.Backof
 		// some stays finished: its sandbox is not made again.
 		if sb != nil && sb.Hash == sandboxHash && podFinished(pod, state, sb.ID) {
 			a.Kill = runningKills(state, reasonPodFinished)
-			// An older sandbox that runs (a late start) is stopped too.
-			for _, o := range state.Sandboxes[1:] {
-				if o.State != engine.StateExited && o.State != engine.StateCreated {
-					a.StopSandboxes = append(a.StopSandboxes, o)
-				}
-			}
+			// An older sandbox that runs (a late start) is stopped too,
+			// and what runs nothing goes, as for a pod that runs.
+			reconcileSandboxes(state, sb, specNamesOf(pod), a)
 			a.PodFailed = initFailed(pod, state, sb.ID)
 			return a
 		}
@@ -320,7 +321,14 @@ func computePodActions(pod *v1.Pod, state *podState, backoff *flowcontrol.Backof
 		}
 		if sb != nil {
 			a.SandboxAttempt = sb.Attempt + 1
+			if sb.State == engine.StateCreated && sb.Hash == sandboxHash {
+				a.AdoptSandbox, a.SandboxAttempt = sb, sb.Attempt
+			}
 		}
+		// What runs nothing goes in this sync, as when the sandbox runs:
+		// the sync after it may never come (once reports and exits as
+		// soon as the new sandbox's containers are up).
+		removeDead(state, a.AdoptSandbox, specNamesOf(pod), a)
 		if len(pod.Spec.InitContainers) > 0 {
 			a.startInit(&pod.Spec.InitContainers[0], reasonNewSandbox)
 			a.wait(a.StartInit.Name, waiting{Reason: "PodInitializing"})
@@ -347,13 +355,7 @@ func computePodActions(pod *v1.Pod, state *podState, backoff *flowcontrol.Backof
 	// removed. (Stopping it would do nothing - Docker leaves a created
 	// container created - and a start that a killed podrun sent could
 	// still run it later.)
-	specNames := map[string]bool{}
-	for _, c := range allContainers(pod) {
-		specNames[c.Name] = true
-	}
-	for _, c := range ephemeralContainers(pod) {
-		specNames[c.Name] = true
-	}
+	specNames := specNamesOf(pod)
 	for _, c := range state.Containers {
 		if c.State != engine.StateRunning && c.State != engine.StateCreated {
 			continue
@@ -406,22 +408,25 @@ func computePodActions(pod *v1.Pod, state *podState, backoff *flowcontrol.Backof
 }
 
 // reconcileSandboxes brings a pod whose latest sandbox sb runs and is
-// current to exactly one sandbox, sb, and removes what older attempts left.
+// current (or is the finished pod's) to exactly one sandbox, sb, and
+// removes what older attempts left.
 // A podrun killed mid-bring-up may have sent a start that completes inside
 // the engine after the next podrun judged that sandbox dead and made a new
 // one: then two sandboxes run, each with containers.
 //
 // The kubelet, seeing more than one sandbox, kills the whole pod and makes
 // it again. podrun keeps the latest sandbox and its containers when it runs
-// and is current (this function is only called then), and stops every
+// and is current, or when the pod has finished in it (this function is
+// only called then), and stops every
 // other running sandbox (its running containers are already in Kill): the
 // pod that is up stays up. When the latest sandbox is not running, the
 // KillPod path stops everything, older attempts included (killPod stops
-// every container that runs and every sandbox that has not exited), and
-// makes or adopts the latest.
+// every container that runs and every sandbox that has not exited but the
+// one adopted), and makes or adopts the latest.
 //
-// Leftovers are removed by the sync itself, in once as in watch, not left
-// to watch's garbage collection:
+// Leftovers are removed by the sync itself (removeDead), in once as in
+// watch, not left to watch's garbage collection; on the KillPod path too,
+// with no sandbox to keep but the one adopted:
 //   - a never started (created) container outside sb: see computePodActions;
 //   - a dead container of an older sandbox, once two newer containers of
 //     its name exist, or when its name is no longer in the spec. The two
@@ -434,15 +439,36 @@ func computePodActions(pod *v1.Pod, state *podState, backoff *flowcontrol.Backof
 // Everything is decided here, from the state alone; applyActions only
 // carries it out.
 func reconcileSandboxes(state *podState, sb *engine.Sandbox, specNames map[string]bool, a *podActions) {
+	removeDead(state, sb, specNames, a)
+	for _, o := range state.Sandboxes {
+		if o != sb && o.State != engine.StateExited && o.State != engine.StateCreated {
+			// Running, or unknown: stop it, as killPod would.
+			a.StopSandboxes = append(a.StopSandboxes, o)
+		}
+	}
+}
+
+// removeDead adds to a.Remove and a.RemoveSandboxes what runs nothing and
+// is kept for nothing, outside keep, the sandbox the pod goes on in (its
+// containers are the caller's to judge; nil when a new sandbox is made):
+// a container created and never started, one whose start failed and that
+// is not the newest of its name, a dead one no longer in the spec or not
+// one of the runs of its name the status reads (statusRun), and then a
+// dead sandbox none of whose containers is left.
+func removeDead(state *podState, keep *engine.Sandbox, specNames map[string]bool, a *podActions) {
 	removed := map[string]bool{}
 	for _, c := range a.Remove {
 		removed[c.ID] = true
 	}
 	for _, c := range state.Containers {
-		if c.SandboxID == sb.ID || c.State == engine.StateRunning || c.State == engine.StateCreated || removed[c.ID] {
+		if keep != nil && c.SandboxID == keep.ID || c.State == engine.StateRunning || removed[c.ID] {
 			continue
 		}
-		if !specNames[c.Name] || !statusRun(state, c) {
+		// A start that failed in an older sandbox (one that died under
+		// it: a killed podrun's late start) never ran: no run before the
+		// newest, as its error says nothing of the sandbox made since.
+		failedBefore := failedStart(c) && state.latest(c.Name, "") != c
+		if c.State == engine.StateCreated || failedBefore || !specNames[c.Name] || !statusRun(state, c) {
 			a.Remove = append(a.Remove, c)
 			removed[c.ID] = true
 		}
@@ -454,18 +480,31 @@ func reconcileSandboxes(state *podState, sb *engine.Sandbox, specNames map[strin
 		}
 	}
 	for _, o := range state.Sandboxes {
-		if o == sb {
-			continue
-		}
-		switch o.State {
-		case engine.StateExited, engine.StateCreated:
-			if !occupied[o.ID] {
-				a.RemoveSandboxes = append(a.RemoveSandboxes, o)
-			}
-		default: // running, or unknown: stop it, as killPod would
-			a.StopSandboxes = append(a.StopSandboxes, o)
+		if o != keep && (o.State == engine.StateExited || o.State == engine.StateCreated) && !occupied[o.ID] {
+			a.RemoveSandboxes = append(a.RemoveSandboxes, o)
 		}
 	}
+}
+
+// failedStart reports whether c never ran: its start failed (the runtime
+// says why in Message) and it has no run time of its own (Docker stamps
+// both times with the creation, a CRI runtime leaves the start unset).
+// A run that ended with an error the runtime explains (CRI's "Unknown"
+// after a restart of containerd) did run.
+func failedStart(c *engine.Container) bool {
+	return c.State == engine.StateExited && c.Message != "" && (c.StartedAt.IsZero() || c.FinishedAt.Equal(c.StartedAt))
+}
+
+// specNamesOf is the set of the names of pod's containers, of every kind.
+func specNamesOf(pod *v1.Pod) map[string]bool {
+	names := map[string]bool{}
+	for _, c := range allContainers(pod) {
+		names[c.Name] = true
+	}
+	for _, c := range ephemeralContainers(pod) {
+		names[c.Name] = true
+	}
+	return names
 }
 
 // statusRun reports whether c is one of the runs of its name that the

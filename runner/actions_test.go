@@ -62,6 +62,14 @@ func (b *stateBuilder) container(sandboxID, name string, attempt int, state engi
 	return b
 }
 
+// failedStart makes the last container added one whose start failed.
+func (b *stateBuilder) failedStart() *stateBuilder {
+	c := b.st.Containers[len(b.st.Containers)-1]
+	c.State, c.ExitCode, c.Message = engine.StateExited, 128, "cannot join network of a non running container"
+	c.StartedAt, c.FinishedAt = c.CreatedAt, c.CreatedAt
+	return b
+}
+
 func (b *stateBuilder) build() *podState { b.st.sort(); return b.st }
 
 func names(cs []*v1.Container) []string {
@@ -453,9 +461,44 @@ func TestReconcileSandboxes(t *testing.T) {
 					container("s0", "a", 0, engine.StateRunning, 0).container("s0", "b", 0, engine.StateRunning, 0).build()
 			},
 			// KillPod stops every sandbox that has not exited, s0 too;
-			// applyActions adopts the created s1 (RunSandbox with its
-			// attempt) rather than making attempt 2.
-			want: want{killPod: true, createSandbox: true, sandboxAttempt: 2, apps: []string{"a", "b"}},
+			// the created s1 is adopted (RunSandbox with its attempt)
+			// rather than attempt 2 made.
+			want: want{killPod: true, createSandbox: true, sandboxAttempt: 1, apps: []string{"a", "b"}},
+		},
+		{
+			name: "the latest sandbox died with containers created in it: they and it go as the pod is made anew",
+			pod:  testPod(always, nil, "a", "b"),
+			state: func(p *v1.Pod) *podState {
+				return newState(p).sandbox("s0", 0, engine.StateExited).
+					container("s0", "a", 0, engine.StateCreated, 0).container("s0", "b", 0, engine.StateCreated, 0).build()
+			},
+			// The sync that makes s1 is the last `once` may run: nothing
+			// is left for a later one.
+			want: want{killPod: true, createSandbox: true, sandboxAttempt: 1, apps: []string{"a", "b"},
+				remove: []string{"a-0", "b-0"}, removeSandboxes: []string{"s0"}},
+		},
+		{
+			name: "the latest sandbox died: its exited runs stay for the status, and so does it",
+			pod:  testPod(always, nil, "a", "b"),
+			state: func(p *v1.Pod) *podState {
+				return newState(p).sandbox("s0", 0, engine.StateExited).
+					container("s0", "a", 0, engine.StateExited, 137).container("s0", "b", 0, engine.StateCreated, 0).build()
+			},
+			want: want{killPod: true, createSandbox: true, sandboxAttempt: 1, apps: []string{"a", "b"}, remove: []string{"b-0"}},
+		},
+		{
+			name: "the latest sandbox died: older dead sandboxes go with what the status does not read",
+			pod:  testPod(always, nil, "a"),
+			state: func(p *v1.Pod) *podState {
+				return newState(p).sandbox("s0", 0, engine.StateExited).sandbox("s1", 1, engine.StateExited).
+					sandbox("s2", 2, engine.StateCreated).sandbox("s3", 3, engine.StateExited).
+					container("s0", "a", 0, engine.StateExited, 1).container("s1", "a", 1, engine.StateExited, 1).
+					container("s1", "a", 2, engine.StateExited, 1).container("s2", "a", 3, engine.StateCreated, 0).build()
+			},
+			// a-3 never ran; a-2 is a's lastState once a-4 runs, and
+			// keeps s1; s3 is replaced by attempt 4.
+			want: want{killPod: true, createSandbox: true, sandboxAttempt: 4, apps: []string{"a"},
+				remove: []string{"a-3", "a-1", "a-0"}, removeSandboxes: []string{"s3", "s2", "s0"}},
 		},
 		{
 			name: "older dead sandbox whose containers are superseded twice: all removed",
@@ -514,6 +557,40 @@ func TestReconcileSandboxes(t *testing.T) {
 			want: want{apps: []string{"b"}, remove: []string{"a-0", "b-0"}, removeSandboxes: []string{"s0"}, converged: true},
 		},
 		{
+			name: "failed starts in an older dead sandbox are no runs before: they go, and it with them",
+			pod:  testPod(always, nil, "a", "b"),
+			state: func(p *v1.Pod) *podState {
+				return newState(p).sandbox("s0", 0, engine.StateExited).sandbox("s1", 1, engine.StateRunning).
+					container("s0", "a", 0, engine.StateCreated, 0).failedStart().
+					container("s0", "b", 0, engine.StateCreated, 0).failedStart().
+					container("s1", "a", 1, engine.StateRunning, 0).container("s1", "b", 1, engine.StateRunning, 0).build()
+			},
+			want: want{remove: []string{"a-0", "b-0"}, removeSandboxes: []string{"s0"}, converged: true},
+		},
+		{
+			name: "the newest run of a name is kept though its start failed",
+			pod:  testPod(always, nil, "a", "b"),
+			state: func(p *v1.Pod) *podState {
+				return newState(p).sandbox("s0", 0, engine.StateExited).sandbox("s1", 1, engine.StateRunning).
+					container("s0", "a", 0, engine.StateCreated, 0).failedStart().
+					container("s1", "b", 1, engine.StateRunning, 0).build()
+			},
+			// a-0 is a's state in the status until a runs in s1.
+			want: want{apps: []string{"a"}, converged: true},
+		},
+		{
+			name: "a run that ended with the runtime's error is a run before, kept",
+			pod:  testPod(always, nil, "a"),
+			state: func(p *v1.Pod) *podState {
+				b := newState(p).sandbox("s0", 0, engine.StateExited).sandbox("s1", 1, engine.StateRunning).
+					container("s0", "a", 0, engine.StateExited, 255).container("s1", "a", 1, engine.StateRunning, 0)
+				b.st.Containers[0].StartedAt = b.st.Containers[0].CreatedAt
+				b.st.Containers[0].Message = "Unknown: the runtime restarted"
+				return b.build()
+			},
+			want: want{converged: true},
+		},
+		{
 			name: "an older sandbox created and never started is removed with its created containers",
 			pod:  testPod(always, nil, "a"),
 			state: func(p *v1.Pod) *podState {
@@ -549,6 +626,15 @@ func TestReconcileSandboxes(t *testing.T) {
 					container("s1", "a", 1, engine.StateExited, 0).build()
 			},
 			want: want{stopSandboxes: []string{"s0"}},
+		},
+		{
+			name: "a finished pod's older dead sandbox goes with the container created in it",
+			pod:  testPod(never, nil, "a"),
+			state: func(p *v1.Pod) *podState {
+				return newState(p).sandbox("s0", 0, engine.StateExited).sandbox("s1", 1, engine.StateExited).
+					container("s0", "a", 0, engine.StateCreated, 0).container("s1", "a", 1, engine.StateExited, 0).build()
+			},
+			want: want{remove: []string{"a-0"}, removeSandboxes: []string{"s0"}, converged: true},
 		},
 		{
 			name: "a running container of an older attempt in the latest sandbox is not converged",
@@ -596,8 +682,9 @@ func TestReconcileSandboxes(t *testing.T) {
 					}
 				}
 			}
+			// The latest sandbox goes only when a new one replaces it.
 			for _, sb := range a.RemoveSandboxes {
-				if sb.State == engine.StateRunning || sb == st.latestSandbox() {
+				if sb.State == engine.StateRunning || sb == st.latestSandbox() && (!a.CreateSandbox || a.AdoptSandbox == sb) {
 					t.Errorf("removes sandbox %s (%s)", sb.ID, sb.State)
 				}
 			}

@@ -52,7 +52,7 @@ func (e *imageError) Unwrap() error { return e.err }
 func (r *Runner) applyActions(ctx context.Context, pod *v1.Pod, st *podState, a *podActions, w *podWorker) (retErr error) {
 	grace := gracePeriod(pod)
 	if a.KillPod {
-		if err := r.killPod(ctx, pod, st, grace, a.KillReason); err != nil {
+		if err := r.killPod(ctx, pod, st, a.AdoptSandbox, grace, a.KillReason); err != nil {
 			return fmt.Errorf("kill pod: %w", err)
 		}
 	}
@@ -162,11 +162,6 @@ func (r *Runner) applyActions(ctx context.Context, pod *v1.Pod, st *podState, a 
 		}
 	}
 	if a.CreateSandbox {
-		// A sandbox that was made but never started (podrun died between
-		// the two) is adopted rather than replaced.
-		if sb := st.latestSandbox(); sb != nil && sb.State == engine.StateCreated && sb.Hash == sbCfg.Hash {
-			sbCfg.Attempt = sb.Attempt
-		}
 		r.keepRecord(pod, podSandboxKey(pod), sandboxRecord(pod))
 		looked = r.lookUpImages(ctx, a)
 		id, err := r.rt.RunSandbox(ctx, sbCfg)
@@ -503,13 +498,14 @@ func (r *Runner) waitTurn(ctx context.Context, turn []<-chan struct{}, limit tim
 }
 
 // killPod stops every container of the pod (app containers first, then
-// sidecars in reverse order, as the kubelet does), then its sandboxes; why
-// is the reason its log lines and events give (empty: the pod is being
-// replaced or removed).
-func (r *Runner) killPod(ctx context.Context, pod *v1.Pod, st *podState, grace time.Duration, why string) error {
+// sidecars in reverse order, as the kubelet does), then its sandboxes but
+// adopt (one about to be started: a stop would only race the start a
+// killed podrun may have sent); why is the reason its log lines and
+// events give (empty: the pod is being replaced or removed).
+func (r *Runner) killPod(ctx context.Context, pod *v1.Pod, st *podState, adopt *engine.Sandbox, grace time.Duration, why string) error {
 	errs := r.stopPodContainers(ctx, pod, st, grace, why)
 	for _, sb := range st.Sandboxes {
-		if sb.State == engine.StateExited {
+		if sb.State == engine.StateExited || sb == adopt {
 			continue
 		}
 		if err := r.rt.StopSandbox(ctx, sb.ID, grace); err != nil && !errors.Is(err, engine.ErrNotFound) {

@@ -159,7 +159,7 @@ func (w *podWorker) stopAsFailed(ctx context.Context, pod *v1.Pod, st *podState,
 	a.KillPod = a.KillPod || len(runningContainers(st)) > 0
 	var err error
 	if a.KillPod {
-		if err = r.killPod(ctx, pod, st, grace, why); err != nil && ctx.Err() == nil {
+		if err = r.killPod(ctx, pod, st, nil, grace, why); err != nil && ctx.Err() == nil {
 			r.log.Warn("stop pod", "pod", podKey(pod), "reason", status.Reason, "err", err)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -1054,6 +1055,19 @@ func (d duplicates) container(sbID string, sbAttempt int, name string, attempt i
 	return id
 }
 
+// diedAfterCreates makes sandbox attempt 0 with a and b created in it,
+// never started, and stops it: a bring-up whose sandbox died under it.
+func (d duplicates) diedAfterCreates() (sb, a, b string) {
+	d.t.Helper()
+	sb = d.sandbox(0, true)
+	a = d.container(sb, 0, "a", 0, false)
+	b = d.container(sb, 0, "b", 0, false)
+	if err := d.fake.StopSandbox(context.Background(), sb, time.Second); err != nil {
+		d.t.Fatal(err)
+	}
+	return sb, a, b
+}
+
 // objects returns the fake's sandboxes and containers of uid, as
 // "ID state" sets.
 func (h *harness) objects(uid string) (sandboxes, containers map[string]engine.State) {
@@ -1155,10 +1169,17 @@ func TestCreatedLatestSandboxIsAdopted(t *testing.T) {
 	d.container(sb0, 0, "a", 0, true)
 	d.container(sb0, 0, "b", 0, true)
 	sb1 := d.sandbox(1, false)
+	fake.ResetCalls()
 
 	h := start(t, fake, nil)
 	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{pod}}
 	h.waitConverged("u1")
+
+	// Only sb0 is stopped: a stop of sb1, about to be started, would race
+	// a start a killed podrun may have sent it.
+	if n := fake.Calls("StopSandbox"); n != 1 {
+		t.Errorf("StopSandbox called %d times, want 1 (the older sandbox)", n)
+	}
 
 	sandboxes, containers := h.objects("u1")
 	if len(sandboxes) != 2 || sandboxes[sb1] != engine.StateRunning || sandboxes[sb0] != engine.StateExited {
@@ -1174,6 +1195,60 @@ func TestCreatedLatestSandboxIsAdopted(t *testing.T) {
 			t.Errorf("container %s: sandbox %.12s, %s, attempt %d; want running in %.12s, attempt 1, or exited in %.12s, attempt 0",
 				c.Name, c.SandboxID, c.State, c.Attempt, sb1, sb0)
 		}
+	}
+}
+
+// TestDeadSandboxLeftoversGo: the pod's latest sandbox died after
+// containers were created in it and before they started (a killed
+// podrun's bring-up, whose sandbox its successor stopped), and their
+// starts, sent late, may have failed since. The pod is made anew in a new
+// sandbox, and nothing of the dead one is left: no run there ever ran.
+// The created containers go in the sync that makes the new sandbox,
+// before it: `podrun once` may exit soon after, and nothing it leaves may
+// look like a second sandbox of the pod.
+func TestDeadSandboxLeftoversGo(t *testing.T) {
+	for _, lateStart := range []bool{false, true} {
+		t.Run(fmt.Sprintf("late start %v", lateStart), func(t *testing.T) {
+			fake := newFake(t)
+			pod := newPod("u1", "p-node1", v1.RestartPolicyAlways, map[string][]string{"a": {"run"}, "b": {"run"}})
+			d := duplicates{t: t, fake: fake, pod: pod}
+			sb0, a0, b0 := d.diedAfterCreates()
+			if lateStart {
+				for _, id := range []string{a0, b0} {
+					if err := fake.StartContainer(context.Background(), id); err == nil {
+						t.Fatalf("start of %s in a stopped sandbox succeeded", id)
+					}
+				}
+			}
+			fake.ResetCalls()
+
+			h := start(t, fake, nil)
+			h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{pod}}
+			h.waitConverged("u1")
+
+			sandboxes, _ := h.objects("u1")
+			if len(sandboxes) != 1 || sandboxes[sb0] != "" {
+				t.Errorf("sandboxes %v, want only the new one", sandboxes)
+			}
+			cs := h.containers("u1")
+			for _, c := range cs {
+				if c.SandboxID == sb0 || c.State != engine.StateRunning {
+					t.Errorf("container %s: sandbox %.12s, %s; want running in the new sandbox", c.Name, c.SandboxID, c.State)
+				}
+			}
+			if len(cs) != 2 {
+				t.Errorf("%d containers, want a and b", len(cs))
+			}
+			if lateStart {
+				return
+			}
+			order := fake.CallOrder()
+			run := slices.Index(order, "RunSandbox")
+			if run < 0 || slices.Contains(order[run:], "RemoveContainer") || slices.Contains(order[run:], "RemoveSandbox") ||
+				fake.Calls("RemoveContainer") != 2 || fake.Calls("RemoveSandbox") != 1 {
+				t.Errorf("calls %v: want the two created containers and their sandbox removed before the new sandbox is made", order)
+			}
+		})
 	}
 }
 

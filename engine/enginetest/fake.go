@@ -52,7 +52,8 @@ const FakeScript = "fake"
 // Events reports start, die, oom and destroy as Docker does.
 //
 // Test hooks: Exit and OOMKill end a running container; FailNext makes the
-// next call of a method fail; Calls counts calls per method; SetClock sets
+// next call of a method fail; Calls counts calls per method, CallOrder
+// lists them; SetClock sets
 // the time the fake stamps; AddImage, PutImage, SetImageFs and SetPullError
 // set up images (the image filesystem frees an image's size when it is
 // removed); SetExecHandler replaces Exec; CutEvents breaks the subscribers'
@@ -97,6 +98,7 @@ type fakeStore struct {
 	pullErrs  map[string]error
 	failNext  map[string][]error
 	calls     map[string]int
+	order     []string // methods called, in order
 	exec      func(id string, cmd []string) (int, []byte, error)
 	subs      map[*fakeSub]bool
 	stats     map[string]engine.ContainerStats
@@ -365,6 +367,14 @@ func (f *Fake) FailNext(method string, err error) {
 	f.s.failNext[method] = append(f.s.failNext[method], err)
 }
 
+// CallOrder returns the methods called since the last ResetCalls, in
+// order (failed calls included).
+func (f *Fake) CallOrder() []string {
+	f.s.mu.Lock()
+	defer f.s.mu.Unlock()
+	return slices.Clone(f.s.order)
+}
+
 // Calls returns how many times method was called (failed calls included).
 func (f *Fake) Calls(method string) int {
 	f.s.mu.Lock()
@@ -377,6 +387,7 @@ func (f *Fake) ResetCalls() {
 	f.s.mu.Lock()
 	defer f.s.mu.Unlock()
 	f.s.calls = map[string]int{}
+	f.s.order = nil
 }
 
 // Exit makes a running container exit with code, now.
@@ -450,6 +461,7 @@ func (f *Fake) CreateSandboxOnly(cfg *engine.SandboxConfig) (string, error) {
 // call counts a call of method and returns the error FailNext queued for it.
 func (f *Fake) call(method string) error {
 	f.s.calls[method]++
+	f.s.order = append(f.s.order, method)
 	if q := f.s.failNext[method]; len(q) > 0 {
 		f.s.failNext[method] = q[1:]
 		return q[0]
