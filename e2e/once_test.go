@@ -242,17 +242,32 @@ func TestOnceKilledMidBringUp(t *testing.T) {
 	// The first run is killed as its first container appears, the second
 	// once it has made more than the first left (a later point of the
 	// bring-up); neither waits for a fixed time.
+	var logs []string
 	for range 2 {
 		made := len(e.containers())
-		cmd, _ := e.start("once", e.dir)
+		cmd, stderr := e.start("once", e.dir)
 		waitFor(t, "the bring-up to go on", 2*time.Minute, func() bool { return len(e.containers()) > made })
 		cmd.Process.Signal(syscall.SIGKILL)
 		cmd.Wait()
+		logs = append(logs, stderr.String())
 	}
 	r := e.podrun(3*time.Minute, "once", e.dir, "--timeout", "2m")
 	if r.code != 0 {
 		t.Fatalf("once after SIGKILL: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
+	defer func() {
+		if !t.Failed() {
+			return
+		}
+		for i, l := range logs {
+			t.Logf("killed run %d logged:\n%s", i+1, l)
+		}
+		t.Logf("last run logged:\n%s", r.stderr)
+		for _, c := range e.containers() {
+			t.Logf("%s %s %s %s attempt %s created %d", c.ID[:12], c.Names, c.State, c.Status,
+				c.Labels["io.podrun.attempt"], c.Created)
+		}
+	}()
 	perPod := map[string]map[string]int{}
 	for _, c := range e.containers() {
 		pod := c.Labels["io.podrun.pod.name"]
