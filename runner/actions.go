@@ -2,6 +2,7 @@ package runner
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -325,9 +326,8 @@ func computePodActions(pod *v1.Pod, state *podState, backoff *flowcontrol.Backof
 				a.AdoptSandbox, a.SandboxAttempt = sb, sb.Attempt
 			}
 		}
-		// What runs nothing goes in this sync, as when the sandbox runs:
-		// the sync after it may never come (once reports and exits as
-		// soon as the new sandbox's containers are up).
+		// What runs nothing goes in this sync, before the new sandbox is
+		// made, as when the sandbox runs.
 		removeDead(state, a.AdoptSandbox, specNamesOf(pod), a)
 		if len(pod.Spec.InitContainers) > 0 {
 			a.startInit(&pod.Spec.InitContainers[0], reasonNewSandbox)
@@ -408,36 +408,23 @@ func computePodActions(pod *v1.Pod, state *podState, backoff *flowcontrol.Backof
 }
 
 // reconcileSandboxes brings a pod whose latest sandbox sb runs and is
-// current (or is the finished pod's) to exactly one sandbox, sb, and
-// removes what older attempts left.
-// A podrun killed mid-bring-up may have sent a start that completes inside
-// the engine after the next podrun judged that sandbox dead and made a new
-// one: then two sandboxes run, each with containers.
+// current, or has the finished pod's runs, to exactly one sandbox, sb, and
+// removes what older attempts left (removeDead). A podrun killed
+// mid-bring-up may have sent a start that completes inside the engine
+// after the next podrun judged that sandbox dead and made a new one: then
+// two sandboxes run, each with containers.
 //
 // The kubelet, seeing more than one sandbox, kills the whole pod and makes
-// it again. podrun keeps the latest sandbox and its containers when it runs
-// and is current, or when the pod has finished in it (this function is
-// only called then), and stops every
-// other running sandbox (its running containers are already in Kill): the
-// pod that is up stays up. When the latest sandbox is not running, the
-// KillPod path stops everything, older attempts included (killPod stops
-// every container that runs and every sandbox that has not exited but the
-// one adopted), and makes or adopts the latest.
+// it again. podrun keeps sb and its containers (this function is only
+// called with such a sandbox) and stops every other running sandbox (its
+// running containers are already in Kill): the pod that is up stays up.
+// When the latest sandbox does not run, the KillPod path stops everything
+// but a sandbox it adopts, removes what runs nothing (removeDead, with no
+// sandbox to keep but the adopted one) and makes or adopts the latest.
 //
-// Leftovers are removed by the sync itself (removeDead), in once as in
-// watch, not left to watch's garbage collection; on the KillPod path too,
-// with no sandbox to keep but the one adopted:
-//   - a never started (created) container outside sb: see computePodActions;
-//   - a dead container of an older sandbox, once two newer containers of
-//     its name exist, or when its name is no longer in the spec. The two
-//     newest containers of a name are kept even in an older sandbox (see
-//     statusRun): the status reads them whatever their sandbox, as the
-//     kubelet's reads every container of the pod's UID;
-//   - an older sandbox that is dead (exited, or created and never started)
-//     once none of its containers is left after those removals.
-//
-// Everything is decided here, from the state alone; applyActions only
-// carries it out.
+// Leftovers are removed by the sync itself, in once as in watch, not left
+// to watch's garbage collection. Everything is decided here, from the
+// state alone; applyActions only carries it out.
 func reconcileSandboxes(state *podState, sb *engine.Sandbox, specNames map[string]bool, a *podActions) {
 	removeDead(state, sb, specNames, a)
 	for _, o := range state.Sandboxes {
@@ -453,8 +440,10 @@ func reconcileSandboxes(state *podState, sb *engine.Sandbox, specNames map[strin
 // containers are the caller's to judge; nil when a new sandbox is made):
 // a container created and never started, one whose start failed and that
 // is not the newest of its name, a dead one no longer in the spec or not
-// one of the runs of its name the status reads (statusRun), and then a
-// dead sandbox none of whose containers is left.
+// one of the runs of its name the status reads (statusRun: the newest and
+// the run before it, kept whatever their sandbox, as the kubelet's status
+// reads every container of the pod's UID), and then a dead sandbox none
+// of whose containers is left.
 func removeDead(state *podState, keep *engine.Sandbox, specNames map[string]bool, a *podActions) {
 	removed := map[string]bool{}
 	for _, c := range a.Remove {
@@ -467,8 +456,8 @@ func removeDead(state *podState, keep *engine.Sandbox, specNames map[string]bool
 		// A start that failed in an older sandbox (one that died under
 		// it: a killed podrun's late start) never ran: no run before the
 		// newest, as its error says nothing of the sandbox made since.
-		failedBefore := failedStart(c) && state.latest(c.Name, "") != c
-		if c.State == engine.StateCreated || failedBefore || !specNames[c.Name] || !statusRun(state, c) {
+		if c.State == engine.StateCreated || !specNames[c.Name] || !statusRun(state, c) ||
+			failedStart(c) && state.latest(c.Name, "") != c {
 			a.Remove = append(a.Remove, c)
 			removed[c.ID] = true
 		}
@@ -498,10 +487,7 @@ func failedStart(c *engine.Container) bool {
 // specNamesOf is the set of the names of pod's containers, of every kind.
 func specNamesOf(pod *v1.Pod) map[string]bool {
 	names := map[string]bool{}
-	for _, c := range allContainers(pod) {
-		names[c.Name] = true
-	}
-	for _, c := range ephemeralContainers(pod) {
+	for _, c := range slices.Concat(allContainers(pod), ephemeralContainers(pod)) {
 		names[c.Name] = true
 	}
 	return names

@@ -53,12 +53,11 @@ const FakeScript = "fake"
 //
 // Test hooks: Exit and OOMKill end a running container; FailNext makes the
 // next call of a method fail; Calls counts calls per method, CallOrder
-// lists them; SetClock sets
-// the time the fake stamps; AddImage, PutImage, SetImageFs and SetPullError
-// set up images (the image filesystem frees an image's size when it is
-// removed); SetExecHandler replaces Exec; CutEvents breaks the subscribers'
-// event streams (a Lost event, then nothing) until Resync reconnects them
-// with a Resync event.
+// lists them; SetClock sets the time the fake stamps; AddImage, PutImage,
+// SetImageFs and SetPullError set up images (the image filesystem frees an
+// image's size when it is removed); SetExecHandler replaces Exec; CutEvents
+// breaks the subscribers' event streams (a Lost event, then nothing) until
+// Resync reconnects them with a Resync event.
 //
 // All methods are safe for concurrent use. Views of one fake for other nodes
 // (ForNode) share its objects, images, clock, hooks and counters, as several
