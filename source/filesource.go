@@ -204,10 +204,13 @@ type fileScanner struct {
 	reader *manifest.FileReader
 	logger *slog.Logger
 
-	good     map[string]*manifest.Snapshot // file (as listed) -> last good
-	everGood map[string]bool               // files good at least once since start
-	usable   bool                          // a scan has listed the path once
-	missing  bool                          // the path did not exist at the last scan
+	// good is the last good read of each file (as listed) good at least
+	// once since start, or since it was last removed: a removed file is
+	// forgotten (a watch outlives many file names: a tool may write each
+	// version under a new one), and one made again is a new file.
+	good    map[string]*manifest.Snapshot
+	usable  bool // a scan has listed the path once
+	missing bool // the path did not exist at the last scan
 
 	problems     problemLog
 	watchProblem problemLog
@@ -217,7 +220,6 @@ func newFileScanner(path, abs string, opts manifest.Options, reader *manifest.Fi
 	return &fileScanner{
 		path: path, abs: abs, opts: opts, reader: reader, logger: logger,
 		good:         map[string]*manifest.Snapshot{},
-		everGood:     map[string]bool{},
 		problems:     problemLog{logger: logger},
 		watchProblem: problemLog{logger: logger},
 	}
@@ -335,7 +337,7 @@ func (sc *fileScanner) scan() Update {
 			if err != nil {
 				problems[f] = err
 				errs = append(errs, err)
-				if !sc.everGood[f] {
+				if sc.good[f] == nil {
 					abs, absErr := filepath.Abs(f)
 					if absErr != nil {
 						abs = f
@@ -399,7 +401,6 @@ func (sc *fileScanner) accept(f string, snap *manifest.Snapshot) {
 		return
 	}
 	sc.good[f] = snap
-	sc.everGood[f] = true
 	sc.logger.Info("manifest file read", "file", f, "pods", len(snap.Pods),
 		"configMaps", len(snap.ConfigMaps), "secrets", len(snap.Secrets))
 	sc.warn(snap.Warnings, nil)

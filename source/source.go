@@ -84,9 +84,10 @@ type Update struct {
 	Err error
 	// Failing are identity sources (absolute file paths / URLs, as in the
 	// podrun.io/source annotation) that are invalid or unreachable now and
-	// have never been good since podrun started: the runner must not remove
-	// runtime pods that came from them (podrun restarted while a manifest is
-	// broken or a URL is down keeps those pods).
+	// have never been good since podrun started (a file: since it last
+	// appeared; a file removed is forgotten, its pods removed): the runner
+	// must not remove runtime pods that came from them (podrun restarted
+	// while a manifest is broken or a URL is down keeps those pods).
 	Failing []string
 }
 
