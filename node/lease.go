@@ -99,7 +99,9 @@ func (l *leaseRenewer) ensureWithBackoff(ctx context.Context) (*coordinationv1.L
 // ensure gets the Lease, or creates it when there is none; a Lease that
 // prepare refuses is not created yet (nil, no error), as the kubelet's.
 func (l *leaseRenewer) ensure(ctx context.Context) (*coordinationv1.Lease, bool, error) {
-	lease, err := l.leases.Get(ctx, l.name, metav1.GetOptions{})
+	rctx, cancel := l.callContext(ctx)
+	lease, err := l.leases.Get(rctx, l.name, metav1.GetOptions{})
+	cancel()
 	if err == nil {
 		return lease, false, nil
 	}
@@ -110,7 +112,9 @@ func (l *leaseRenewer) ensure(ctx context.Context) (*coordinationv1.Lease, bool,
 	if err != nil {
 		return nil, false, nil
 	}
-	created, err := l.leases.Create(ctx, want, metav1.CreateOptions{})
+	rctx, cancel = l.callContext(ctx)
+	defer cancel()
+	created, err := l.leases.Create(rctx, want, metav1.CreateOptions{})
 	if err != nil {
 		return nil, false, fmt.Errorf("create lease %s: %w", l.name, err)
 	}
@@ -125,7 +129,9 @@ func (l *leaseRenewer) update(ctx context.Context, base *coordinationv1.Lease) e
 			l.log.Info("lease not ready to renew", "lease", l.name, "err", err)
 			continue
 		}
-		got, err := l.leases.Update(ctx, want, metav1.UpdateOptions{})
+		rctx, cancel := l.callContext(ctx)
+		got, err := l.leases.Update(rctx, want, metav1.UpdateOptions{})
+		cancel()
 		if err == nil {
 			l.latest = got
 			return nil
@@ -139,6 +145,14 @@ func (l *leaseRenewer) update(ctx context.Context, base *coordinationv1.Lease) e
 		}
 	}
 	return fmt.Errorf("lease %s: %d updates failed", l.name, leaseUpdateRetries)
+}
+
+// callContext bounds one call to the apiserver by the renew interval, as
+// the kubelet's heartbeat client's timeout (the least of the status update
+// frequency and the lease duration) bounds its: an apiserver that takes a
+// request and never answers must not stop the renewals for good.
+func (l *leaseRenewer) callContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, l.renewInterval)
 }
 
 // next is base (or a new Lease) renewed now.

@@ -109,3 +109,44 @@ func TestLeaseRenewer(t *testing.T) {
 		t.Errorf("after a conflict: calls %v, want %v", api.calls, want)
 	}
 }
+
+// stallingLeases is an apiserver that takes every Lease update and never
+// answers it: each Update returns only when its context ends (or the test
+// lets it go). Get answers.
+type stallingLeases struct {
+	memLeases
+	release chan struct{}
+}
+
+func (s *stallingLeases) Update(ctx context.Context, _ *coordinationv1.Lease, _ metav1.UpdateOptions) (*coordinationv1.Lease, error) {
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-s.release:
+		return nil, errors.New("released by the test")
+	}
+}
+
+// TestLeaseRenewalOutlivesAStalledRequest: a renewal whose request the
+// apiserver never answers ends (each call is bounded, as the kubelet's
+// heartbeat client's timeout bounds its), so that the next renewal comes;
+// without a bound it would wait for an answer for good and the Lease
+// would expire while podrun runs.
+func TestLeaseRenewalOutlivesAStalledRequest(t *testing.T) {
+	api := &stallingLeases{release: make(chan struct{})}
+	t.Cleanup(func() { close(api.release) })
+	api.lease = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "n1", Namespace: LeaseNamespace, ResourceVersion: "1"}}
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	l := &leaseRenewer{leases: api, name: "n1", holder: "n1", durationSec: 40, renewInterval: 20 * time.Millisecond,
+		clock: clk, log: slog.New(slog.DiscardHandler), latest: api.lease.DeepCopy()}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		l.sync(context.Background())
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a lease renewal still waits for an apiserver that never answers, after 10 s")
+	}
+}
