@@ -211,6 +211,21 @@ func (m *Manager) RemovePod(podUID string) {
 	}
 }
 
+// RemovePodExcept stops probing every container of the pod but those of
+// keep, as RemoveContainer: the prober forgets containers gone from the
+// runtime unseen (removed by someone else while nobody looked), which no
+// RemoveContainer names.
+func (m *Manager) RemovePodExcept(podUID string, keep map[string]bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for id, c := range m.containers {
+		if c.podUID == podUID && !keep[id] {
+			delete(m.containers, id)
+			c.cancel()
+		}
+	}
+}
+
 // Stop ends every probe and waits for the workers to return. The Manager
 // probes nothing afterwards.
 func (m *Manager) Stop() {

@@ -749,22 +749,25 @@ func (r *Runner) withAppliedResources(st *podState) {
 }
 
 // trackProbes has the prober probe every running container of the pod's
-// current sandbox (adopted ones too), and forget the others.
+// current sandbox (adopted ones too), and forget the others: those st
+// shows, and those it no longer shows (removed by someone else while
+// podrun did not look, never seen exited), whose probes would otherwise
+// run for the pod's life.
 func (r *Runner) trackProbes(pod *v1.Pod, st *podState) {
-	sb := st.latestSandbox()
-	if sb == nil {
-		return
-	}
-	podIP := sb.IP
-	if pod.Spec.HostNetwork {
-		podIP = r.cfg.HostIP
-	}
-	for _, c := range st.Containers {
-		spec := findContainer(pod, c.Name)
-		if c.State != engine.StateRunning || c.SandboxID != sb.ID || spec == nil || c.Hash != ContainerHash(spec) {
-			r.probes.RemoveContainer(c.ID)
-			continue
+	probed := map[string]bool{}
+	if sb := st.latestSandbox(); sb != nil {
+		podIP := sb.IP
+		if pod.Spec.HostNetwork {
+			podIP = r.cfg.HostIP
 		}
-		r.probes.AddContainer(string(pod.UID), c.ID, spec, podIP, c.StartedAt)
+		for _, c := range st.Containers {
+			spec := findContainer(pod, c.Name)
+			if c.State != engine.StateRunning || c.SandboxID != sb.ID || spec == nil || c.Hash != ContainerHash(spec) {
+				continue
+			}
+			probed[c.ID] = true
+			r.probes.AddContainer(string(pod.UID), c.ID, spec, podIP, c.StartedAt)
+		}
 	}
+	r.probes.RemovePodExcept(string(pod.UID), probed)
 }
