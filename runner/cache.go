@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -50,6 +51,8 @@ type podCache struct {
 	// the one before failed: the runtime is back.
 	notify    func(uids []string)
 	recovered func()
+	// listTimeout bounds a relist (relistTimeout; tests shorten it).
+	listTimeout time.Duration
 
 	mu        sync.Mutex
 	requested uint64 // generation asked for by invalidate
@@ -87,9 +90,15 @@ type podCache struct {
 	startView startView
 }
 
+// relistTimeout bounds a relist, as the kubelet's runtime request timeout
+// (--runtime-request-timeout, 2m) bounds its calls: a runtime that takes
+// the list and never answers is down, and the relist says so (the node is
+// not Ready) and tries again, rather than wait for good.
+const relistTimeout = 2 * time.Minute
+
 func newPodCache(rt engine.Runtime, lister engine.PodObjectLister, log *slog.Logger, clk clock.WithTicker, minPeriod, maxPeriod time.Duration, notify func([]string)) *podCache {
 	return &podCache{
-		rt: rt, lister: lister, log: log, clock: clk, notify: notify,
+		rt: rt, lister: lister, log: log, clock: clk, notify: notify, listTimeout: relistTimeout,
 		minPeriod: minPeriod, maxPeriod: max(minPeriod, maxPeriod), period: minPeriod,
 		pods:      map[string]*podState{},
 		stamp:     map[string]uint64{},
@@ -314,7 +323,12 @@ func (c *podCache) relist(ctx context.Context) {
 	c.mu.Unlock()
 	began := c.clock.Now()
 
-	pods, err := c.listAll(ctx)
+	lctx, cancel := context.WithTimeout(ctx, c.listTimeout)
+	pods, err := c.listAll(lctx)
+	cancel()
+	if err != nil && ctx.Err() == nil && lctx.Err() != nil {
+		err = fmt.Errorf("the runtime did not answer a list of the node's pods within %s: %w", c.listTimeout, err)
+	}
 	if err != nil && ctx.Err() == nil {
 		c.log.Warn("relist failed", "err", err)
 	}

@@ -219,3 +219,30 @@ func TestObjectsOnlyFromARecentRelist(t *testing.T) {
 		t.Fatalf("after a failed relist: %s, want none", got)
 	}
 }
+
+// TestRelistOfARuntimeThatNeverAnswersFails: a relist the runtime takes
+// and never answers ends, bounded, as a failure: the runtime is down
+// (RuntimeErr, the node's Ready), and the next relist tries again. It
+// waited for good: the cache kept the last good list, the node stayed
+// Ready, and nothing relisted again.
+func TestRelistOfARuntimeThatNeverAnswersFails(t *testing.T) {
+	g := &gatedLister{calls: make(chan listCall, 1)}
+	c := newPodCache(nil, g, slog.New(slog.NewTextHandler(io.Discard, nil)), testingclock.NewFakeClock(time.Time{}), time.Hour, time.Hour, nil)
+	c.listTimeout = 50 * time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	relisted := make(chan struct{})
+	go func() { c.relist(ctx); close(relisted) }()
+	<-g.calls // taken, never answered
+	select {
+	case <-relisted:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a relist still waits for a runtime that never answers, after 10 s")
+	}
+	c.mu.Lock()
+	err := c.err
+	c.mu.Unlock()
+	if err == nil || !strings.Contains(err.Error(), "did not answer") {
+		t.Errorf("relist error %v, want the runtime's silence", err)
+	}
+}
