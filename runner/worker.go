@@ -52,6 +52,9 @@ type podWorker struct {
 	// stopGrace (beginStop); nil when none is.
 	stopCancel context.CancelFunc
 	stopGrace  time.Duration
+	// syncCancel ends the sync under way of the pod still wanted, which
+	// its removal interrupts (beginSync); nil when none is.
+	syncCancel context.CancelFunc
 	// msgs are the termination messages of the pod's finished runs, by
 	// container ID (termmsg.go); only the worker's goroutine uses it.
 	msgs map[string]string
@@ -85,6 +88,9 @@ func (w *podWorker) terminate(pod *v1.Pod) {
 	if w.stopCancel != nil && gracePeriod(pod) < w.stopGrace {
 		w.stopCancel()
 	}
+	if w.syncCancel != nil {
+		w.syncCancel()
+	}
 	w.mu.Unlock()
 	w.wake(0)
 }
@@ -111,8 +117,35 @@ func (w *podWorker) remove() {
 	w.mu.Lock()
 	w.removed = true
 	w.needNow = true
+	if w.syncCancel != nil {
+		w.syncCancel()
+	}
 	w.mu.Unlock()
 	w.wake(0)
+}
+
+// beginSync returns the context of a sync of the pod while it is wanted,
+// which its removal (remove, terminate) cancels, as the kubelet's pod
+// worker cancels the sync of a pod it is told to kill: a sync waiting on
+// something slow (a pull from a registry that stalled) must not hold the
+// removal back. ended, called when the sync is over, reports whether the
+// removal is why it ended.
+func (w *podWorker) beginSync(ctx context.Context) (sctx context.Context, ended func() bool) {
+	sctx, cancel := context.WithCancel(ctx)
+	w.mu.Lock()
+	w.syncCancel = cancel
+	if w.removed {
+		cancel() // removed since the sync looked
+	}
+	w.mu.Unlock()
+	return sctx, func() bool {
+		w.mu.Lock()
+		w.syncCancel = nil
+		w.mu.Unlock()
+		cut := sctx.Err() != nil && ctx.Err() == nil
+		cancel()
+		return cut
+	}
 }
 
 // wake asks for a sync at state of generation gen or later (0: the state
@@ -273,7 +306,14 @@ func (w *podWorker) run(ctx context.Context) {
 		default:
 			var actions *podActions
 			var syncErr error
-			actions, acted, syncErr = w.sync(ctx, pod, st)
+			sctx, ended := w.beginSync(ctx)
+			actions, acted, syncErr = w.sync(sctx, pod, st)
+			if ended() {
+				// Removed meanwhile: the removal, now, at the pod's
+				// state as it is.
+				fresh = true
+				continue
+			}
 			lastRetry = actions.RetryAfter()
 			retry = soonest(lastRetry, w.nextWake())
 			failed = syncErr != nil && ctx.Err() == nil
