@@ -1093,7 +1093,7 @@ func (r *Runner) ensureImage(ctx context.Context, pod *v1.Pod, container, ref st
 		opts.nodeCredentials()}.Lookup(ref)
 	r.event(pod, container, v1.EventTypeNormal, eventPulling, "Pulling image %q", ref)
 	start := r.clock.Now()
-	v, err, _ := r.pulls.Do(pullKey(ref, creds), func() (any, error) {
+	v, err := r.pulls.do(ctx, pullKey(ref, creds), func(ctx context.Context) (any, error) {
 		return r.pullImage(ctx, ref, creds, opts)
 	})
 	if err != nil {

@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/sync/singleflight"
 	v1 "k8s.io/api/core/v1"
 	nodev1 "k8s.io/api/node/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -175,7 +174,7 @@ type Runner struct {
 	// ipReader reads a new sandbox's address in one call, when the
 	// runtime can (apply.go); nil otherwise.
 	ipReader sandboxIPReader
-	pulls    singleflight.Group
+	pulls    sharedCalls
 	// copies are the image volumes' copies of image filesystems
 	// (imagevolumes.go).
 	copies imageCopies

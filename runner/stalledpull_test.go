@@ -2,6 +2,7 @@ package runner_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,18 +19,27 @@ type stalledPulls struct {
 	*enginetest.Fake
 	ref     string
 	pulling chan struct{} // told each time the stalled pull begins
+	// release, when set, ends the stall once closed: the pull succeeds.
+	release chan struct{}
+	calls   atomic.Int32
 }
 
 func (s *stalledPulls) PullImage(ctx context.Context, ref string, auth *engine.AuthConfig) (*engine.Image, error) {
 	if ref != s.ref {
 		return s.Fake.PullImage(ctx, ref, auth)
 	}
+	s.calls.Add(1)
 	select {
 	case s.pulling <- struct{}{}:
 	default:
 	}
-	<-ctx.Done()
-	return nil, ctx.Err()
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-s.release:
+		s.AddImage(ref)
+		return s.Fake.ImageStatus(ctx, ref)
+	}
 }
 
 // TestRemovalEndsAStalledPull: a pod removed while its image is being
@@ -51,4 +61,42 @@ func TestRemovalEndsAStalledPull(t *testing.T) {
 	}
 	h.updates <- runner.PodUpdate{Op: runner.OpRemove, Pods: []*v1.Pod{pod}}
 	waitUntil(t, "the removed pod's sandbox gone", func() bool { return len(h.sandboxesOf("u1")) == 0 })
+}
+
+// TestRemovalLeavesAPullSharedWithAnotherPod: two pods pulling one image
+// share the pull. The removal of the pod whose sync began it does not end
+// it for the other, which then starts from that one pull; the removal
+// of the pod that joined it does not wait for it.
+func TestRemovalLeavesAPullSharedWithAnotherPod(t *testing.T) {
+	fake := newFake(t)
+	rt := &stalledPulls{Fake: fake, ref: "stalled:1", pulling: make(chan struct{}, 1), release: make(chan struct{})}
+	h := start(t, fake, func(c *runner.Config) { c.Runtime = rt })
+	pod := func(uid string) *v1.Pod {
+		p := newPod(uid, "p-"+uid, v1.RestartPolicyAlways, map[string][]string{"a": {"run"}})
+		p.Spec.Containers[0].Image = rt.ref
+		return p
+	}
+	first, second, third := pod("u1"), pod("u2"), pod("u3")
+	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{first}}
+	select {
+	case <-rt.pulling:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the image was never pulled")
+	}
+	// The others join the pull under way (there is but one): their
+	// sandboxes are made before it.
+	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{second, third}}
+	waitUntil(t, "the other pods' sandboxes", func() bool { return len(h.sandboxesOf("u2")) == 1 && len(h.sandboxesOf("u3")) == 1 })
+
+	// The pod that joined goes, without waiting for the pull.
+	h.updates <- runner.PodUpdate{Op: runner.OpRemove, Pods: []*v1.Pod{third}}
+	waitUntil(t, "the joined pod's sandbox gone", func() bool { return len(h.sandboxesOf("u3")) == 0 })
+	// The pod whose sync began the pull goes; the pull goes on.
+	h.updates <- runner.PodUpdate{Op: runner.OpRemove, Pods: []*v1.Pod{first}}
+	waitUntil(t, "the first pod's sandbox gone", func() bool { return len(h.sandboxesOf("u1")) == 0 })
+	close(rt.release)
+	h.stepUntilStatus("u2", "the second pod running", time.Second, allRunning)
+	if n := rt.calls.Load(); n != 1 {
+		t.Errorf("%d pulls, want the one shared: the first pod's removal ended the pull the second waited for", n)
+	}
 }
