@@ -177,8 +177,12 @@ func (r *Runner) prepareImageVolume(ctx context.Context, pod *v1.Pod, vol *v1.Vo
 	if err := r.nameImageCopy(pod, vol.Name, img.ID); err != nil {
 		return volumeSource{}, configErrorf("image volume of %s: %v", ref, err)
 	}
+	// The pods that need the copy at once share it: the removal of this
+	// one does not end it for the others.
+	copyCtx, done := r.sharedWork(ctx)
+	defer done()
 	v, err, _ := r.copies.extract.Do(name, func() (any, error) {
-		return r.makeImageCopy(ctx, root, real, ref, img.ID, name)
+		return r.makeImageCopy(copyCtx, root, real, ref, img.ID, name)
 	})
 	if err != nil {
 		var ce *configError

@@ -178,6 +178,9 @@ type Runner struct {
 	// copies are the image volumes' copies of image filesystems
 	// (imagevolumes.go).
 	copies imageCopies
+	// runCtx is Run's context (a runCtxBox), for work a pod's sync shares
+	// with others (sharedWork).
+	runCtx atomic.Value
 	// ports is the host-port admission (admitports.go).
 	ports *portAdmission
 
@@ -321,6 +324,7 @@ func (r *Runner) RuntimeErr() error {
 // Run applies updates until ctx ends, then waits for the pod workers to
 // stop. Pods keep running when Run returns.
 func (r *Runner) Run(ctx context.Context, updates <-chan PodUpdate) {
+	r.runCtx.Store(runCtxBox{ctx})
 	var loops sync.WaitGroup
 	es, evented := r.raw.(engine.EventSource)
 	var evs <-chan engine.Event
@@ -367,6 +371,34 @@ func (r *Runner) Run(ctx context.Context, updates <-chan PodUpdate) {
 	r.wg.Wait()
 	loops.Wait()
 	r.probes.Stop()
+}
+
+// runCtxBox holds Run's context in an atomic.Value.
+type runCtxBox struct{ ctx context.Context }
+
+// sharedWork returns ctx for work a pod's sync begins that other pods'
+// syncs may wait for (an image volume's copy): the removal of the pod,
+// which ends its sync (beginSync), does not end it; ctx's deadline, if
+// any, and the runner's stop do. Without Run (a command's one-off calls),
+// it is ctx.
+func (r *Runner) sharedWork(ctx context.Context) (context.Context, context.CancelFunc) {
+	run, ok := r.runCtx.Load().(runCtxBox)
+	if !ok {
+		return ctx, func() {}
+	}
+	base := context.WithoutCancel(ctx)
+	var c context.Context
+	var cancel context.CancelFunc
+	if d, ok := ctx.Deadline(); ok {
+		c, cancel = context.WithDeadline(base, d)
+	} else {
+		c, cancel = context.WithCancel(base)
+	}
+	stop := context.AfterFunc(run.ctx, cancel)
+	return c, func() {
+		stop()
+		cancel()
+	}
 }
 
 // watchEvents syncs a pod as soon as the runtime reports a change to one of

@@ -2,6 +2,8 @@ package runner_test
 
 import (
 	"context"
+	"io"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -99,4 +101,55 @@ func TestRemovalLeavesAPullSharedWithAnotherPod(t *testing.T) {
 	if n := rt.calls.Load(); n != 1 {
 		t.Errorf("%d pulls, want the one shared: the first pod's removal ended the pull the second waited for", n)
 	}
+}
+
+// gatedExport is the fake whose image filesystem exports wait until the
+// test releases them; started gets each export's context as it begins.
+type gatedExport struct {
+	*enginetest.Fake
+	started chan context.Context
+	release chan struct{}
+}
+
+func (g *gatedExport) ExportImageFilesystem(ctx context.Context, ref string) (io.ReadCloser, error) {
+	g.started <- ctx
+	select {
+	case <-g.release:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return g.Fake.ExportImageFilesystem(ctx, ref)
+}
+
+// TestRemovalLeavesAnImageCopyToOtherPods: the copy of an image volume's
+// image is shared by the pods that need it at once, so the removal of the
+// pod whose sync began it, which ends that sync, does not end the copy.
+func TestRemovalLeavesAnImageCopyToOtherPods(t *testing.T) {
+	fake := newFake(t)
+	fake.AddImage("data:1")
+	rt := &gatedExport{Fake: fake, started: make(chan context.Context, 4), release: make(chan struct{})}
+	h := start(t, fake, func(c *runner.Config) {
+		c.Runtime = rt
+		c.SourcesReady = func() bool { return true }
+	})
+	var once sync.Once
+	t.Cleanup(func() { once.Do(func() { close(rt.release) }) })
+	a := imageVolumePod("u1", "a-node1", "data:1")
+	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{a}}
+	var export context.Context
+	select {
+	case export = <-rt.started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the image was never exported")
+	}
+	h.updates <- runner.PodUpdate{Op: runner.OpRemove, Pods: []*v1.Pod{a}}
+	// The removal has been handed over once a later update has.
+	other := newPod("u9", "other-node1", v1.RestartPolicyAlways, map[string][]string{"app": {"run"}})
+	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{other}}
+	waitUntil(t, "a later pod's sandbox", func() bool { return len(h.sandboxesOf("u9")) == 1 })
+	if err := export.Err(); err != nil {
+		t.Errorf("the copy ended with the removal of the pod that began it: %v", err)
+	}
+	once.Do(func() { close(rt.release) })
+	waitUntil(t, "the removed pod's sandbox gone", func() bool { return len(h.sandboxesOf("u1")) == 0 })
 }
