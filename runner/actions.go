@@ -148,6 +148,13 @@ type podActions struct {
 
 	// StartInit is the init container to start next, or nil.
 	StartInit *v1.Container
+	// StartSidecars are the sidecars (init containers with restartPolicy
+	// Always) to start in a pod whose initialisation is over (an app
+	// container was made in its sandbox): each one that exited, failed a
+	// probe or whose spec changed, all in the same sync as the app
+	// containers' actions, as the kubelet's InitContainersToStart. (Before
+	// that, one init container at a time is StartInit.)
+	StartSidecars []*v1.Container
 	// StartApps are the app containers to start.
 	StartApps []*v1.Container
 	// StartEphemeral are the ephemeral containers to start (ephemeral.go).
@@ -191,9 +198,9 @@ type podActions struct {
 	KillReason string
 
 	// SandboxReason says why CreateSandbox is set, and Reasons, by
-	// container name, why each container of StartInit, StartApps,
-	// StartCreated and UpdateResources is acted on (Kill targets carry
-	// their own): for the log, and for `podrun plan` (Plan).
+	// container name, why each container of StartInit, StartSidecars,
+	// StartApps, StartCreated and UpdateResources is acted on (Kill
+	// targets carry their own): for the log, and for `podrun plan` (Plan).
 	SandboxReason string
 	Reasons       map[string]string
 }
@@ -231,6 +238,20 @@ func (a *podActions) startInit(c *v1.Container, why string) {
 	a.because(c.Name, why)
 }
 
+func (a *podActions) startSidecar(c *v1.Container, why string) {
+	a.StartSidecars = append(a.StartSidecars, c)
+	a.because(c.Name, why)
+}
+
+// initStarts are the init containers a sync starts: StartInit, then
+// StartSidecars.
+func (a *podActions) initStarts() []*v1.Container {
+	if a.StartInit == nil {
+		return a.StartSidecars
+	}
+	return append([]*v1.Container{a.StartInit}, a.StartSidecars...)
+}
+
 func (a *podActions) startApp(c *v1.Container, why string) {
 	a.StartApps = append(a.StartApps, c)
 	a.because(c.Name, why)
@@ -260,7 +281,7 @@ func (a *podActions) RetryAfter() time.Duration {
 
 // Empty reports whether the sync has nothing to change.
 func (a *podActions) Empty() bool {
-	return !a.KillPod && !a.CreateSandbox && a.StartInit == nil && len(a.StartApps) == 0 && len(a.StartEphemeral) == 0 &&
+	return !a.KillPod && !a.CreateSandbox && len(a.initStarts()) == 0 && len(a.StartApps) == 0 && len(a.StartEphemeral) == 0 &&
 		len(a.StartCreated) == 0 && len(a.Kill) == 0 && len(a.UpdateResources) == 0 && !a.StopSandbox &&
 		len(a.StopSandboxes) == 0 && len(a.Remove) == 0 && len(a.RemoveSandboxes) == 0
 }
@@ -529,6 +550,14 @@ func computeInitActions(pod *v1.Pod, state *podState, sandboxID string, backoff 
 			break
 		}
 	}
+	// Once initialisation is over, every sidecar is looked at in the same
+	// sync, and the app containers after them: a sidecar to start again
+	// holds nothing back (the kubelet's computeInitContainerActions).
+	// Before, init containers start one at a time, in order.
+	startSidecar := a.startInit
+	if appsStarted {
+		startSidecar = a.startSidecar
+	}
 	for i := range inits {
 		c := &inits[i]
 		st := state.latest(c.Name, sandboxID)
@@ -536,7 +565,7 @@ func computeInitActions(pod *v1.Pod, state *podState, sandboxID string, backoff 
 			if st != nil && st.State == engine.StateRunning && probes != nil {
 				if v, kill := probes.KillVerdict(st.ID); kill {
 					a.Kill = append(a.Kill, probeKill(st, v, true, true))
-					startProbeKilled(pod, c, state, backoff, v, a, a.startInit)
+					startProbeKilled(pod, c, state, backoff, v, a, startSidecar)
 					if appsStarted {
 						continue
 					}
@@ -546,7 +575,10 @@ func computeInitActions(pod *v1.Pod, state *podState, sandboxID string, backoff 
 			if st != nil && st.State == engine.StateRunning {
 				if st.Hash != ContainerHash(c) {
 					a.Kill = append(a.Kill, killTarget{Container: st, Reason: reasonSpecChanged})
-					a.startInit(c, reasonSpecChanged)
+					startSidecar(c, reasonSpecChanged)
+					if appsStarted {
+						continue
+					}
 					return false
 				}
 				// The next init container waits until the sidecar has
@@ -560,6 +592,9 @@ func computeInitActions(pod *v1.Pod, state *podState, sandboxID string, backoff 
 			}
 			if st != nil && st.State == engine.StateCreated {
 				a.startCreated(st)
+				if appsStarted {
+					continue
+				}
 				return false
 			}
 			if st != nil && st.State == engine.StateExited {
@@ -572,9 +607,9 @@ func computeInitActions(pod *v1.Pod, state *podState, sandboxID string, backoff 
 				}
 			}
 			if st == nil {
-				a.startInit(c, reasonNotCreated)
+				startSidecar(c, reasonNotCreated)
 			} else {
-				a.startInit(c, exitedReason(st, string(v1.ContainerRestartPolicyAlways)))
+				startSidecar(c, exitedReason(st, string(v1.ContainerRestartPolicyAlways)))
 			}
 			if appsStarted {
 				continue

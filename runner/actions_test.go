@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -100,6 +101,16 @@ func eq(a, b []string) bool {
 	return true
 }
 
+// sidecarsPod has sidecars s1 and s2 around init container i, and app
+// containers a and b.
+func sidecarsPod(policy v1.RestartPolicy) *v1.Pod {
+	pod := testPod(policy, []string{"s1", "i", "s2"}, "a", "b")
+	always := v1.ContainerRestartPolicyAlways
+	pod.Spec.InitContainers[0].RestartPolicy = &always
+	pod.Spec.InitContainers[2].RestartPolicy = &always
+	return pod
+}
+
 // computeWant is what TestComputePodActions checks of a sync's actions.
 type computeWant struct {
 	killPod, createSandbox, stopSandbox, podFailed bool
@@ -127,6 +138,35 @@ func computeCases() []computeCase {
 			pod:   testPod(always, nil, "a", "b"),
 			state: func(p *v1.Pod) *podState { return newState(p).build() },
 			want:  want{createSandbox: true, apps: []string{"a", "b"}},
+		},
+		{
+			// As the kubelet: every sidecar and every app container of an
+			// initialised pod is decided in one sync (and so Plan names
+			// them all).
+			name: "initialised pod: edited sidecars and an edited app are all replaced in one sync",
+			pod:  sidecarsPod(always),
+			state: func(p *v1.Pod) *podState {
+				st := newState(p).sandbox("s", 0, engine.StateRunning).container("s", "s1", 0, engine.StateRunning, 0).
+					container("s", "i", 0, engine.StateExited, 0).container("s", "s2", 0, engine.StateRunning, 0).
+					container("s", "a", 0, engine.StateRunning, 0).container("s", "b", 0, engine.StateRunning, 0).build()
+				for _, c := range st.Containers {
+					if c.Name != "i" && c.Name != "b" {
+						c.Hash = "before-the-edit"
+					}
+				}
+				return st
+			},
+			want: want{init: "s1,s2", apps: []string{"a"}, kill: []string{"s1-0", "s2-0", "a-0"}},
+		},
+		{
+			name: "initialised pod: every exited sidecar starts again, and a crashed app",
+			pod:  sidecarsPod(always),
+			state: func(p *v1.Pod) *podState {
+				return newState(p).sandbox("s", 0, engine.StateRunning).container("s", "s1", 0, engine.StateExited, 1).
+					container("s", "i", 0, engine.StateExited, 0).container("s", "s2", 0, engine.StateExited, 137).
+					container("s", "a", 0, engine.StateExited, 2).container("s", "b", 0, engine.StateRunning, 0).build()
+			},
+			want: want{init: "s1,s2", apps: []string{"a"}},
 		},
 		{
 			name:  "new pod with init containers starts the first init only",
@@ -327,10 +367,7 @@ func TestComputePodActions(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			st := tc.state(tc.pod)
 			a := computePodActions(tc.pod, st, newBackoff(testclock.NewFakeClock(t0.Add(time.Hour))), nil)
-			init := ""
-			if a.StartInit != nil {
-				init = a.StartInit.Name
-			}
+			init := strings.Join(names(a.initStarts()), ",")
 			var created []string
 			for _, c := range a.StartCreated {
 				created = append(created, c.ID)

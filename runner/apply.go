@@ -188,7 +188,7 @@ func (r *Runner) applyActions(ctx context.Context, pod *v1.Pod, st *podState, a 
 		// from the old ones.
 	}
 	var hostsErr error
-	if a.StartInit != nil || len(a.StartApps) > 0 {
+	if len(a.initStarts()) > 0 || len(a.StartApps) > 0 {
 		// Written once for the containers this sync starts (which start
 		// concurrently), as the kubelet writes it for each container.
 		pe.HostsFile, hostsErr = r.writePodHostsFile(pod, pe.PodIP)
@@ -249,8 +249,9 @@ func (r *Runner) applyActions(ctx context.Context, pod *v1.Pod, st *podState, a 
 	for _, c := range a.StartEphemeral {
 		start(c, engine.ContainerTypeEphemeral)
 	}
-	if a.StartInit != nil {
-		start(a.StartInit, engine.ContainerTypeInit)
+	// Init containers start one by one, in order.
+	for _, c := range a.initStarts() {
+		start(c, engine.ContainerTypeInit)
 	}
 	// App containers start together: each is one create and one start
 	// against the engine, and nothing orders them (init containers do that).
@@ -263,7 +264,7 @@ func (r *Runner) applyActions(ctx context.Context, pod *v1.Pod, st *podState, a 
 		}()
 	}
 	wg.Wait()
-	if a.CreateSandbox || a.StartInit != nil || len(a.StartApps) > 0 || len(a.StartEphemeral) > 0 {
+	if a.CreateSandbox || len(a.initStarts()) > 0 || len(a.StartApps) > 0 || len(a.StartEphemeral) > 0 {
 		// Records were written: those nothing names now go.
 		if err := pruneRecords(r.cfg.RootDir, string(pod.UID), recordsKeptFor(pod, st)); err != nil {
 			r.log.Warn("prune spec records", "pod", podKey(pod), "err", err)
@@ -288,9 +289,7 @@ func startTargets(pod *v1.Pod, a *podActions) []*v1.Container {
 		return allContainers(pod)
 	}
 	out := append([]*v1.Container(nil), a.StartEphemeral...)
-	if a.StartInit != nil {
-		out = append(out, a.StartInit)
-	}
+	out = append(out, a.initStarts()...)
 	return append(out, a.StartApps...)
 }
 
@@ -358,8 +357,8 @@ func splitKills(a *podActions) (now, early []killTarget) {
 	for _, c := range a.StartApps {
 		starting[c.Name] = true
 	}
-	if a.StartInit != nil {
-		starting[a.StartInit.Name] = true
+	for _, c := range a.initStarts() {
+		starting[c.Name] = true
 	}
 	for _, c := range a.StartCreated {
 		starting[c.Name] = true

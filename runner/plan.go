@@ -257,8 +257,8 @@ func planSteps(pod *v1.Pod, st *podState, a *podActions, recs records) []PlanSte
 			s.Diff = changed(c)
 		}
 	}
-	if a.StartInit != nil {
-		start(a.StartInit)
+	for _, c := range a.initStarts() {
+		start(c)
 	}
 	for _, c := range a.StartApps {
 		start(c)

@@ -262,7 +262,7 @@ func TestPlanPodFollowsComputePodActions(t *testing.T) {
 				wantAction = PlanCreate
 			case a.CreateSandbox:
 				wantAction = PlanRecreate
-			case !a.Converged() || a.StartInit != nil || len(a.StartApps)+len(a.StartCreated)+len(a.UpdateResources) > 0:
+			case !a.Converged() || len(a.initStarts()) > 0 || len(a.StartApps)+len(a.StartCreated)+len(a.UpdateResources) > 0:
 				wantAction = PlanUpdate
 			}
 			if p.Action != wantAction {
@@ -272,8 +272,8 @@ func TestPlanPodFollowsComputePodActions(t *testing.T) {
 				return
 			}
 			acted := map[string]bool{}
-			if a.StartInit != nil {
-				acted[a.StartInit.Name] = true
+			for _, c := range a.initStarts() {
+				acted[c.Name] = true
 			}
 			for _, c := range a.StartApps {
 				acted[c.Name] = true

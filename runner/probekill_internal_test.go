@@ -73,13 +73,13 @@ func TestProbeKillStartsItsSuccessor(t *testing.T) {
 			}
 			started := false
 			if tc.sidecar {
-				started = a.StartInit != nil && a.StartInit.Name == name
+				started = eq(names(a.initStarts()), []string{name})
 			} else {
 				started = eq(names(a.StartApps), []string{name})
 			}
 			if started != tc.wantStart {
 				t.Errorf("successor started in the killing sync: %v, want %v (apps %v, init %v)", started, tc.wantStart,
-					names(a.StartApps), a.StartInit)
+					names(a.StartApps), names(a.initStarts()))
 			}
 			w, waits := a.Waiting[name]
 			if held := !tc.wantStart && tc.exitedAgo > 0; held != (waits && w.Reason == "CrashLoopBackOff") {

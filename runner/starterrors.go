@@ -147,10 +147,7 @@ func (w *podWorker) holdStart(c *v1.Container) bool {
 // not start yet, after a failure that a new sandbox does not end (not a
 // RunContainerError: applyActions clears those when it makes one).
 func (w *podWorker) allHeld(a *podActions) bool {
-	starts := slices.Concat(a.StartApps, a.StartEphemeral)
-	if a.StartInit != nil {
-		starts = append(starts, a.StartInit)
-	}
+	starts := slices.Concat(a.StartApps, a.StartEphemeral, a.initStarts())
 	if len(starts) == 0 {
 		return false
 	}
