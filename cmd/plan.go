@@ -22,6 +22,9 @@ type planOptions struct {
 	Paths           []string
 	Output          string
 	AllowPrivileged bool
+	// ExtendedResources are the node's declared extended resources, as
+	// once and watch are given them: admission counts them out.
+	ExtendedResources extendedResources
 	// Engine connects to the container engine (connect by default).
 	Engine func(context.Context) (baseEngine, error)
 }
@@ -35,8 +38,11 @@ func newPlanCmd(g *globalOptions, runF func(context.Context, *planOptions) error
 pod, what once (or watch, given the same sources) would do: create it,
 recreate it (and why: its sandbox changed - hostNetwork, ports, volumes,
 DNS, hostname -, or it is not running), update it (start, restart or stop
-which containers, update which resources in place), remove it, or leave it
-unchanged, with the fields that changed. Nothing is changed.
+which containers, update which resources in place), remove it, refuse it
+(as once refuses it: its uid or name is another pod's, a host port another
+pod holds, an extended resource the node has too few of: give plan the
+--extended-resource flags once and watch get), or leave it unchanged, with
+the fields that changed. Nothing is changed.
 
 The fields come from the specs once and watch keep under --root-dir when
 they make a pod's sandbox and containers: give plan the same --root-dir.
@@ -74,6 +80,7 @@ Exit status: 0 nothing would change, 1 something would, 2 bad input,
 	f := cmd.Flags()
 	f.StringVarP(&opts.Output, "output", "o", "text", "output format: text, json or yaml")
 	f.BoolVar(&opts.AllowPrivileged, "allow-privileged", false, "plan as once --allow-privileged would")
+	addExtendedResourceFlag(f, &opts.ExtendedResources)
 	return cmd
 }
 
@@ -109,7 +116,8 @@ func planRun(ctx context.Context, opts *planOptions) error {
 		}
 		return false
 	}
-	plans, err := runner.Plan(ctx, rt, opts.RootDir, d.Pods(), owned)
+	plans, err := runner.PlanWith(ctx, rt, opts.RootDir, d.Pods(), owned,
+		runner.PlanOptions{ExtendedResources: opts.ExtendedResources})
 	if err != nil {
 		err = fmt.Errorf("list this node's pods: %w", err)
 		if errors.Is(err, engine.ErrUnavailable) {

@@ -253,10 +253,22 @@ func (r *Runner) admissionFacts(ctx context.Context, uid string, st *podState, u
 // decideLocked decides the claims of undecided, in their order, that are
 // still undecided and still their pods' claims: one decided meanwhile
 // (by another pod's admission) or made anew (a changed spec) is left as
-// it is. A claim whose pod runs is admitted first; the others are
-// admitted unless a port or resource they ask for is held.
+// it is (decide), and logs and records an event for each it refuses.
 func (r *Runner) decideLocked(undecided []*portClaim, f admissionFacts) {
-	a := r.ports
+	for _, u := range r.ports.decide(undecided, f) {
+		why := u.rejection()
+		r.log.Warn("pod rejected", "pod", podKey(u.pod), "reason", why.reason, "message", why.message)
+		r.event(u.pod, "", v1.EventTypeWarning, why.reason, "%s", strings.TrimPrefix(why.message, "Pod was rejected: "))
+	}
+}
+
+// decide decides the claims of undecided that are still undecided and
+// still their pods' claims, in their order, and returns those it refuses:
+// a claim whose pod runs is admitted first; the others are admitted
+// unless a port or resource they ask for is held. The caller holds a.mu
+// (or a is its own, as Plan's). This is the whole of the decision, the
+// runner's and Plan's.
+func (a *portAdmission) decide(undecided []*portClaim, f admissionFacts) (refused []*portClaim) {
 	var holders []*v1.Pod
 	for id, c := range a.claims {
 		if c.state == claimAdmitted && !f.finished[id] {
@@ -283,15 +295,15 @@ func (r *Runner) decideLocked(undecided []*portClaim, f admissionFacts) {
 		if u.conflict == nil {
 			u.shortage = FindShortage(u.pod, u.resources, holders, f.capacity)
 		}
-		if why := u.rejection(); why != nil {
+		if u.rejection() != nil {
 			u.state = claimRefused
-			r.log.Warn("pod rejected", "pod", podKey(u.pod), "reason", why.reason, "message", why.message)
-			r.event(u.pod, "", v1.EventTypeWarning, why.reason, "%s", strings.TrimPrefix(why.message, "Pod was rejected: "))
+			refused = append(refused, u)
 			continue
 		}
 		u.state = claimAdmitted
 		holders = append(holders, u.pod)
 	}
+	return refused
 }
 
 // rejection is why admission refuses a pod: its status reason and message.
@@ -315,8 +327,14 @@ func (c *portClaim) rejection() *rejection {
 // engine that cannot say has none). The engine is asked only when gpus
 // (a pod to decide asks for GPUs).
 func (r *Runner) extendedCapacity(ctx context.Context, gpus bool) (ExtendedCapacity, error) {
-	c := ExtendedCapacity{Declared: r.cfg.ExtendedResources}
-	lister, ok := r.raw.(engine.RuntimeHandlerLister)
+	return extendedCapacity(ctx, r.raw, r.cfg.ExtendedResources, gpus)
+}
+
+// extendedCapacity is what a node with the runtime rt and the declared
+// extended resources has (Runner.extendedCapacity).
+func extendedCapacity(ctx context.Context, rt engine.Runtime, declared map[v1.ResourceName]int64, gpus bool) (ExtendedCapacity, error) {
+	c := ExtendedCapacity{Declared: declared}
+	lister, ok := rt.(engine.RuntimeHandlerLister)
 	if !ok || !gpus {
 		return c, nil
 	}

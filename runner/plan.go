@@ -21,7 +21,7 @@ const (
 	PlanRecreate  = "recreate"  // a new sandbox, and so every container anew
 	PlanUpdate    = "update"    // the sandbox stays; Steps say what changes
 	PlanRemove    = "remove"    // no manifest of its source defines it now
-	PlanRefuse    = "refuse"    // its UID's objects, or its name, are another pod's (UIDConflict, NameConflict)
+	PlanRefuse    = "refuse"    // its UID's objects, or its name, are another pod's (UIDConflict, NameConflict), or admission refuses it (NodePorts, OutOf<name>)
 	PlanUnchanged = "unchanged" // nothing would change
 )
 
@@ -108,7 +108,28 @@ type FieldChange struct {
 // sandbox, a never started container the spec no longer needs) is not a
 // change: each sync does it by the way.
 func Plan(ctx context.Context, rt engine.Runtime, rootDir string, pods []*v1.Pod, owned func(source string) bool) ([]PodPlan, error) {
+	return PlanWith(ctx, rt, rootDir, pods, owned, PlanOptions{})
+}
+
+// PlanOptions are the node's settings the runner's decisions depend on,
+// as its Config has them.
+type PlanOptions struct {
+	// ExtendedResources are the node's declared extended resources
+	// (Config.ExtendedResources), which admission counts out.
+	ExtendedResources map[v1.ResourceName]int64
+}
+
+// PlanWith is Plan on a node with the settings opts. A pod that the
+// runner's admission (admitports.go) refuses, as a new runner given pods
+// in this order decides it, is PlanRefuse: a host port another pod holds
+// (NodePorts), an extended resource the node has too few of.
+func PlanWith(ctx context.Context, rt engine.Runtime, rootDir string, pods []*v1.Pod, owned func(source string) bool,
+	opts PlanOptions) ([]PodPlan, error) {
 	states, err := listPods(ctx, rt)
+	if err != nil {
+		return nil, err
+	}
+	admission, err := planAdmission(ctx, rt, pods, states, opts.ExtendedResources)
 	if err != nil {
 		return nil, err
 	}
@@ -134,6 +155,9 @@ func Plan(ctx context.Context, rt engine.Runtime, rootDir string, pods []*v1.Pod
 		if why == nil {
 			why = planName(pod, own, states, owned)
 		}
+		if why == nil {
+			why = admission[uid]
+		}
 		if why != nil {
 			out = append(out, PodPlan{Namespace: pod.Namespace, Name: pod.Name, UID: uid,
 				Source: pod.Annotations[annotationSource], Action: PlanRefuse, Reason: why.message})
@@ -157,6 +181,42 @@ func Plan(ctx context.Context, rt engine.Runtime, rootDir string, pods []*v1.Pod
 		return a.Name < b.Name
 	})
 	return append(out, removes...), nil
+}
+
+// planAdmission is why the runner's admission refuses each pod it
+// refuses, by UID, as a new runner given pods in this order decides it
+// (Runner.apply records every claim before any worker asks, and the
+// first to ask decides them all): a pod whose latest sandbox runs with
+// its spec's sandbox hash holds its ports first, and no pod has finished
+// yet.
+func planAdmission(ctx context.Context, rt engine.Runtime, pods []*v1.Pod, states map[string]*podState,
+	declared map[v1.ResourceName]int64) (map[string]*rejection, error) {
+	adm := newPortAdmission()
+	for _, pod := range pods {
+		adm.set(pod)
+	}
+	undecided := adm.undecidedLocked()
+	if len(undecided) == 0 {
+		return nil, nil
+	}
+	f := admissionFacts{running: make(map[*portClaim]bool, len(undecided))}
+	gpus := false
+	for _, u := range undecided {
+		gpus = gpus || u.resources[ResourceNvidiaGPU] > 0
+		if st := states[string(u.pod.UID)]; st != nil {
+			sb := st.latestSandbox()
+			f.running[u] = sb != nil && sb.State == engine.StateRunning && sb.Hash == SandboxHash(u.pod)
+		}
+	}
+	var err error
+	if f.capacity, err = extendedCapacity(ctx, rt, declared, gpus); err != nil {
+		return nil, err
+	}
+	out := map[string]*rejection{}
+	for _, u := range adm.decide(undecided, f) {
+		out[string(u.pod.UID)] = u.rejection()
+	}
+	return out, nil
 }
 
 // planName is why a sync refuses pod its name (nameconflict.go), or

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/podrun/podrun/engine"
 	"github.com/podrun/podrun/runner"
@@ -229,4 +230,69 @@ func TestSpecRecordsInTheRootDir(t *testing.T) {
 		_, err := os.Stat(filepath.Join(root, "pods", "u1"))
 		return os.IsNotExist(err)
 	})
+}
+
+// TestPlanRefusesWhatAdmissionRefuses: a pod the runner's admission
+// refuses (a host port a running pod holds, an extended resource the node
+// has too few of) is PlanRefuse with the runner's own reason, not a pod
+// to create; a runner given the same pods refuses the same one.
+func TestPlanRefusesWhatAdmissionRefuses(t *testing.T) {
+	fake := newFake(t)
+	root := t.TempDir()
+	inRoot := func(c *runner.Config) { c.RootDir = root }
+	withPort := func(uid, name string) *v1.Pod {
+		p := newPod(uid, name, v1.RestartPolicyAlways, map[string][]string{"c": {"run"}})
+		p.Spec.Containers[0].Ports = []v1.ContainerPort{{ContainerPort: 80, HostPort: 8080, Protocol: v1.ProtocolTCP}}
+		return p
+	}
+	holder, later := withPort("u1", "web-node1"), withPort("u2", "web2-node1")
+	h := start(t, fake, inRoot)
+	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{holder}}
+	h.waitStatus("u1", "running", allRunning)
+	h.stop()
+
+	// The later pod comes first in the arguments: the running one holds
+	// the port all the same.
+	ctx := context.Background()
+	plans, err := runner.Plan(ctx, fake, root, []*v1.Pod{later, holder}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plans) != 2 || plans[0].Action != runner.PlanRefuse || !strings.Contains(plans[0].Reason, "NodePorts") ||
+		plans[1].Action != runner.PlanUnchanged {
+		t.Fatalf("plan of a pod asking for a held port: %+v", plans)
+	}
+	h2 := start(t, fake, inRoot)
+	h2.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{later, holder}}
+	got := h2.waitStatus("u2", "refused", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodFailed })
+	h2.stop()
+	if got.Status.Reason != runner.ReasonNodePorts || got.Status.Message != plans[0].Reason {
+		t.Errorf("the runner refused %s: %s\nplan said: %s", got.Status.Reason, got.Status.Message, plans[0].Reason)
+	}
+
+	// One dongle: the first pod asking for it has it.
+	dongle := func(uid, name string) *v1.Pod {
+		p := newPod(uid, name, v1.RestartPolicyAlways, map[string][]string{"c": {"run"}})
+		one := v1.ResourceList{"example.com/dongle": resource.MustParse("1")}
+		p.Spec.Containers[0].Resources.Limits, p.Spec.Containers[0].Resources.Requests = one, one
+		return p
+	}
+	pods := []*v1.Pod{dongle("u3", "d1-node1"), dongle("u4", "d2-node1")}
+	plans, err = runner.PlanWith(ctx, fake, root, pods, nil,
+		runner.PlanOptions{ExtendedResources: map[v1.ResourceName]int64{"example.com/dongle": 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plans) != 2 || plans[0].Action != runner.PlanCreate || plans[1].Action != runner.PlanRefuse ||
+		!strings.Contains(plans[1].Reason, "example.com/dongle") {
+		t.Fatalf("plan of two pods for one dongle: %+v", plans)
+	}
+	// Undeclared: neither has it.
+	plans, err = runner.Plan(ctx, fake, root, pods, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plans) != 2 || plans[0].Action != runner.PlanRefuse || plans[1].Action != runner.PlanRefuse {
+		t.Fatalf("plan of pods asking for an undeclared resource: %+v", plans)
+	}
 }
