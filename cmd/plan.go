@@ -40,9 +40,10 @@ recreate it (and why: its sandbox changed - hostNetwork, ports, volumes,
 DNS, hostname -, or it is not running), update it (start, restart or stop
 which containers, update which resources in place), remove it, refuse it
 (as once refuses it: its uid or name is another pod's, a host port another
-pod holds, an extended resource the node has too few of: give plan the
---extended-resource flags once and watch get), or leave it unchanged, with
-the fields that changed. Nothing is changed.
+pod holds, an extended resource the node has too few of, a sysctl the node
+does not allow, its OS: give plan the --extended-resource and
+--allowed-unsafe-sysctls flags once and watch get), or leave it unchanged,
+with the fields that changed. Nothing is changed.
 
 The fields come from the specs once and watch keep under --root-dir when
 they make a pod's sandbox and containers: give plan the same --root-dir.
@@ -81,6 +82,7 @@ Exit status: 0 nothing would change, 1 something would, 2 bad input,
 	f.StringVarP(&opts.Output, "output", "o", "text", "output format: text, json or yaml")
 	f.BoolVar(&opts.AllowPrivileged, "allow-privileged", false, "plan as once --allow-privileged would")
 	addExtendedResourceFlag(f, &opts.ExtendedResources)
+	addSysctlFlag(f, g)
 	return cmd
 }
 
@@ -97,6 +99,10 @@ func planRun(ctx context.Context, opts *planOptions) error {
 	}
 	if _, refused := podUpdates(d.Changes, opts.AllowPrivileged); len(refused) > 0 {
 		return badInput(errors.Join(refused...))
+	}
+	sysctls, err := runner.NewSysctlAllowlist(opts.AllowedUnsafeSysctls)
+	if err != nil {
+		return badInputf("--allowed-unsafe-sysctls: %v", err)
 	}
 	// Another node's root dir has none of this node's specs to diff
 	// against: say so rather than plan without them.
@@ -117,7 +123,7 @@ func planRun(ctx context.Context, opts *planOptions) error {
 		return false
 	}
 	plans, err := runner.PlanWith(ctx, rt, opts.RootDir, d.Pods(), owned,
-		runner.PlanOptions{ExtendedResources: opts.ExtendedResources})
+		runner.PlanOptions{ExtendedResources: opts.ExtendedResources, Sysctls: sysctls})
 	if err != nil {
 		err = fmt.Errorf("list this node's pods: %w", err)
 		if errors.Is(err, engine.ErrUnavailable) {

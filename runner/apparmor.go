@@ -38,12 +38,3 @@ func appArmorProfile(v AppArmorValidator, pod *v1.Pod, c *v1.Container) string {
 	}
 	return ""
 }
-
-// validateAppArmor is the AppArmor admission of pod (none for a runner
-// made without New, in tests).
-func (r *Runner) validateAppArmor(pod *v1.Pod) error {
-	if r.cfg.AppArmor == nil {
-		return nil
-	}
-	return r.cfg.AppArmor.Validate(pod)
-}

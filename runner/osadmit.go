@@ -4,7 +4,36 @@ import (
 	"runtime"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/podrun/podrun/engine"
 )
+
+// nodeRejection is why the node refuses pod, st being its runtime state,
+// or nil: its operating system, a sysctl sysctls does not allow, an
+// AppArmor profile the host cannot enforce (aa nil: none asked). As the
+// kubelet's admission is of pending pods, it is asked only of a pod not
+// running yet as its spec says (no running latest sandbox of its sandbox
+// hash): one that runs keeps running. A sync refuses the pod with it,
+// and Plan says so.
+func nodeRejection(pod *v1.Pod, st *podState, sysctls *SysctlAllowlist, aa AppArmorValidator) *rejection {
+	if st != nil {
+		if sb := st.latestSandbox(); sb != nil && sb.State == engine.StateRunning && sb.Hash == SandboxHash(pod) {
+			return nil
+		}
+	}
+	if why := osRejection(pod); why != nil {
+		return why
+	}
+	if why := sysctlRejection(pod, sysctls); why != nil {
+		return why
+	}
+	if aa != nil {
+		if err := aa.Validate(pod); err != nil {
+			return &rejection{reason: ReasonAppArmor, message: "Cannot enforce AppArmor: " + err.Error()}
+		}
+	}
+	return nil
+}
 
 // The kubelet's status reasons of a pod refused for its operating system
 // (pkg/kubelet/lifecycle).

@@ -10,6 +10,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/util/flowcontrol"
+	"k8s.io/kubernetes/pkg/security/apparmor"
 	"k8s.io/utils/clock"
 
 	"github.com/podrun/podrun/engine"
@@ -21,7 +22,7 @@ const (
 	PlanRecreate  = "recreate"  // a new sandbox, and so every container anew
 	PlanUpdate    = "update"    // the sandbox stays; Steps say what changes
 	PlanRemove    = "remove"    // no manifest of its source defines it now
-	PlanRefuse    = "refuse"    // its UID's objects, or its name, are another pod's (UIDConflict, NameConflict), or admission refuses it (NodePorts, OutOf<name>)
+	PlanRefuse    = "refuse"    // its UID's objects, or its name, are another pod's (UIDConflict, NameConflict), or admission refuses it (NodePorts, OutOf<name>, SysctlForbidden, ...)
 	PlanUnchanged = "unchanged" // nothing would change
 )
 
@@ -117,12 +118,20 @@ type PlanOptions struct {
 	// ExtendedResources are the node's declared extended resources
 	// (Config.ExtendedResources), which admission counts out.
 	ExtendedResources map[v1.ResourceName]int64
+	// Sysctls are the sysctls pods may set (Config.Sysctls); nil: the
+	// kubelet's safe sysctls alone.
+	Sysctls *SysctlAllowlist
+	// AppArmor is the AppArmor admission (Config.AppArmor); nil: the
+	// kubelet's own, which reads the host.
+	AppArmor AppArmorValidator
 }
 
 // PlanWith is Plan on a node with the settings opts. A pod that the
-// runner's admission (admitports.go) refuses, as a new runner given pods
-// in this order decides it, is PlanRefuse: a host port another pod holds
-// (NodePorts), an extended resource the node has too few of.
+// runner's admission refuses is PlanRefuse: a host port another pod holds
+// (NodePorts), an extended resource the node has too few of
+// (admitports.go, as a new runner given pods in this order decides it),
+// or, when it does not run yet, its OS, a sysctl the node does not allow,
+// an AppArmor profile the host cannot enforce (nodeRejection).
 func PlanWith(ctx context.Context, rt engine.Runtime, rootDir string, pods []*v1.Pod, owned func(source string) bool,
 	opts PlanOptions) ([]PodPlan, error) {
 	states, err := listPods(ctx, rt)
@@ -132,6 +141,12 @@ func PlanWith(ctx context.Context, rt engine.Runtime, rootDir string, pods []*v1
 	admission, err := planAdmission(ctx, rt, pods, states, opts.ExtendedResources)
 	if err != nil {
 		return nil, err
+	}
+	if opts.AppArmor == nil {
+		opts.AppArmor = apparmor.NewValidator()
+	}
+	if opts.Sysctls == nil {
+		opts.Sysctls, _ = NewSysctlAllowlist(nil)
 	}
 	recs := openRecords(rootDir)
 	defer recs.Close()
@@ -157,6 +172,9 @@ func PlanWith(ctx context.Context, rt engine.Runtime, rootDir string, pods []*v1
 		}
 		if why == nil {
 			why = admission[uid]
+		}
+		if why == nil {
+			why = nodeRejection(pod, own, opts.Sysctls, opts.AppArmor)
 		}
 		if why != nil {
 			out = append(out, PodPlan{Namespace: pod.Namespace, Name: pod.Name, UID: uid,

@@ -296,3 +296,54 @@ func TestPlanRefusesWhatAdmissionRefuses(t *testing.T) {
 		t.Fatalf("plan of pods asking for an undeclared resource: %+v", plans)
 	}
 }
+
+// TestPlanRefusesWhatTheNodeRefuses: a pod not running yet whose sysctl
+// the node does not allow, or whose OS is another, is PlanRefuse as a sync
+// refuses it; one that runs keeps running, and is planned unchanged.
+func TestPlanRefusesWhatTheNodeRefuses(t *testing.T) {
+	fake := newFake(t)
+	root := t.TempDir()
+	pod := newPod("u1", "s-node1", v1.RestartPolicyAlways, map[string][]string{"c": {"run"}})
+	pod.Spec.SecurityContext = &v1.PodSecurityContext{Sysctls: []v1.Sysctl{{Name: "kernel.msgmax", Value: "65536"}}}
+	windows := newPod("u2", "w-node1", v1.RestartPolicyAlways, map[string][]string{"c": {"run"}})
+	windows.Spec.OS = &v1.PodOS{Name: v1.Windows}
+	ctx := context.Background()
+
+	plans, err := runner.Plan(ctx, fake, root, []*v1.Pod{pod, windows}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plans) != 2 || plans[0].Action != runner.PlanRefuse || plans[1].Action != runner.PlanRefuse {
+		t.Fatalf("plan of a forbidden sysctl, of another OS: %+v", plans)
+	}
+	h := start(t, fake, func(c *runner.Config) { c.RootDir = root })
+	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{pod}}
+	got := h.waitStatus("u1", "refused", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodFailed })
+	h.stop()
+	if got.Status.Reason != runner.ReasonSysctlForbidden || got.Status.Message != plans[0].Reason {
+		t.Errorf("the runner refused %s: %s\nplan said: %s", got.Status.Reason, got.Status.Message, plans[0].Reason)
+	}
+
+	allow, err := runner.NewSysctlAllowlist([]string{"kernel.msgmax"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plans, err = runner.PlanWith(ctx, fake, root, []*v1.Pod{pod}, nil, runner.PlanOptions{Sysctls: allow})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plans) != 1 || plans[0].Action != runner.PlanCreate {
+		t.Fatalf("plan of an allowed sysctl: %+v", plans)
+	}
+	h = start(t, fake, func(c *runner.Config) { c.RootDir, c.Sysctls = root, allow })
+	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{pod}}
+	h.waitStatus("u1", "running", allRunning)
+	h.stop()
+	plans, err = runner.Plan(ctx, fake, root, []*v1.Pod{pod}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plans) != 1 || plans[0].Action != runner.PlanUnchanged {
+		t.Fatalf("plan of a running pod with a sysctl no longer allowed: %+v", plans)
+	}
+}

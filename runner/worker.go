@@ -10,8 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
-
-	"github.com/podrun/podrun/engine"
 )
 
 // podWorker syncs one pod, one sync at a time.
@@ -463,21 +461,9 @@ func (w *podWorker) sync(ctx context.Context, pod *v1.Pod, st *podState) (*podAc
 	if why != nil {
 		return w.syncRefused(ctx, pod, st, why)
 	}
-	// The OS, sysctls and AppArmor are asked of a pod not running yet, as the
-	// kubelet's admission is of pending pods: one that runs keeps running.
-	if sb := st.latestSandbox(); sb == nil || sb.State != engine.StateRunning || sb.Hash != SandboxHash(pod) {
-		why := osRejection(pod)
-		if why == nil {
-			why = sysctlRejection(pod, r.cfg.Sysctls)
-		}
-		if why != nil {
-			return w.stopAsFailed(ctx, pod, st, gracePeriod(pod), "pod refused: "+why.reason, v1.PodStatus{Phase: v1.PodFailed,
-				Reason: why.reason, Message: why.message})
-		}
-		if err := r.validateAppArmor(pod); err != nil {
-			return w.stopAsFailed(ctx, pod, st, gracePeriod(pod), "pod refused: AppArmor", v1.PodStatus{Phase: v1.PodFailed,
-				Reason: ReasonAppArmor, Message: "Cannot enforce AppArmor: " + err.Error()})
-		}
+	if why := nodeRejection(pod, st, r.cfg.Sysctls, r.cfg.AppArmor); why != nil {
+		return w.stopAsFailed(ctx, pod, st, gracePeriod(pod), "pod refused: "+why.reason, v1.PodStatus{Phase: v1.PodFailed,
+			Reason: why.reason, Message: why.message})
 	}
 	start := r.clock.Now()
 	prev := r.previousStatus(w.uid)
