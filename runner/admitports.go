@@ -243,11 +243,23 @@ func (r *Runner) admissionFacts(ctx context.Context, uid string, st *podState, u
 				return admissionFacts{}, err
 			}
 		}
-		sb := ust.latestSandbox()
-		f.running[u] = sb != nil && sb.State == engine.StateRunning && sb.Hash == SandboxHash(u.pod)
+		f.running[u] = runsAsSpecified(u.pod, ust)
 	}
 	f.finished = r.finishedPods()
 	return f, nil
+}
+
+// runsAsSpecified reports whether pod, st being its runtime state (nil:
+// none), runs as its spec says: its latest sandbox runs, with the spec's
+// sandbox hash (so with its host ports). Such a pod keeps what it holds
+// (its ports, admitted first) and is not asked admission again
+// (nodeRejection).
+func runsAsSpecified(pod *v1.Pod, st *podState) bool {
+	if st == nil {
+		return false
+	}
+	sb := st.latestSandbox()
+	return sb != nil && sb.State == engine.StateRunning && sb.Hash == SandboxHash(pod)
 }
 
 // decideLocked decides the claims of undecided, in their order, that are

@@ -4,8 +4,6 @@ import (
 	"runtime"
 
 	v1 "k8s.io/api/core/v1"
-
-	"github.com/podrun/podrun/engine"
 )
 
 // nodeRejection is why the node refuses pod, st being its runtime state,
@@ -16,10 +14,8 @@ import (
 // hash): one that runs keeps running. A sync refuses the pod with it,
 // and Plan says so.
 func nodeRejection(pod *v1.Pod, st *podState, sysctls *SysctlAllowlist, aa AppArmorValidator) *rejection {
-	if st != nil {
-		if sb := st.latestSandbox(); sb != nil && sb.State == engine.StateRunning && sb.Hash == SandboxHash(pod) {
-			return nil
-		}
+	if runsAsSpecified(pod, st) {
+		return nil
 	}
 	if why := osRejection(pod); why != nil {
 		return why

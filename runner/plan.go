@@ -221,10 +221,7 @@ func planAdmission(ctx context.Context, rt engine.Runtime, pods []*v1.Pod, state
 	gpus := false
 	for _, u := range undecided {
 		gpus = gpus || u.resources[ResourceNvidiaGPU] > 0
-		if st := states[string(u.pod.UID)]; st != nil {
-			sb := st.latestSandbox()
-			f.running[u] = sb != nil && sb.State == engine.StateRunning && sb.Hash == SandboxHash(u.pod)
-		}
+		f.running[u] = runsAsSpecified(u.pod, states[string(u.pod.UID)])
 	}
 	var err error
 	if f.capacity, err = extendedCapacity(ctx, rt, declared, gpus); err != nil {
