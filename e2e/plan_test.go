@@ -157,3 +157,100 @@ func runningIDs(e *env, pod string) map[string]string {
 	}
 	return out
 }
+
+// planSidecarPod has a sidecar and two app containers; side and app set
+// the sidecar's and app a's env.
+func planSidecarPod(name string, hostPort int, side, app string) string {
+	return fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: %[1]s
+spec:
+  terminationGracePeriodSeconds: 1
+  initContainers:
+  - {name: side, image: %[2]s, command: [sleep, "3600"], restartPolicy: Always, env: [{name: V, value: %[4]q}]}
+  containers:
+  - {name: a, image: %[2]s, command: [sleep, "3600"], env: [{name: V, value: %[5]q}],
+     ports: [{containerPort: 80, hostPort: %[3]d, hostIP: 127.0.0.1}]}
+  - {name: b, image: %[2]s, command: [sleep, "3600"]}
+`, name, testImage, hostPort, side, app)
+}
+
+// TestPlanAgreesWithOnce: what plan says the next once does is what it
+// does, on the real dockerd, where a sync is more than computePodActions:
+// an edit of a sidecar and an app container replaces both (in one sync,
+// so plan names both), and the pods once refuses - a host port a running
+// pod holds, a sysctl the node does not allow - plan refuses, with once's
+// own reasons.
+func TestPlanAgreesWithOnce(t *testing.T) {
+	e := newEnv(t)
+	port := freePort(t)
+	p := e.write("web.yaml", planSidecarPod("web", port, "1", "1"))
+	if r := e.podrun(3*time.Minute, "once", p, "--timeout", "2m"); r.code != 0 {
+		t.Fatalf("once: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+
+	e.write("web.yaml", planSidecarPod("web", port, "2", "2"))
+	r := e.podrun(time.Minute, "plan", p)
+	want := "pod default/web-" + e.node + " (" + p + "): update\n" +
+		"  restart container side: container spec changed\n" +
+		"      env[V].value: \"1\" -> \"2\"\n" +
+		"  restart container a: container spec changed\n" +
+		"      env[V].value: \"1\" -> \"2\"\n" +
+		"plan: 0 create, 0 recreate, 1 update, 0 remove, 0 refuse, 0 unchanged\n"
+	if r.code != 1 || r.stdout != want {
+		t.Fatalf("plan after a sidecar and an app edit: exit %d\n%s\nwant:\n%s%s", r.code, r.stdout, want, r.stderr)
+	}
+	before := runningIDs(e, "web-"+e.node)
+	if r := e.podrun(2*time.Minute, "once", p, "--timeout", "1m"); r.code != 0 {
+		t.Fatalf("once after the edit: exit %d\n%s", r.code, r.stderr)
+	}
+	after := runningIDs(e, "web-"+e.node)
+	for _, name := range []string{"POD", "side", "a", "b"} {
+		replaced := name == "side" || name == "a"
+		if after[name] == "" || (after[name] != before[name]) != replaced {
+			t.Errorf("once changed %v to %v; plan named side and a", before, after)
+			break
+		}
+	}
+	if r := e.podrun(time.Minute, "plan", p); r.code != 0 {
+		t.Fatalf("plan after once applied the edit: exit %d\n%s", r.code, r.stdout)
+	}
+
+	// Refused by once, so by plan: the port web holds, a forbidden sysctl.
+	taken := e.write("taken.yaml", planSidecarPod("taken", port, "1", "1"))
+	sysctl := e.write("sysctl.yaml", strings.Replace(sleepPod("sysctl", 1), "spec:\n",
+		"spec:\n  securityContext:\n    sysctls: [{name: kernel.msgmax, value: \"65536\"}]\n", 1))
+	r = e.podrun(time.Minute, "plan", taken, sysctl, p, "-o", "json")
+	var doc struct {
+		Pods    []struct{ Name, Action, Reason string }
+		Summary map[string]int
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &doc); err != nil || r.code != 1 || len(doc.Pods) != 3 ||
+		doc.Summary["refuse"] != 2 || doc.Summary["unchanged"] != 1 {
+		t.Fatalf("plan of pods once refuses: exit %d, %v\n%s\n%s", r.code, err, r.stdout, r.stderr)
+	}
+	// One once each: a pod failed for its sysctl ends once's wait, before
+	// the report could show the other refusal.
+	for i, args := range [][]string{{taken, p}, {sysctl}} {
+		r = e.podrun(2*time.Minute, "once", append(args, "--timeout", "1m", "-o", "json")...)
+		if r.code != 1 {
+			t.Fatalf("once of %s: exit %d, want 1\n%s\n%s", args[0], r.code, r.stdout, r.stderr)
+		}
+		// once's report has the refused pod's status message, which
+		// plan gave as its reason.
+		pp := doc.Pods[i]
+		if pp.Action != "refuse" || !strings.Contains(r.stdout, jsonString(pp.Reason)) {
+			t.Errorf("plan said %s %s (%s); once:\n%s", pp.Action, pp.Name, pp.Reason, r.stdout)
+		}
+	}
+	if n := len(runningIDs(e, "taken-"+e.node)) + len(runningIDs(e, "sysctl-"+e.node)); n != 0 {
+		t.Errorf("the refused pods run %d containers", n)
+	}
+}
+
+// jsonString is s as a JSON string's content, as once -o json writes it.
+func jsonString(s string) string {
+	b, _ := json.Marshal(s)
+	return strings.Trim(string(b), `"`)
+}
