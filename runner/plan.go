@@ -433,6 +433,7 @@ func diffValues(path string, a, b any, out *[]FieldChange) {
 		an, aok := byItemName(av)
 		bn, bok := byItemName(bv)
 		if aok && bok {
+			n := len(*out)
 			seen := map[string]bool{}
 			for _, items := range [][]any{av, bv} {
 				for _, it := range items {
@@ -442,6 +443,12 @@ func diffValues(path string, a, b any, out *[]FieldChange) {
 						diffValues(path+"["+name+"]", an[name], bn[name], out)
 					}
 				}
+			}
+			if len(*out) == n {
+				// The same items in another order (volumes
+				// reordered, which changes the sandbox's hash): the
+				// list, whole.
+				*out = append(*out, FieldChange{Field: path, Old: rawJSON(a), New: rawJSON(b)})
 			}
 			return
 		}

@@ -168,6 +168,16 @@ func TestPlanPod(t *testing.T) {
 			action: PlanRecreate, reason: reasonSandboxChanged, diff: "ports[0].hostPort: 8080 -> 8081",
 		},
 		{
+			name: "volumes reordered: the list, whole",
+			state: func(p *v1.Pod) *podState {
+				p.Spec.Volumes = []v1.Volume{{Name: "x"}, {Name: "y"}}
+				return runningPod(p)
+			},
+			edit:   func(p *v1.Pod) { p.Spec.Volumes = []v1.Volume{{Name: "y"}, {Name: "x"}} },
+			action: PlanRecreate, reason: reasonSandboxChanged,
+			diff: `volumes: [{"name":"x"},{"name":"y"}] -> [{"name":"y"},{"name":"x"}]`,
+		},
+		{
 			name: "the sandbox stopped",
 			state: func(p *v1.Pod) *podState {
 				return newState(p).sandbox("sb0", 0, engine.StateExited).
