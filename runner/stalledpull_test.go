@@ -89,6 +89,9 @@ func TestRemovalLeavesAPullSharedWithAnotherPod(t *testing.T) {
 	// sandboxes are made before it.
 	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{second, third}}
 	waitUntil(t, "the other pods' sandboxes", func() bool { return len(h.sandboxesOf("u2")) == 1 && len(h.sandboxesOf("u3")) == 1 })
+	// A pod's sandbox is made before its sync asks for the image: wait
+	// until all three wait for the one pull.
+	waitUntil(t, "the three pods waiting for the pull", func() bool { return runner.PullWaiters(h.r) == 3 })
 
 	// The pod that joined goes, without waiting for the pull.
 	h.updates <- runner.PodUpdate{Op: runner.OpRemove, Pods: []*v1.Pod{third}}
