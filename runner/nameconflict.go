@@ -143,7 +143,7 @@ func (w *podWorker) admitName(ctx context.Context, pod *v1.Pod) (*rejection, err
 		case orphansKept:
 			return why, nil
 		case orphansUndecided:
-			r.log.Info("pod waits: another pod of its name is on the node, and its fate is not decided yet",
+			w.noteWait("name "+uid, "pod waits: another pod of its name is on the node, and its fate is not decided yet",
 				"pod", podKey(pod), "uid", pod.UID, "other", uid)
 			r.waitForNamesake(w.uid, uid)
 			return nil, fmt.Errorf("%s (deciding once every source has delivered and it is removed)", why.message)

@@ -2,9 +2,12 @@ package runner_test
 
 import (
 	"context"
+	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 
@@ -202,4 +205,51 @@ func removeObjects(t *testing.T, fake *enginetest.Fake, uid string) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// namesakeLooks is the fake that counts the looks at the pod u1 alone
+// (a sync of its namesake looks at it each time).
+type namesakeLooks struct {
+	*enginetest.Fake
+	looks atomic.Int32
+}
+
+func (n *namesakeLooks) ListPodObjects(ctx context.Context, uid string) ([]*engine.Sandbox, []*engine.Container, error) {
+	if uid == "u1" {
+		n.looks.Add(1)
+	}
+	return n.Fake.ListPodObjects(ctx, uid)
+}
+
+// TestNamesakeWaitLoggedOnce: a pod that waits to learn the fate of a
+// namesake (a source has not delivered: a URL down for hours) is retried
+// every back-off, and says that it waits once, not at every retry; once
+// the namesake is decided (removed) it starts.
+func TestNamesakeWaitLoggedOnce(t *testing.T) {
+	fake := ranWeb(t)
+	rt := &namesakeLooks{Fake: fake}
+	log := &lockedBuffer{}
+	var ready atomic.Bool
+	h := start(t, fake, func(c *runner.Config) {
+		c.Runtime = rt
+		c.Log = slog.New(slog.NewTextHandler(log, nil))
+		c.SourcesReady = ready.Load
+		c.KeepSource = func(string) bool { return false }
+	})
+	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{webFrom("u2", "/b/web.yaml")}}
+	waitUntil(t, "the first look at the namesake", func() bool { return rt.looks.Load() > 0 })
+	retries := rt.looks.Load() + 4
+	deadline := time.Now().Add(10 * time.Second)
+	for rt.looks.Load() < retries {
+		if time.Now().After(deadline) {
+			t.Fatalf("the pod was synced %d times in 10 s of stepping its back-off", rt.looks.Load())
+		}
+		h.step(10 * time.Second) // the longest back-off
+		time.Sleep(time.Millisecond)
+	}
+	if n := strings.Count(log.String(), "pod waits: another pod of its name"); n != 1 {
+		t.Errorf("the wait logged %d times over %d syncs, want once:\n%s", n, rt.looks.Load(), log.String())
+	}
+	ready.Store(true)
+	h.stepUntilStatus("u2", "running once the sources have delivered", 10*time.Second, allRunning)
 }

@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -56,6 +57,10 @@ type podWorker struct {
 	// msgs are the termination messages of the pod's finished runs, by
 	// container ID (termmsg.go); only the worker's goroutine uses it.
 	msgs map[string]string
+	// waitingFor is what the pod waits for before its admission, as
+	// logged (noteWait), until a sync gets past it; only the worker's
+	// goroutine uses it.
+	waitingFor string
 }
 
 func newPodWorker(r *Runner, pod *v1.Pod) *podWorker {
@@ -426,7 +431,8 @@ func (w *podWorker) sync(ctx context.Context, pod *v1.Pod, st *podState) (*podAc
 		case orphansUndecided:
 			// Neither Failed (a terminal phase in the API) nor started:
 			// retried, with the error back-off, until the sources are.
-			r.log.Info("pod waits for every source to deliver: its uid's objects are another pod's",
+			w.noteWait("uid "+strings.Join(podNames(others), ","),
+				"pod waits for every source to deliver: its uid's objects are another pod's",
 				"pod", podKey(pod), "uid", pod.UID, "owners", podNames(others))
 			return &podActions{}, false, fmt.Errorf("%s; deciding once every source has delivered", why.message)
 		case orphansKept:
@@ -449,6 +455,7 @@ func (w *podWorker) sync(ctx context.Context, pod *v1.Pod, st *podState) (*podAc
 			return w.syncConflict(ctx, pod, st, why)
 		}
 	}
+	w.waitingFor = ""
 	if msg, ok := w.evictedMessage(pod); ok {
 		return w.syncEvicted(ctx, pod, st, msg)
 	}
@@ -516,4 +523,16 @@ func (w *podWorker) sync(ctx context.Context, pod *v1.Pod, st *podState) (*podAc
 	out.Status = status
 	r.publish(out, false, actions.Converged(), st)
 	return actions, !actions.Empty(), applyErr
+}
+
+// noteWait logs msg, that the pod waits for what, once while it waits for
+// it: the sync is retried with the error back-off (every errorBackoffMax
+// at last) for as long as a source stays undelivered, a URL down for
+// hours among them, and each retry would log the line again.
+func (w *podWorker) noteWait(what, msg string, args ...any) {
+	if w.waitingFor == what {
+		return
+	}
+	w.waitingFor = what
+	w.r.log.Info(msg, args...)
 }
