@@ -212,6 +212,14 @@ func TestConditionMet(t *testing.T) {
 			pod(v1.PodPending, v1.RestartPolicyAlways)}, waitRunning, false, false},
 		{"refused its host ports: the others are up", []*v1.Pod{nodePorts(pod(v1.PodFailed, v1.RestartPolicyAlways)),
 			pod(v1.PodRunning, v1.RestartPolicyAlways, running)}, waitRunning, true, false},
+		{"refused a sysctl: the others are waited for", []*v1.Pod{withReason(pod(v1.PodFailed, v1.RestartPolicyAlways), "SysctlForbidden"),
+			pod(v1.PodPending, v1.RestartPolicyAlways)}, waitRunning, false, false},
+		{"refused its name: the others are up", []*v1.Pod{withReason(pod(v1.PodFailed, v1.RestartPolicyAlways), "NameConflict"),
+			pod(v1.PodRunning, v1.RestartPolicyAlways, running)}, waitRunning, true, false},
+		{"refused its OS: the others are waited for", []*v1.Pod{withReason(pod(v1.PodFailed, v1.RestartPolicyAlways), "PodOSNotSupported"),
+			pod(v1.PodPending, v1.RestartPolicyAlways)}, waitReady, false, false},
+		{"failed for another reason ends the wait", []*v1.Pod{withReason(pod(v1.PodFailed, v1.RestartPolicyAlways), "DeadlineExceeded"),
+			pod(v1.PodPending, v1.RestartPolicyAlways)}, waitRunning, false, true},
 	}
 	for _, c := range cases {
 		met, failed := conditionMet(c.pods, c.cond)
@@ -236,7 +244,11 @@ func containerNever(p *v1.Pod) *v1.Pod {
 
 // nodePorts makes p a pod refused its host ports.
 func nodePorts(p *v1.Pod) *v1.Pod {
-	p.Status.Reason = "NodePorts"
+	return withReason(p, "NodePorts")
+}
+
+func withReason(p *v1.Pod, reason string) *v1.Pod {
+	p.Status.Reason = reason
 	return p
 }
 

@@ -300,17 +300,17 @@ func currentPods(r *runner.Runner, pods []*v1.Pod) ([]*v1.Pod, bool) {
 }
 
 // conditionMet reports whether every pod meets cond, and whether any pod has
-// failed (which ends the wait). A pod refused admission - its host ports
-// (reason NodePorts) or an extended resource (OutOf<name>) - has failed
-// too, but never started: it does not end the wait, so that the pod
-// holding the port or resource is reported up; it fails the run at the
-// end.
+// failed (which ends the wait). A pod refused (runner.IsRefusal: its host
+// ports, an extended resource, a sysctl, its OS, AppArmor, a name or uid
+// another pod holds) has failed too, but never started: it does not end
+// the wait, so that the other pods (the one holding the port among them)
+// come up and are reported up; it fails the run at the end.
 func conditionMet(pods []*v1.Pod, cond string) (met, failed bool) {
 	met = true
 	for _, p := range pods {
 		switch p.Status.Phase {
 		case v1.PodFailed:
-			if p.Status.Reason == runner.ReasonNodePorts || runner.IsOutOfResource(p.Status.Reason) {
+			if runner.IsRefusal(p.Status.Reason) {
 				continue
 			}
 			failed = true

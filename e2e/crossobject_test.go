@@ -44,6 +44,56 @@ func TestOnceHostPortConflict(t *testing.T) {
 	}
 }
 
+// TestOnceSysctlRefusedOthersUp: a pod setting a sysctl the node does
+// not allow is refused (SysctlForbidden) and nothing of it is made; as for
+// any pod refused before it runs, once still brings the other pods up
+// and reports them running, then exits 1. (It used to end the wait at
+// the refusal, leaving the other pods not yet made.)
+func TestOnceSysctlRefusedOthersUp(t *testing.T) {
+	e := newEnv(t)
+	e.write("a.yaml", sleepPod("good", 2))
+	e.write("b.yaml", `apiVersion: v1
+kind: Pod
+metadata:
+  name: bad
+spec:
+  terminationGracePeriodSeconds: 1
+  securityContext:
+    sysctls: [{name: kernel.msgmax, value: "65536"}]
+  containers:
+  - {name: c, image: `+testImage+`, command: [sleep, "3600"]}
+`)
+	r := e.podrun(3*time.Minute, "once", e.dir, "--timeout", "2m")
+	if r.code != 1 {
+		t.Fatalf("once: exit %d, want 1\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	contains(t, "report", r.stdout, "bad-"+e.node, "SysctlForbidden", `forbidden sysctl: "kernel.msgmax" not allowlisted`)
+	contains(t, "stderr", r.stderr, "pods failed: [default/bad-"+e.node+"]")
+	running := 0
+	for _, line := range strings.Split(r.stdout, "\n") {
+		if strings.Contains(line, "good-"+e.node) && strings.Contains(line, "Running") {
+			running++
+		}
+	}
+	if running != 2 {
+		t.Errorf("the report shows %d running containers of good, want 2:\n%s", running, r.stdout)
+	}
+	up := 0
+	for _, c := range e.containers() {
+		switch c.Labels["io.podrun.pod.name"] {
+		case "good-" + e.node:
+			if c.State == "running" {
+				up++
+			}
+		default:
+			t.Errorf("a container of %s exists: %s %v", c.Labels["io.podrun.pod.name"], c.Names, c.State)
+		}
+	}
+	if up != 3 { // its sandbox and two containers
+		t.Errorf("%d containers of good run, want its sandbox and 2", up)
+	}
+}
+
 // TestOnceMissingConfigMap: a pod whose env needs a ConfigMap that no
 // manifest defines runs its sandbox, and its container waits with
 // CreateContainerConfigError, which the report names; once warned of it,

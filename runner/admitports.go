@@ -323,6 +323,19 @@ type rejection struct {
 	reason, message string
 }
 
+// IsRefusal reports whether reason is one a sync gives a pod it refuses
+// before anything of it runs (Failed): admission's (host ports, extended
+// resources, sysctls, OS, AppArmor) or a uid or name another pod holds.
+// Such a pod never starts; what else runs is not its concern.
+func IsRefusal(reason string) bool {
+	switch reason {
+	case ReasonNodePorts, ReasonSysctlForbidden, ReasonPodOSNotSupported, ReasonPodOSSelectorNodeLabelDoesNotMatch,
+		ReasonAppArmor, ReasonNameConflict, ReasonUIDConflict:
+		return true
+	}
+	return IsOutOfResource(reason)
+}
+
 // rejection is why the claim is refused, or nil.
 func (c *portClaim) rejection() *rejection {
 	switch {
