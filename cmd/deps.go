@@ -93,7 +93,7 @@ func connect(ctx context.Context, g *globalOptions) (watchEngine, error) {
 		return connectCRI(ctx, g, progress)
 	}
 	rt, err := docker.New(docker.Options{Host: g.DockerHost, NodeName: g.NodeName, Logger: g.Log, PullProgress: progress,
-		InfraProgram: pause.Program(), DefaultInfraRef: g.InfraImage == defaultInfraImage})
+		PullProgressDeadline: g.Images.PullProgressDeadline, InfraProgram: pause.Program(), DefaultInfraRef: g.InfraImage == defaultInfraImage})
 	if err != nil {
 		return nil, unreachable(fmt.Errorf("docker: %w", err))
 	}

@@ -109,7 +109,8 @@ func TestImageAndGCFlags(t *testing.T) {
 	if err := fs.Parse(nil); err != nil {
 		t.Fatal(err)
 	}
-	if io.CredentialsFile != "" || !io.SerializePulls || io.Quiet || io.LowDiskSpaceThresholdMB != 256 {
+	if io.CredentialsFile != "" || !io.SerializePulls || io.Quiet || io.LowDiskSpaceThresholdMB != 256 ||
+		io.PullProgressDeadline != time.Minute {
 		t.Errorf("image defaults: %+v", io)
 	}
 	if g.MinContainerTTL != 0 || g.MaxDeadPerContainer != 1 || g.MaxDeadContainers != -1 || g.ImageGCHighThreshold != 85 ||
@@ -121,12 +122,13 @@ func TestImageAndGCFlags(t *testing.T) {
 		t.Error(err)
 	}
 	if err := fs.Parse([]string{"--image-credentials", "/c.json", "--serialize-image-pulls=false", "-q",
-		"--low-disk-space-threshold-mb", "1024", "--maximum-dead-containers-per-container", "2", "--maximum-dead-containers", "10",
+		"--low-disk-space-threshold-mb", "1024", "--image-pull-progress-deadline", "90s", "--maximum-dead-containers-per-container", "2", "--maximum-dead-containers", "10",
 		"--image-gc-high-threshold", "90", "--image-gc-low-threshold", "70", "--image-minimum-gc-age", "1m",
 		"--minimum-container-ttl-duration", "30s", "--container-gc-period", "2s", "--image-gc-period", "3s"}); err != nil {
 		t.Fatal(err)
 	}
-	if io.CredentialsFile != "/c.json" || io.SerializePulls || !io.Quiet || io.LowDiskSpaceThresholdMB != 1024 {
+	if io.CredentialsFile != "/c.json" || io.SerializePulls || !io.Quiet || io.LowDiskSpaceThresholdMB != 1024 ||
+		io.PullProgressDeadline != 90*time.Second {
 		t.Errorf("image flags: %+v", io)
 	}
 	p, ip := g.containerPolicy(), g.imagePolicy()
@@ -145,8 +147,11 @@ func TestImageAndGCFlags(t *testing.T) {
 			t.Errorf("%+v: %v, want bad input", bad, err)
 		}
 	}
-	if err := (&imageOptions{LowDiskSpaceThresholdMB: -1}).validate(); exitCode(err) != exitBadInput {
+	if err := (&imageOptions{LowDiskSpaceThresholdMB: -1, PullProgressDeadline: time.Minute}).validate(); exitCode(err) != exitBadInput {
 		t.Errorf("negative threshold: %v", err)
+	}
+	if err := (&imageOptions{}).validate(); exitCode(err) != exitBadInput {
+		t.Errorf("no pull progress deadline: %v", err)
 	}
 	// The node's credentials default to the Docker CLI's file.
 	t.Setenv("DOCKER_CONFIG", "/etc/dc")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"time"
 
 	"github.com/spf13/pflag"
 	v1 "k8s.io/api/core/v1"
@@ -27,6 +28,9 @@ type imageOptions struct {
 	// LowDiskSpaceThresholdMB: below this many MiB available on the root
 	// dir's or Docker's filesystem, no new pod starts. 0 never refuses.
 	LowDiskSpaceThresholdMB int64
+	// PullProgressDeadline cancels a Docker pull that reports no progress
+	// for this long (docker.Options.PullProgressDeadline).
+	PullProgressDeadline time.Duration
 }
 
 // addImageFlags adds the image flags to fs.
@@ -37,11 +41,16 @@ func addImageFlags(fs *pflag.FlagSet, o *imageOptions) {
 	fs.BoolVarP(&o.Quiet, "quiet", "q", false, "show no image pull progress")
 	fs.Int64Var(&o.LowDiskSpaceThresholdMB, "low-disk-space-threshold-mb", 256,
 		"start no new pod while the root dir's or Docker's filesystem has less than this many MiB available (0: no limit)")
+	fs.DurationVar(&o.PullProgressDeadline, "image-pull-progress-deadline", docker.DefaultPullProgressDeadline,
+		"cancel a Docker image pull that reports no progress for this long; the pod's pull fails and is retried under the back-off (a CRI runtime applies its own)")
 }
 
 func (o *imageOptions) validate() error {
 	if o.LowDiskSpaceThresholdMB < 0 {
 		return badInputf("--low-disk-space-threshold-mb %d: must not be negative", o.LowDiskSpaceThresholdMB)
+	}
+	if o.PullProgressDeadline <= 0 {
+		return badInputf("--image-pull-progress-deadline %s: must be positive", o.PullProgressDeadline)
 	}
 	return nil
 }

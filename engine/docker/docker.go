@@ -83,6 +83,9 @@ type Options struct {
 	// PullProgress, when set, receives every progress message of a pull (as
 	// Docker reports them: a status per layer), for a progress display.
 	PullProgress func(ref string, p engine.PullProgress)
+	// PullProgressDeadline cancels a pull that has reported no progress for
+	// this long; 0 means DefaultPullProgressDeadline.
+	PullProgressDeadline time.Duration
 }
 
 // Runtime is engine.Runtime on Docker, bound to one node name.
@@ -91,9 +94,11 @@ type Runtime struct {
 	node             string
 	log              *slog.Logger
 	infraPullTimeout time.Duration
-	infraProgram     []byte
-	defaultInfraRef  bool
-	pullProgress     func(string, engine.PullProgress)
+	// pullDeadline is Options.PullProgressDeadline.
+	pullDeadline    time.Duration
+	infraProgram    []byte
+	defaultInfraRef bool
+	pullProgress    func(string, engine.PullProgress)
 
 	mu sync.Mutex
 	// kinds remembers the type label of IDs known to be this node's, so
@@ -148,6 +153,7 @@ func New(opts Options) (*Runtime, error) {
 		node:             opts.NodeName,
 		log:              opts.Logger,
 		infraPullTimeout: opts.InfraPullTimeout,
+		pullDeadline:     opts.PullProgressDeadline,
 		infraProgram:     opts.InfraProgram,
 		defaultInfraRef:  opts.DefaultInfraRef,
 		pullProgress:     opts.PullProgress,
@@ -162,6 +168,9 @@ func New(opts Options) (*Runtime, error) {
 	}
 	if r.infraPullTimeout <= 0 {
 		r.infraPullTimeout = DefaultInfraPullTimeout
+	}
+	if r.pullDeadline <= 0 {
+		r.pullDeadline = DefaultPullProgressDeadline
 	}
 	return r, nil
 }

@@ -32,10 +32,41 @@ func (r *Runtime) ImageStatus(ctx context.Context, ref string) (*engine.Image, e
 	return out, nil
 }
 
+// DefaultPullProgressDeadline is how long a pull may report no progress
+// before it is cancelled: the kubelet's --image-pull-progress-deadline
+// default (of its Docker runtime, dockershim).
+const DefaultPullProgressDeadline = time.Minute
+
 // PullImage pulls ref (with auth, when given) and returns the local image.
 // It reads Docker's progress stream to its end: a pull that fails midway
-// reports its error there, not in the HTTP status.
+// reports its error there, not in the HTTP status. A pull that reports no
+// progress for the runtime's pull deadline (a registry that stalled mid
+// layer: Docker waits on it for good) is cancelled, as the kubelet's
+// dockershim cancels it, so that the pod's pull fails and is retried
+// under the back-off rather than hang.
 func (r *Runtime) PullImage(ctx context.Context, ref string, auth *engine.AuthConfig) (*engine.Image, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stalled := &noProgressError{deadline: r.pullDeadline}
+	watchdog := time.AfterFunc(r.pullDeadline, func() { cancel(stalled) })
+	defer watchdog.Stop()
+	img, err := r.pullImage(ctx, ref, auth, func() { watchdog.Reset(r.pullDeadline) })
+	if err != nil && errors.Is(context.Cause(ctx), stalled) {
+		return nil, fmt.Errorf("pull %s: %w", ref, stalled)
+	}
+	return img, err
+}
+
+// noProgressError is a pull cancelled for want of progress.
+type noProgressError struct{ deadline time.Duration }
+
+func (e *noProgressError) Error() string {
+	return fmt.Sprintf("cancelled: no progress for %s (--image-pull-progress-deadline)", e.deadline)
+}
+
+// pullImage is PullImage without its deadline; progressed is called at
+// each progress message.
+func (r *Runtime) pullImage(ctx context.Context, ref string, auth *engine.AuthConfig, progressed func()) (*engine.Image, error) {
 	var opts image.PullOptions
 	if auth != nil {
 		enc, err := registry.EncodeAuthConfig(registry.AuthConfig{
@@ -57,7 +88,7 @@ func (r *Runtime) PullImage(ctx context.Context, ref string, auth *engine.AuthCo
 		return nil, fmt.Errorf("pull %s: %w", ref, wrapPull(err))
 	}
 	defer rc.Close()
-	if err := r.readPullProgress(rc, ref); err != nil {
+	if err := r.readPullProgress(rc, ref, progressed); err != nil {
 		return nil, fmt.Errorf("pull %s: %w", ref, err)
 	}
 	img, err := r.ImageStatus(ctx, ref)
@@ -97,13 +128,15 @@ func (r *Runtime) readProgress(rd io.Reader, ref string) error {
 	return r.consumeProgress(rd, nil)
 }
 
-// readPullProgress is readProgress for a pull of ref: its messages go to
-// the PullProgress hook.
-func (r *Runtime) readPullProgress(rd io.Reader, ref string) error {
-	if r.pullProgress == nil {
-		return r.consumeProgress(rd, nil)
-	}
-	return r.consumeProgress(rd, func(p engine.PullProgress) { r.pullProgress(ref, p) })
+// readPullProgress is readProgress for a pull of ref: at each message
+// progressed is called, and the message goes to the PullProgress hook.
+func (r *Runtime) readPullProgress(rd io.Reader, ref string, progressed func()) error {
+	return r.consumeProgress(rd, func(p engine.PullProgress) {
+		progressed()
+		if r.pullProgress != nil {
+			r.pullProgress(ref, p)
+		}
+	})
 }
 
 func (r *Runtime) consumeProgress(rd io.Reader, hook func(engine.PullProgress)) error {
