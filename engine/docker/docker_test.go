@@ -303,6 +303,50 @@ func TestSandboxNetworkSharing(t *testing.T) {
 	}
 }
 
+// TestStoppedSandboxShowsNoAddress: a sandbox is listed exited with no IP
+// from its die event on. Docker's list lags the event (exits.go) and, until
+// it catches up, still holds the address: a look then and one after would
+// differ for one dead sandbox, and the relist, which has no event for the
+// second, would take it for a change the events missed.
+func TestStoppedSandboxShowsNoAddress(t *testing.T) {
+	t.Parallel()
+	p := newPod(t, nil)
+	if p.sandbox().IP == "" {
+		t.Fatal("a running sandbox has no IP")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	evs := p.r.Events(ctx)
+	stopped := make(chan error, 1)
+	go func() { stopped <- p.r.StopSandbox(ctx, p.sbID, time.Second) }()
+	look := func(when string) {
+		t.Helper()
+		sbs, _, err := p.r.ListPodObjects(ctx, p.sb.Pod.UID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(sbs) != 1 {
+			t.Fatalf("%s: %d sandboxes listed, want 1", when, len(sbs))
+		}
+		if sb := sbs[0]; sb.State != engine.StateExited || sb.IP != "" {
+			t.Errorf("%s: the sandbox is %s with IP %q, want exited with none", when, sb.State, sb.IP)
+		}
+	}
+	for died := false; !died; {
+		select {
+		case ev := <-evs:
+			died = ev.ContainerID == p.sbID && ev.Action == "die"
+		case <-ctx.Done():
+			t.Fatal("no die event of the stopped sandbox")
+		}
+	}
+	look("at its die event")
+	if err := <-stopped; err != nil {
+		t.Fatal(err)
+	}
+	look("once stopped")
+}
+
 func TestShareProcessNamespace(t *testing.T) {
 	t.Parallel()
 	p := newPod(t, func(sb *engine.SandboxConfig) { sb.ShareProcessNamespace = true })

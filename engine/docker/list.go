@@ -113,14 +113,21 @@ func (r *Runtime) sandboxOf(ctx context.Context, c container.Summary) (*engine.S
 }
 
 // sandboxSummary is the listed infra container c as a sandbox in state.
+// Only a running sandbox has an address: one that a die event says is dead
+// still shows it in Docker's list until the list catches up (exits.go),
+// and the same dead sandbox must not look different then and after.
 func sandboxSummary(c container.Summary, state engine.State) *engine.Sandbox {
+	ip := ""
+	if state == engine.StateRunning {
+		ip = sandboxIP(c)
+	}
 	return &engine.Sandbox{
 		ID:          c.ID,
 		Pod:         podRef(c.Labels),
 		Attempt:     attemptOf(c.Labels),
 		Hash:        c.Labels[LabelSandboxHash],
 		State:       state,
-		IP:          sandboxIP(c),
+		IP:          ip,
 		CreatedAt:   time.Unix(c.Created, 0),
 		Source:      c.Labels[LabelPodSource],
 		GracePeriod: labels.GracePeriodOf(c.Labels),
