@@ -36,7 +36,11 @@ import (
 // minPeriod when the stream breaks (and stays there until it is back),
 // when it reconnects (and a relist runs at once), after a list error, and
 // when a relist finds a pod changed that no event named since the relist
-// before: events are being missed.
+// before. The next relist, a minPeriod later, judges that change: if an
+// event has named the pod by then, the event was late, not missed (Docker
+// lists a start or a removal, and podrun's own create, which has no event,
+// before its event reaches announce), and the period resumes where it
+// was; if none has, events are being missed (logged).
 type podCache struct {
 	rt engine.Runtime
 	// lister lists in one call; nil when the runtime cannot.
@@ -81,6 +85,12 @@ type podCache struct {
 	// pod not announced since the relist before was missed by the events.
 	announced  map[string]uint64
 	lastRelist uint64
+	// suspects are the pods the last relist found changed with no event
+	// naming them since suspectSince; resume is the period to go back to
+	// if events name them all before the next relist (confirm).
+	suspects     []string
+	suspectSince uint64
+	resume       time.Duration
 	// rewait tells run that the period was cut.
 	rewait chan struct{}
 	// waited, when set, is told every wait run begins (a metric; tests).
@@ -359,8 +369,12 @@ func (c *podCache) relist(ctx context.Context) {
 			}
 		}
 	}
-	missed := c.unannounced(changed, err)
-	c.adapt(seq, err, missed)
+	missed, late := c.confirm()
+	suspects := c.unannounced(changed, err)
+	if len(suspects) > 0 {
+		c.suspects, c.suspectSince = suspects, c.lastRelist
+	}
+	c.adapt(seq, err, suspects, late)
 	c.lastRelist = seq
 	back := c.err != nil && err == nil
 	c.err = err
@@ -372,7 +386,7 @@ func (c *podCache) relist(ctx context.Context) {
 	c.mu.Unlock()
 
 	if len(missed) > 0 {
-		c.log.Info("relist found changes no event announced; relisting every "+c.minPeriod.String()+" again",
+		c.log.Info("relist found changes no event announced, not even by the relist after; the relist period starts again from "+c.minPeriod.String(),
 			"pods", len(missed), "pod", missed[0])
 	}
 	if back && c.recovered != nil {
@@ -405,19 +419,44 @@ func (c *podCache) unannounced(changed []string, err error) []string {
 	return missed
 }
 
+// confirm judges the pods the relist before found changed with no event
+// naming them (c.mu held), whatever this relist found: those an event has
+// named since were announced late; it returns the others, and whether
+// there were suspects and all were late.
+func (c *podCache) confirm() (missed []string, late bool) {
+	for _, uid := range c.suspects {
+		if at, ok := c.announced[uid]; !ok || at < c.suspectSince {
+			missed = append(missed, uid)
+		}
+	}
+	late = len(c.suspects) > 0 && len(missed) == 0
+	c.suspects = nil
+	return missed, late
+}
+
 // adapt sets the period after a relist (c.mu held): doubled, up to
-// maxPeriod, while events flow and the relist found nothing they missed;
-// else (and until a relist begun after a reconnection ended) minPeriod.
-func (c *podCache) adapt(seq uint64, err error, missed []string) {
+// maxPeriod, while events flow and the relist found nothing unannounced,
+// or back to what it was when the last relist's suspects turn out late
+// (confirm); else (and until a relist begun after a reconnection ended)
+// minPeriod. Suspects confirmed missed need no cut here: the relist that
+// found them made it, and this one ran at minPeriod.
+func (c *podCache) adapt(seq uint64, err error, suspects []string, late bool) {
 	reconnected := c.reconnected
 	if reconnected && seq > c.reconnectAt {
 		c.reconnected = false
 	}
-	if !c.evented || err != nil || len(missed) > 0 || reconnected {
-		c.period = c.minPeriod
-		return
+	grown := min(2*c.period, c.maxPeriod)
+	if late {
+		grown = c.resume
 	}
-	c.period = min(2*c.period, c.maxPeriod)
+	switch {
+	case !c.evented || err != nil || reconnected:
+		c.period = c.minPeriod
+	case len(suspects) > 0:
+		c.period, c.resume = c.minPeriod, grown
+	default:
+		c.period = grown
+	}
 }
 
 // listPods groups the runtime's sandboxes and containers by pod.

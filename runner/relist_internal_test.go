@@ -196,3 +196,24 @@ func TestRelistFindsWhatEventsMissed(t *testing.T) {
 	r.expectWait(time.Second, exited("u1", "c1"))
 	r.expectWait(2*time.Second, exited("u1", "c1"))
 }
+
+// TestRelistTakesALateEventAsLate: a relist may list a change before its
+// event reaches the cache (Docker lists a start or a removal before it
+// sends the event; podrun's own create has none until the start). That is
+// not a miss: the period is cut for one relist, and when the event is in
+// by then, it resumes where it was rather than grow again from 1 s.
+func TestRelistTakesALateEventAsLate(t *testing.T) {
+	r := newRelistRig(t, time.Second, 8*time.Second)
+	r.expectWait(time.Second, running("u1", "c1"))
+	r.expectNotified("u1")
+	for _, d := range []time.Duration{2 * time.Second, 4 * time.Second, 8 * time.Second} {
+		r.expectWait(d, running("u1", "c1"))
+	}
+	r.expectWait(8*time.Second, exited("u1", "c1")) // listed before its event came
+	r.expectNotified("u1")
+	r.c.announce("u1") // the event, late
+	r.expectWait(time.Second, exited("u1", "c1"))
+	if d := r.wait(); d != 8*time.Second {
+		t.Fatalf("after a late event the cache waits %s, want the 8s it waited before", d)
+	}
+}
