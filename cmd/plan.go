@@ -122,7 +122,7 @@ func planRun(ctx context.Context, opts *planOptions) error {
 		}
 		return false
 	}
-	plans, err := runner.PlanWith(ctx, rt, opts.RootDir, d.Pods(), owned,
+	plans, err := runner.Plan(ctx, rt, opts.RootDir, d.Pods(), owned,
 		runner.PlanOptions{ExtendedResources: opts.ExtendedResources, Sysctls: sysctls})
 	if err != nil {
 		err = fmt.Errorf("list this node's pods: %w", err)

@@ -201,14 +201,7 @@ func (m *Manager) RemoveContainer(containerID string) {
 
 // RemovePod stops probing every container of the pod, as RemoveContainer.
 func (m *Manager) RemovePod(podUID string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for id, c := range m.containers {
-		if c.podUID == podUID {
-			delete(m.containers, id)
-			c.cancel()
-		}
-	}
+	m.RemovePodExcept(podUID, nil)
 }
 
 // RemovePodExcept stops probing every container of the pod but those of

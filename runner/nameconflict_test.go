@@ -163,7 +163,7 @@ func TestPlanOfANamesake(t *testing.T) {
 	fake := ranWeb(t)
 	pod := webFrom("u2", "/b/web.yaml")
 	plans, err := runner.Plan(context.Background(), fake, t.TempDir(), []*v1.Pod{pod},
-		func(source string) bool { return source == "/b/web.yaml" })
+		func(source string) bool { return source == "/b/web.yaml" }, runner.PlanOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +173,7 @@ func TestPlanOfANamesake(t *testing.T) {
 	}
 
 	plans, err = runner.Plan(context.Background(), fake, t.TempDir(), []*v1.Pod{pod},
-		func(string) bool { return true })
+		func(string) bool { return true }, runner.PlanOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

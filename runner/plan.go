@@ -95,23 +95,6 @@ type FieldChange struct {
 	New   json.RawMessage `json:"new,omitempty"`
 }
 
-// Plan says what a sync of each of pods would change now, from the
-// runtime's state, by the runner's own decision (computePodActions), as a
-// new podrun would make it: with no crash-loop back-off held and no probe
-// verdict (what `podrun once` does). The fields that changed come from
-// the spec records under rootDir (records.go), which Plan only reads. The
-// pods come back in the order given, followed by the pods of the runtime
-// that no pod given defines and whose source owned reports as one of its
-// own (see PlanRemove), sorted by namespace and name; owned nil reports
-// none.
-//
-// Removing leftovers that run nothing (dead containers of an older
-// sandbox, a never started container the spec no longer needs) is not a
-// change: each sync does it by the way.
-func Plan(ctx context.Context, rt engine.Runtime, rootDir string, pods []*v1.Pod, owned func(source string) bool) ([]PodPlan, error) {
-	return PlanWith(ctx, rt, rootDir, pods, owned, PlanOptions{})
-}
-
 // PlanOptions are the node's settings the runner's decisions depend on,
 // as its Config has them.
 type PlanOptions struct {
@@ -126,14 +109,29 @@ type PlanOptions struct {
 	AppArmor AppArmorValidator
 }
 
-// PlanWith is Plan on a node with the settings opts. A pod that the
+// Plan says what a sync of each of pods would change now, from the
+// runtime's state, by the runner's own decision (computePodActions), as a
+// new podrun would make it: with no crash-loop back-off held and no probe
+// verdict (what `podrun once` does). The fields that changed come from
+// the spec records under rootDir (records.go), which Plan only reads. The
+// pods come back in the order given, followed by the pods of the runtime
+// that no pod given defines and whose source owned reports as one of its
+// own (see PlanRemove), sorted by namespace and name; owned nil reports
+// none.
+//
+// Removing leftovers that run nothing (dead containers of an older
+// sandbox, a never started container the spec no longer needs) is not a
+// change: each sync does it by the way.
+//
+// opts are the node's settings (zero: the defaults). A pod that the
 // runner's admission refuses is PlanRefuse: a host port another pod holds
 // (NodePorts), an extended resource the node has too few of
 // (admitports.go, as a new runner given pods in this order decides it),
 // or, when it does not run yet, its OS, a sysctl the node does not allow,
 // an AppArmor profile the host cannot enforce (nodeRejection).
-func PlanWith(ctx context.Context, rt engine.Runtime, rootDir string, pods []*v1.Pod, owned func(source string) bool,
+func Plan(ctx context.Context, rt engine.Runtime, rootDir string, pods []*v1.Pod, owned func(source string) bool,
 	opts PlanOptions) ([]PodPlan, error) {
+
 	states, err := listPods(ctx, rt)
 	if err != nil {
 		return nil, err

@@ -37,7 +37,7 @@ func TestPlanIsWhatTheRunnerDoes(t *testing.T) {
 	h.stop()
 	ctx := context.Background()
 
-	plans, err := runner.Plan(ctx, fake, root, []*v1.Pod{pod}, nil)
+	plans, err := runner.Plan(ctx, fake, root, []*v1.Pod{pod}, nil, runner.PlanOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +48,7 @@ func TestPlanIsWhatTheRunnerDoes(t *testing.T) {
 	edited := pod.DeepCopy()
 	edited.Spec.Containers[0].Command = []string{"run", "2"}
 	owned := func(src string) bool { return src == "/m/p.yaml" || src == "/m/gone.yaml" }
-	plans, err = runner.Plan(ctx, fake, root, []*v1.Pod{edited}, owned)
+	plans, err = runner.Plan(ctx, fake, root, []*v1.Pod{edited}, owned, runner.PlanOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +81,7 @@ func TestPlanIsWhatTheRunnerDoes(t *testing.T) {
 		t.Errorf("the runner made or removed %d sandboxes", n)
 	}
 
-	plans, err = runner.Plan(ctx, fake, root, []*v1.Pod{edited}, owned)
+	plans, err = runner.Plan(ctx, fake, root, []*v1.Pod{edited}, owned, runner.PlanOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +90,7 @@ func TestPlanIsWhatTheRunnerDoes(t *testing.T) {
 	}
 
 	// q.yaml's pod is not given: removed when its source is owned.
-	plans, err = runner.Plan(ctx, fake, root, nil, func(src string) bool { return src == "/m/q.yaml" })
+	plans, err = runner.Plan(ctx, fake, root, nil, func(src string) bool { return src == "/m/q.yaml" }, runner.PlanOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +194,7 @@ func TestSpecRecordsInTheRootDir(t *testing.T) {
 	edited := cur.DeepCopy()
 	edited.Spec.Containers[0].Image = "img:2"
 	edited.Spec.HostNetwork = true
-	plans, err := runner.Plan(context.Background(), fake, root, []*v1.Pod{edited}, nil)
+	plans, err := runner.Plan(context.Background(), fake, root, []*v1.Pod{edited}, nil, runner.PlanOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,7 +202,7 @@ func TestSpecRecordsInTheRootDir(t *testing.T) {
 		t.Fatalf("plan without records: %+v", p)
 	}
 	edited.Spec.HostNetwork = false
-	plans, err = runner.Plan(context.Background(), fake, root, []*v1.Pod{edited}, nil)
+	plans, err = runner.Plan(context.Background(), fake, root, []*v1.Pod{edited}, nil, runner.PlanOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,7 +215,7 @@ func TestSpecRecordsInTheRootDir(t *testing.T) {
 
 	// Plan of a root dir that does not exist: no records, nothing made.
 	none := filepath.Join(t.TempDir(), "none")
-	if _, err := runner.Plan(context.Background(), fake, none, []*v1.Pod{edited}, nil); err != nil {
+	if _, err := runner.Plan(context.Background(), fake, none, []*v1.Pod{edited}, nil, runner.PlanOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(none); !os.IsNotExist(err) {
@@ -254,7 +254,7 @@ func TestPlanRefusesWhatAdmissionRefuses(t *testing.T) {
 	// The later pod comes first in the arguments: the running one holds
 	// the port all the same.
 	ctx := context.Background()
-	plans, err := runner.Plan(ctx, fake, root, []*v1.Pod{later, holder}, nil)
+	plans, err := runner.Plan(ctx, fake, root, []*v1.Pod{later, holder}, nil, runner.PlanOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,7 +278,7 @@ func TestPlanRefusesWhatAdmissionRefuses(t *testing.T) {
 		return p
 	}
 	pods := []*v1.Pod{dongle("u3", "d1-node1"), dongle("u4", "d2-node1")}
-	plans, err = runner.PlanWith(ctx, fake, root, pods, nil,
+	plans, err = runner.Plan(ctx, fake, root, pods, nil,
 		runner.PlanOptions{ExtendedResources: map[v1.ResourceName]int64{"example.com/dongle": 1}})
 	if err != nil {
 		t.Fatal(err)
@@ -288,7 +288,7 @@ func TestPlanRefusesWhatAdmissionRefuses(t *testing.T) {
 		t.Fatalf("plan of two pods for one dongle: %+v", plans)
 	}
 	// Undeclared: neither has it.
-	plans, err = runner.Plan(ctx, fake, root, pods, nil)
+	plans, err = runner.Plan(ctx, fake, root, pods, nil, runner.PlanOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -309,7 +309,7 @@ func TestPlanRefusesWhatTheNodeRefuses(t *testing.T) {
 	windows.Spec.OS = &v1.PodOS{Name: v1.Windows}
 	ctx := context.Background()
 
-	plans, err := runner.Plan(ctx, fake, root, []*v1.Pod{pod, windows}, nil)
+	plans, err := runner.Plan(ctx, fake, root, []*v1.Pod{pod, windows}, nil, runner.PlanOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -328,7 +328,7 @@ func TestPlanRefusesWhatTheNodeRefuses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	plans, err = runner.PlanWith(ctx, fake, root, []*v1.Pod{pod}, nil, runner.PlanOptions{Sysctls: allow})
+	plans, err = runner.Plan(ctx, fake, root, []*v1.Pod{pod}, nil, runner.PlanOptions{Sysctls: allow})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -339,7 +339,7 @@ func TestPlanRefusesWhatTheNodeRefuses(t *testing.T) {
 	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{pod}}
 	h.waitStatus("u1", "running", allRunning)
 	h.stop()
-	plans, err = runner.Plan(ctx, fake, root, []*v1.Pod{pod}, nil)
+	plans, err = runner.Plan(ctx, fake, root, []*v1.Pod{pod}, nil, runner.PlanOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

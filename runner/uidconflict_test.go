@@ -332,7 +332,7 @@ func TestPlanOfAUIDConflict(t *testing.T) {
 	}
 	ownerSource := sbs[0].Source
 
-	plans, err := runner.Plan(context.Background(), fake, root, []*v1.Pod{renamed}, nil)
+	plans, err := runner.Plan(context.Background(), fake, root, []*v1.Pod{renamed}, nil, runner.PlanOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -341,7 +341,7 @@ func TestPlanOfAUIDConflict(t *testing.T) {
 	}
 
 	plans, err = runner.Plan(context.Background(), fake, root, []*v1.Pod{renamed},
-		func(source string) bool { return source == ownerSource })
+		func(source string) bool { return source == ownerSource }, runner.PlanOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

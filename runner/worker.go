@@ -102,13 +102,22 @@ func (w *podWorker) terminate(pod *v1.Pod) {
 // a shorter grace period (terminate) cancels; shortened, called when the
 // stop is over, ends it and reports whether that is why it ended.
 func (w *podWorker) beginStop(ctx context.Context, grace time.Duration) (sctx context.Context, shortened func() bool) {
+	return w.interruptible(ctx, func(cancel context.CancelFunc) { w.stopCancel, w.stopGrace = cancel, grace })
+}
+
+// interruptible returns a context of ctx that another goroutine may
+// cancel while it runs, through the cancel func that publish keeps (it is
+// called with w.mu held: with the cancel func, then with nil at the end),
+// and end, which ends the context and reports whether that cancel is why
+// it ended (not ctx).
+func (w *podWorker) interruptible(ctx context.Context, publish func(context.CancelFunc)) (context.Context, func() bool) {
 	sctx, cancel := context.WithCancel(ctx)
 	w.mu.Lock()
-	w.stopCancel, w.stopGrace = cancel, grace
+	publish(cancel)
 	w.mu.Unlock()
 	return sctx, func() bool {
 		w.mu.Lock()
-		w.stopCancel = nil
+		publish(nil)
 		w.mu.Unlock()
 		cut := sctx.Err() != nil && ctx.Err() == nil
 		cancel()
@@ -134,21 +143,12 @@ func (w *podWorker) remove() {
 // removal back. ended, called when the sync is over, reports whether the
 // removal is why it ended.
 func (w *podWorker) beginSync(ctx context.Context) (sctx context.Context, ended func() bool) {
-	sctx, cancel := context.WithCancel(ctx)
-	w.mu.Lock()
-	w.syncCancel = cancel
-	if w.removed {
-		cancel() // removed since the sync looked
-	}
-	w.mu.Unlock()
-	return sctx, func() bool {
-		w.mu.Lock()
-		w.syncCancel = nil
-		w.mu.Unlock()
-		cut := sctx.Err() != nil && ctx.Err() == nil
-		cancel()
-		return cut
-	}
+	return w.interruptible(ctx, func(cancel context.CancelFunc) {
+		w.syncCancel = cancel
+		if cancel != nil && w.removed {
+			cancel() // removed since the sync looked
+		}
+	})
 }
 
 // wake asks for a sync at state of generation gen or later (0: the state
