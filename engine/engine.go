@@ -79,7 +79,8 @@ type ImageManager interface {
 	// ImageStatus returns the local image ref resolves to, or ErrNotFound.
 	ImageStatus(ctx context.Context, ref string) (*Image, error)
 	// PullImage pulls ref and returns the local image; auth nil pulls
-	// anonymously.
+	// anonymously. Its error names ref ("pull REF: ..."): callers show it
+	// as it is.
 	PullImage(ctx context.Context, ref string, auth *AuthConfig) (*Image, error)
 }
 

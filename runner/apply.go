@@ -1096,7 +1096,12 @@ func (r *Runner) ensureImage(ctx context.Context, pod *v1.Pod, container, ref st
 		return r.pullImage(ctx, ref, creds, opts)
 	})
 	if err != nil {
-		return nil, &imageError{reason: reasonErrImagePull, err: fmt.Errorf("pull %s: %w", ref, err)}
+		if err == ctx.Err() {
+			// This pod stopped waiting for a pull that may go on for others;
+			// every other error is the engine's, which names the image.
+			err = fmt.Errorf("pull %s: %w", ref, err)
+		}
+		return nil, &imageError{reason: reasonErrImagePull, err: err}
 	}
 	r.event(pod, container, v1.EventTypeNormal, eventPulled, "Successfully pulled image %q in %s", ref, r.clock.Since(start).Round(time.Millisecond))
 	img := v.(*engine.Image)

@@ -109,7 +109,7 @@ func (r *Runner) podPullCredentials(pod *v1.Pod, image string) []engine.AuthConf
 func (r *Runner) pullImage(ctx context.Context, ref string, creds []engine.AuthConfig, opts *ImageOptions) (*engine.Image, error) {
 	release, err := opts.acquire(ctx)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("pull %s: wait for the pull before it: %w", ref, err)
 	}
 	defer release()
 	r.log.Info("pulling image", "image", ref, "credentials", len(creds))

@@ -60,7 +60,7 @@ func (p *pullRuntime) PullImage(ctx context.Context, ref string, auth *engine.Au
 	}
 	p.auths = append(p.auths, ref+" "+user)
 	if strings.HasPrefix(ref, "private/") && user != "good" {
-		return nil, errors.New("unauthorized: authentication required")
+		return nil, fmt.Errorf("pull %s: unauthorized: authentication required", ref) // as engines name it
 	}
 	if p.present == nil {
 		p.present = map[string]bool{}
@@ -123,6 +123,12 @@ func TestEnsureImageCredentials(t *testing.T) {
 	if !errors.As(err, &ie) || ie.reason != reasonErrImagePull || !strings.Contains(err.Error(), "as wrong") ||
 		!strings.Contains(err.Error(), "as node") {
 		t.Errorf("refused: %v", err)
+	}
+
+	// The engine's error names the image; the status shows it once.
+	err = ensure(ctx, r, pullPod(), &v1.Container{Name: "c", Image: "private/x:1", ImagePullPolicy: v1.PullAlways}, nil)
+	if want := "pull private/x:1: unauthorized: authentication required"; err == nil || err.Error() != want {
+		t.Errorf("anonymous refused: %v, want %q", err, want)
 	}
 
 	// No credentials at all: anonymous.
