@@ -1183,6 +1183,9 @@ func (r *Runner) startContainer(ctx context.Context, pod *v1.Pod, c *v1.Containe
 	}
 	r.keepRecord(pod, podContainerKey(c), containerRecord(c))
 	id, err := r.rt.CreateContainer(ctx, sandboxID, sbCfg, cfg)
+	// A container made has no event until it starts (nor after a start that
+	// fails): the relist is not to take it for a change the events missed.
+	r.cache.announce(string(pod.UID))
 	if err != nil {
 		return fmt.Errorf("create: %w", err)
 	}
@@ -1212,7 +1215,9 @@ func (r *Runner) startContainer(ctx context.Context, pod *v1.Pod, c *v1.Containe
 func (r *Runner) startMade(ctx context.Context, pod *v1.Pod, c *v1.Container, id string, typ engine.ContainerType, attempt int,
 	why, podIP string) error {
 	if err := r.rt.StartContainer(ctx, id); err != nil {
-		return fmt.Errorf("start: %w", err)
+		// Docker sends neither start nor die for a start that fails.
+		r.cache.announce(string(pod.UID))
+		return err // the engine's error names the start
 	}
 	r.event(pod, c.Name, v1.EventTypeNormal, eventStarted, "Started container %s", c.Name)
 	r.metrics.containerStarted(attempt)

@@ -119,7 +119,8 @@ func newPodCache(rt engine.Runtime, lister engine.PodObjectLister, log *slog.Log
 	}
 }
 
-// announce records that an event named the pod uid.
+// announce records that an event named the pod uid, or that podrun made a
+// change of it that no event will name (a create, a start that failed).
 func (c *podCache) announce(uid string) {
 	c.mu.Lock()
 	c.announced[uid] = c.seq

@@ -228,7 +228,7 @@ func (n *namesakeLooks) ListPodObjects(ctx context.Context, uid string) ([]*engi
 func TestNamesakeWaitLoggedOnce(t *testing.T) {
 	fake := ranWeb(t)
 	rt := &namesakeLooks{Fake: fake}
-	log := &lockedBuffer{}
+	log := &runner.LockedBuffer{}
 	var ready atomic.Bool
 	h := start(t, fake, func(c *runner.Config) {
 		c.Runtime = rt

@@ -1,7 +1,6 @@
 package runner_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -659,7 +658,7 @@ func TestFailedStopReportedWhenALaterStepFails(t *testing.T) {
 	pod.Spec.Volumes = []v1.Volume{{Name: "cfg", VolumeSource: v1.VolumeSource{
 		ConfigMap: &v1.ConfigMapVolumeSource{LocalObjectReference: v1.LocalObjectReference{Name: "missing"}}}}}
 	_, rt := stubbornInOlderSandbox(t, fake, pod, 1)
-	log := &lockedBuffer{}
+	log := &runner.LockedBuffer{}
 	h := start(t, fake, func(c *runner.Config) {
 		c.Runtime = rt
 		c.Log = slog.New(slog.NewTextHandler(log, nil))
@@ -673,24 +672,6 @@ func TestFailedStopReportedWhenALaterStepFails(t *testing.T) {
 		}
 		return false
 	})
-}
-
-// lockedBuffer is a bytes.Buffer that a log and a test share.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 func TestRemoveTearsDown(t *testing.T) {

@@ -230,7 +230,7 @@ func TestUIDConflictWaitsForTheSources(t *testing.T) {
 	}
 	var ready atomic.Bool
 	events := &eventLog{}
-	log := &lockedBuffer{}
+	log := &runner.LockedBuffer{}
 	h := start(t, fake, func(c *runner.Config) {
 		c.RootDir = root
 		c.SourcesReady = ready.Load
