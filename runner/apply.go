@@ -1187,7 +1187,7 @@ func (r *Runner) startContainer(ctx context.Context, pod *v1.Pod, c *v1.Containe
 	// fails): the relist is not to take it for a change the events missed.
 	r.cache.announce(string(pod.UID))
 	if err != nil {
-		return fmt.Errorf("create: %w", err)
+		return err // the engine's error names the create
 	}
 	r.event(pod, c.Name, v1.EventTypeNormal, eventCreated, "Created container %s", c.Name)
 	if err := predecessors.wait(c.Name); err != nil {
