@@ -82,7 +82,7 @@ func (r *Runtime) pullImage(ctx context.Context, ref string, auth *engine.AuthCo
 		}
 		opts.RegistryAuth = enc
 	}
-	r.log.Info("pulling image", "ref", ref)
+	r.log.Debug("pulling image", "ref", ref) // the runner logs the pull at info
 	rc, err := r.cli.ImagePull(ctx, ref, opts)
 	if err != nil {
 		return nil, fmt.Errorf("pull %s: %w", ref, wrapPull(err))
@@ -95,7 +95,7 @@ func (r *Runtime) pullImage(ctx context.Context, ref string, auth *engine.AuthCo
 	if err != nil {
 		return nil, fmt.Errorf("pull %s: %w", ref, err)
 	}
-	r.log.Info("pulled image", "ref", ref, "id", img.ID)
+	r.log.Debug("pulled image", "ref", ref, "id", img.ID)
 	return img, nil
 }
 
