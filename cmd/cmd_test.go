@@ -320,32 +320,35 @@ func TestOneLineCutsOnARune(t *testing.T) {
 	}
 }
 
+// parsePs parses `podrun ps args...` as podrun does, with config (none
+// when "") as its config file, into the global options it returns.
+func parsePs(t *testing.T, config string, args ...string) (*globalOptions, error) {
+	t.Helper()
+	file := ""
+	if config != "" {
+		file = filepath.Join(t.TempDir(), "config.yaml")
+		if err := os.WriteFile(file, []byte(config), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g := &globalOptions{In: strings.NewReader(""), Out: &bytes.Buffer{}, ErrOut: &bytes.Buffer{}}
+	root := newRootCmd(g)
+	for _, c := range root.Commands() {
+		if c.Name() == "ps" {
+			root.RemoveCommand(c)
+		}
+	}
+	root.AddCommand(newPsCmd(g, func(context.Context, *psOptions) error { return nil }))
+	root.SetArgs(append([]string{"ps", "--config", file}, args...))
+	return g, root.ExecuteContext(context.Background())
+}
+
 // TestRuntimeRequestTimeoutFlag: --runtime-request-timeout, the kubelet's
 // flag and default, is read from the command line, podrun's config file
 // and a KubeletConfiguration (runtimeRequestTimeout), and reaches the
 // Docker and CRI engines' call timeouts and the runner's relist bound. A
 // value that is not positive is bad input.
 func TestRuntimeRequestTimeoutFlag(t *testing.T) {
-	parseRoot := func(t *testing.T, file string, args ...string) (*globalOptions, error) {
-		t.Helper()
-		cfg := ""
-		if file != "" {
-			cfg = filepath.Join(t.TempDir(), "config.yaml")
-			if err := os.WriteFile(cfg, []byte(file), 0o600); err != nil {
-				t.Fatal(err)
-			}
-		}
-		g := &globalOptions{In: strings.NewReader(""), Out: &bytes.Buffer{}, ErrOut: &bytes.Buffer{}}
-		root := newRootCmd(g)
-		for _, c := range root.Commands() {
-			if c.Name() == "ps" {
-				root.RemoveCommand(c)
-			}
-		}
-		root.AddCommand(newPsCmd(g, func(context.Context, *psOptions) error { return nil }))
-		root.SetArgs(append([]string{"ps", "--config", cfg}, args...))
-		return g, root.ExecuteContext(context.Background())
-	}
 	for _, tc := range []struct {
 		name, file string
 		args       []string
@@ -359,7 +362,7 @@ func TestRuntimeRequestTimeoutFlag(t *testing.T) {
 		{"flag over file", "runtime-request-timeout: 45s\n", []string{"--runtime-request-timeout", "10s"}, 10 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			g, err := parseRoot(t, tc.file, tc.args...)
+			g, err := parsePs(t, tc.file, tc.args...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -372,7 +375,7 @@ func TestRuntimeRequestTimeoutFlag(t *testing.T) {
 		})
 	}
 	for _, bad := range []string{"0s", "-1m", "soon"} {
-		if _, err := parseRoot(t, "", "--runtime-request-timeout", bad); exitCode(err) != exitBadInput ||
+		if _, err := parsePs(t, "", "--runtime-request-timeout", bad); exitCode(err) != exitBadInput ||
 			!strings.Contains(err.Error(), "runtime-request-timeout") {
 			t.Errorf("--runtime-request-timeout %s: %v, want bad input naming the flag", bad, err)
 		}
