@@ -23,15 +23,15 @@ import (
 // caller's. The event stream and an image import (whose request is the
 // upload) are not bounded at all.
 
-// callTimeout is a call dockerd did not answer within its bound. It is
+// noAnswerError is a call dockerd did not answer within its bound. It is
 // context.DeadlineExceeded, and neither a "not found" nor an unreachable
 // engine: dockerd took the request.
-type callTimeout struct {
+type noAnswerError struct {
 	call  string
 	bound time.Duration
 }
 
-func (e *callTimeout) Error() string {
+func (e *noAnswerError) Error() string {
 	return fmt.Sprintf("%s: docker did not answer within %s: %v", e.call, e.bound, context.DeadlineExceeded)
 }
 
@@ -39,12 +39,12 @@ func (e *callTimeout) Error() string {
 // request with the context's cause, this: the Docker client returns it as
 // is only when it is DeadlineExceeded, and would otherwise take it for a
 // failure to connect (which wrap makes ErrUnavailable).
-func (e *callTimeout) Unwrap() error { return context.DeadlineExceeded }
+func (e *noAnswerError) Unwrap() error { return context.DeadlineExceeded }
 
 // timedOut reports whether err is (or wraps) a call that dockerd did not
 // answer in time.
 func timedOut(err error) bool {
-	var t *callTimeout
+	var t *noAnswerError
 	return errors.As(err, &t)
 }
 
@@ -55,10 +55,10 @@ func (r *Runtime) call(ctx context.Context, what string, fn func(context.Context
 }
 
 // callWithin runs fn with a context that ends bound after ctx's start, at
-// the latest. When that bound ends it, the error is a *callTimeout naming
+// the latest. When that bound ends it, the error is a *noAnswerError naming
 // the call; any other error is fn's.
 func callWithin(ctx context.Context, what string, bound time.Duration, fn func(context.Context) error) error {
-	timeout := &callTimeout{call: what, bound: bound}
+	timeout := &noAnswerError{call: what, bound: bound}
 	cctx, cancel := context.WithTimeoutCause(ctx, bound, timeout)
 	defer cancel()
 	err := fn(cctx)
@@ -117,7 +117,7 @@ func open[S any](r *Runtime, ctx context.Context, what string, fn func(context.C
 		}
 		return o.s, func() { cancel(nil) }, nil
 	case <-timer.C:
-		return abandon(&callTimeout{call: what, bound: r.callTimeout})
+		return abandon(&noAnswerError{call: what, bound: r.callTimeout})
 	case <-ctx.Done():
 		return abandon(ctx.Err())
 	}
