@@ -15,6 +15,8 @@ import (
 	"github.com/spf13/cobra"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/podrun/podrun/runner"
 )
 
 // parse runs a command's flag parsing with the work function replaced.
@@ -315,5 +317,85 @@ func TestOneLineCutsOnARune(t *testing.T) {
 		Message: strings.Repeat("ü", 200)}}}
 	if got := stateText(cs); !utf8.ValidString(got) || !strings.HasSuffix(got, "ü...)") {
 		t.Errorf("stateText = %q", got)
+	}
+}
+
+// parsePs parses `podrun ps args...` as podrun does, with config (none
+// when "") as its config file, into the global options it returns.
+func parsePs(t *testing.T, config string, args ...string) (*globalOptions, error) {
+	t.Helper()
+	file := ""
+	if config != "" {
+		file = filepath.Join(t.TempDir(), "config.yaml")
+		if err := os.WriteFile(file, []byte(config), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g := &globalOptions{In: strings.NewReader(""), Out: &bytes.Buffer{}, ErrOut: &bytes.Buffer{}}
+	root := newRootCmd(g)
+	for _, c := range root.Commands() {
+		if c.Name() == "ps" {
+			root.RemoveCommand(c)
+		}
+	}
+	root.AddCommand(newPsCmd(g, func(context.Context, *psOptions) error { return nil }))
+	root.SetArgs(append([]string{"ps", "--config", file}, args...))
+	return g, root.ExecuteContext(context.Background())
+}
+
+// TestRuntimeRequestTimeoutFlag: --runtime-request-timeout, the kubelet's
+// flag and default, is read from the command line, podrun's config file
+// and a KubeletConfiguration (runtimeRequestTimeout), and reaches the
+// Docker and CRI engines' call timeouts and the runner's relist bound. A
+// value that is not positive is bad input.
+func TestRuntimeRequestTimeoutFlag(t *testing.T) {
+	for _, tc := range []struct {
+		name, file string
+		args       []string
+		want       time.Duration
+	}{
+		{"default", "", nil, 2 * time.Minute},
+		{"flag", "", []string{"--runtime-request-timeout", "30s"}, 30 * time.Second},
+		{"podrun file", "runtime-request-timeout: 45s\n", nil, 45 * time.Second},
+		{"kubelet file", "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nruntimeRequestTimeout: 3m\n", nil, 3 * time.Minute},
+		{"kubelet default", "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nruntimeRequestTimeout: 0s\n", nil, 2 * time.Minute},
+		{"flag over file", "runtime-request-timeout: 45s\n", []string{"--runtime-request-timeout", "10s"}, 10 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g, err := parsePs(t, tc.file, tc.args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if g.RuntimeRequestTimeout != tc.want {
+				t.Errorf("runtime request timeout %s, want %s", g.RuntimeRequestTimeout, tc.want)
+			}
+			if strings.Contains(g.ErrOut.(*bytes.Buffer).String(), "runtimeRequestTimeout") {
+				t.Errorf("runtimeRequestTimeout reported as ignored: %s", g.ErrOut)
+			}
+		})
+	}
+	for _, bad := range []string{"0s", "-1m", "soon"} {
+		if _, err := parsePs(t, "", "--runtime-request-timeout", bad); exitCode(err) != exitBadInput ||
+			!strings.Contains(err.Error(), "runtime-request-timeout") {
+			t.Errorf("--runtime-request-timeout %s: %v, want bad input naming the flag", bad, err)
+		}
+	}
+
+	// What the flag feeds: both engines' call timeouts, the runner's
+	// relist bound.
+	e := newCmdEnv(t)
+	e.g.RuntimeRequestTimeout = 42 * time.Second
+	if d := e.g.dockerOptions(nil).CallTimeout; d != 42*time.Second {
+		t.Errorf("docker call timeout %s, want 42s", d)
+	}
+	if d := e.g.criOptions("unix:///run/x.sock", nil).CallTimeout; d != 42*time.Second {
+		t.Errorf("CRI call timeout %s, want 42s", d)
+	}
+	var relist time.Duration
+	if _, err := newRunner(context.Background(), e.g, e.eng, false, func(c *runner.Config) { relist = c.RuntimeRequestTimeout }); err != nil {
+		t.Fatal(err)
+	}
+	if relist != 42*time.Second {
+		t.Errorf("runner's runtime request timeout %s, want 42s", relist)
 	}
 }

@@ -92,8 +92,7 @@ func connect(ctx context.Context, g *globalOptions) (watchEngine, error) {
 	if g.RuntimeEndpoint != "" {
 		return connectCRI(ctx, g, progress)
 	}
-	rt, err := docker.New(docker.Options{Host: g.DockerHost, NodeName: g.NodeName, Logger: g.Log, PullProgress: progress,
-		PullProgressDeadline: g.Images.PullProgressDeadline, InfraProgram: pause.Program(), DefaultInfraRef: g.InfraImage == defaultInfraImage})
+	rt, err := docker.New(g.dockerOptions(progress))
 	if err != nil {
 		return nil, unreachable(fmt.Errorf("docker: %w", err))
 	}
@@ -116,8 +115,7 @@ func connectCRI(ctx context.Context, g *globalOptions, progress func(string, eng
 	}
 	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	rt, err := cri.New(pingCtx, cri.Options{Endpoint: endpoint, NodeName: g.NodeName, LogDir: filepath.Join(g.RootDir, "logs"), Logger: g.Log,
-		PullProgress: progress, Clock: g.Clock})
+	rt, err := cri.New(pingCtx, g.criOptions(endpoint, progress))
 	if err != nil {
 		return nil, unreachable(fmt.Errorf("cannot reach the CRI runtime at %s (see --container-runtime-endpoint): %w", endpoint, err))
 	}
@@ -133,6 +131,22 @@ func connectCRI(ctx context.Context, g *globalOptions, progress func(string, eng
 	// Pod status names container IDs as the kubelet does: containerd://...
 	g.runtimeName, _, _ = strings.Cut(version, "://")
 	return rt, nil
+}
+
+// dockerOptions are the Docker Engine's options for these flags, its
+// pulls shown by progress.
+func (g *globalOptions) dockerOptions(progress func(string, engine.PullProgress)) docker.Options {
+	return docker.Options{Host: g.DockerHost, NodeName: g.NodeName, Logger: g.Log, PullProgress: progress,
+		PullProgressDeadline: g.Images.PullProgressDeadline, CallTimeout: g.RuntimeRequestTimeout,
+		InfraProgram: pause.Program(), DefaultInfraRef: g.InfraImage == defaultInfraImage}
+}
+
+// criOptions are the options of the CRI runtime at endpoint for these
+// flags, its pods' log files kept under the root dir, its pulls shown by
+// progress.
+func (g *globalOptions) criOptions(endpoint string, progress func(string, engine.PullProgress)) cri.Options {
+	return cri.Options{Endpoint: endpoint, NodeName: g.NodeName, LogDir: filepath.Join(g.RootDir, "logs"), Logger: g.Log,
+		PullProgress: progress, CallTimeout: g.RuntimeRequestTimeout, Clock: g.Clock}
 }
 
 // runtimeNameOr is the connected engine's name, or def before connect
@@ -332,23 +346,24 @@ func newRunner(ctx context.Context, g *globalOptions, rt podEngine, allowPrivile
 		return nil, cgroupsErr
 	}
 	cfg := runner.Config{
-		Runtime:          rt,
-		RuntimeName:      g.runtimeNameOr("docker"),
-		NodeName:         g.NodeName,
-		RootDir:          g.RootDir,
-		InfraImage:       infra,
-		HostIP:           host.IP,
-		AllowPrivileged:  allowPrivileged,
-		Clock:            g.Clock,
-		Log:              g.Log,
-		NodeMilliCPU:     host.MilliCPU,
-		NodeMemory:       host.MemoryBytes,
-		OOMScoreAdjFloor: oomFloor,
-		HostDNS:          hostDNS(host.DNS),
-		Images:           g.Images.runnerImages(g.Log, g.imageUsage),
-		Admit:            admit,
-		PodCgroups:       cgroups,
-		Sysctls:          sysctls,
+		Runtime:               rt,
+		RuntimeName:           g.runtimeNameOr("docker"),
+		NodeName:              g.NodeName,
+		RootDir:               g.RootDir,
+		InfraImage:            infra,
+		HostIP:                host.IP,
+		AllowPrivileged:       allowPrivileged,
+		Clock:                 g.Clock,
+		Log:                   g.Log,
+		RuntimeRequestTimeout: g.RuntimeRequestTimeout,
+		NodeMilliCPU:          host.MilliCPU,
+		NodeMemory:            host.MemoryBytes,
+		OOMScoreAdjFloor:      oomFloor,
+		HostDNS:               hostDNS(host.DNS),
+		Images:                g.Images.runnerImages(g.Log, g.imageUsage),
+		Admit:                 admit,
+		PodCgroups:            cgroups,
+		Sysctls:               sysctls,
 	}
 	for _, t := range tune {
 		t(&cfg)
@@ -394,7 +409,7 @@ func hostDNS(rc *node.ResolvConf) *engine.DNSConfig {
 func newTeardownRunner(g *globalOptions, rt baseEngine) *runner.Runner {
 	return runner.New(runner.Config{
 		Runtime: rt, RuntimeName: g.runtimeNameOr("docker"), NodeName: g.NodeName, RootDir: g.RootDir, Log: g.Log, HostIP: g.Host().IP,
-		Clock: g.Clock, PodCgroups: runner.NewPodCgroups(g.NodeName, "", 0),
+		Clock: g.Clock, PodCgroups: runner.NewPodCgroups(g.NodeName, "", 0), RuntimeRequestTimeout: g.RuntimeRequestTimeout,
 	})
 }
 

@@ -70,6 +70,7 @@ func kubeletConfigFlags(data []byte) (map[string][]string, []string, error) {
 	duration("node-status-report-frequency", kc.NodeStatusReportFrequency.Duration, kc.NodeStatusReportFrequency.Duration == 0)
 	duration("image-minimum-gc-age", kc.ImageMinimumGCAge.Duration, kc.ImageMinimumGCAge.Duration == 0)
 	duration("streaming-connection-idle-timeout", kc.StreamingConnectionIdleTimeout.Duration, kc.StreamingConnectionIdleTimeout.Duration == 0)
+	duration("runtime-request-timeout", kc.RuntimeRequestTimeout.Duration, kc.RuntimeRequestTimeout.Duration == 0)
 	if kc.HealthzBindAddress != "" {
 		set("healthz-bind-address", kc.HealthzBindAddress)
 	}
@@ -150,7 +151,7 @@ func kubeletConfigFlags(data []byte) (map[string][]string, []string, error) {
 		"authentication.x509.clientCAFile", "authentication.webhook.cacheTTL",
 		"authorization.webhook.cacheAuthorizedTTL", "authorization.webhook.cacheUnauthorizedTTL",
 		"imageGCHighThresholdPercent", "imageGCLowThresholdPercent", "imageMinimumGCAge",
-		"clusterDNS", "clusterDomain", "maxPods", "streamingConnectionIdleTimeout", "allowedUnsafeSysctls",
+		"clusterDNS", "clusterDomain", "maxPods", "streamingConnectionIdleTimeout", "runtimeRequestTimeout", "allowedUnsafeSysctls",
 		"containerLogMaxSize", "containerLogMaxFiles",
 		// The engine's own cgroup driver is used.
 		"cgroupDriver", "containerRuntimeEndpoint",

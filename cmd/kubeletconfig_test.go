@@ -171,18 +171,8 @@ func TestContainerRuntimeEndpointFromConfig(t *testing.T) {
 		{"none", "node-name: n\n", nil, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := filepath.Join(t.TempDir(), "config.yaml")
-			os.WriteFile(cfg, []byte(tc.file), 0o600)
-			g := &globalOptions{In: strings.NewReader(""), Out: &bytes.Buffer{}, ErrOut: &bytes.Buffer{}}
-			root := newRootCmd(g)
-			for _, c := range root.Commands() {
-				if c.Name() == "ps" {
-					root.RemoveCommand(c)
-				}
-			}
-			root.AddCommand(newPsCmd(g, func(context.Context, *psOptions) error { return nil }))
-			root.SetArgs(append([]string{"ps", "--config", cfg}, tc.args...))
-			if err := root.ExecuteContext(context.Background()); err != nil {
+			g, err := parsePs(t, tc.file, tc.args...)
+			if err != nil {
 				t.Fatal(err)
 			}
 			if g.RuntimeEndpoint != tc.want {

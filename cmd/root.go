@@ -15,6 +15,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -22,6 +23,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/podrun/podrun/engine"
 	"github.com/podrun/podrun/gc"
 	"github.com/podrun/podrun/node"
 	"github.com/podrun/podrun/runner"
@@ -35,6 +37,9 @@ type globalOptions struct {
 	// RuntimeEndpoint is the CRI runtime's socket
 	// (--container-runtime-endpoint); "" is the Docker Engine.
 	RuntimeEndpoint string
+	// RuntimeRequestTimeout bounds each engine call that is a request and
+	// its answer, and the runner's relists (--runtime-request-timeout).
+	RuntimeRequestTimeout time.Duration
 	// runtimeName is the connected engine's name, as pod status prefixes
 	// container IDs with it ("docker", "containerd"); set by connect.
 	runtimeName string
@@ -142,6 +147,9 @@ func newRootCmd(g *globalOptions) *cobra.Command {
 			if err := g.Images.validate(); err != nil {
 				return err
 			}
+			if g.RuntimeRequestTimeout <= 0 {
+				return badInputf("--runtime-request-timeout %s: must be positive", g.RuntimeRequestTimeout)
+			}
 			if err := setupLogging(g); err != nil {
 				return err
 			}
@@ -160,6 +168,10 @@ func newRootCmd(g *globalOptions) *cobra.Command {
 	pf.StringVar(&g.DockerHost, "docker-host", "", "Docker Engine address (default: $DOCKER_HOST, else the local socket)")
 	pf.StringVar(&g.RuntimeEndpoint, "container-runtime-endpoint", "",
 		"CRI runtime socket (unix:///run/containerd/containerd.sock) to run pods on instead of the Docker Engine")
+	pf.DurationVar(&g.RuntimeRequestTimeout, "runtime-request-timeout", engine.DefaultRequestTimeout,
+		"fail an engine call (inspect, list, create, start, remove, exec, ...) and a relist that get no answer for this long, "+
+			"rather than wait for good on an engine that hangs; a stop waits this plus its grace period; "+
+			"not pulls (see --image-pull-progress-deadline) nor streams once open (logs, exec, events)")
 	pf.StringVar(&g.InfraImage, "pod-infra-image", defaultInfraImage,
 		"sandbox image; when absent and not pullable, podrun builds one from its own binary")
 	pf.StringVarP(&g.LogLevel, "log-level", "v", "info", "log level: debug, info, warn or error")

@@ -328,6 +328,13 @@ var ErrNotFound = errors.New("not found")
 // ErrUnavailable is returned (wrapped) when the runtime cannot be reached.
 var ErrUnavailable = errors.New("runtime unavailable")
 
+// DefaultRequestTimeout is how long a runtime waits for the answer to one
+// of its engine's calls, pulls and streams aside: the kubelet's
+// --runtime-request-timeout default. An engine that took a request and
+// never answers (a deadlocked daemon) then fails the call rather than
+// hold its caller for good.
+const DefaultRequestTimeout = 2 * time.Minute
+
 // ContainerType says what role a container plays in its pod.
 type ContainerType string
 

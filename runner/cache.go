@@ -55,7 +55,8 @@ type podCache struct {
 	// the one before failed: the runtime is back.
 	notify    func(uids []string)
 	recovered func()
-	// listTimeout bounds a relist (relistTimeout; tests shorten it).
+	// listTimeout bounds a relist (Config.RuntimeRequestTimeout; tests
+	// shorten it).
 	listTimeout time.Duration
 
 	mu        sync.Mutex
@@ -100,15 +101,9 @@ type podCache struct {
 	startView startView
 }
 
-// relistTimeout bounds a relist, as the kubelet's runtime request timeout
-// (--runtime-request-timeout, 2m) bounds its calls: a runtime that takes
-// the list and never answers is down, and the relist says so (the node is
-// not Ready) and tries again, rather than wait for good.
-const relistTimeout = 2 * time.Minute
-
 func newPodCache(rt engine.Runtime, lister engine.PodObjectLister, log *slog.Logger, clk clock.WithTicker, minPeriod, maxPeriod time.Duration, notify func([]string)) *podCache {
 	return &podCache{
-		rt: rt, lister: lister, log: log, clock: clk, notify: notify, listTimeout: relistTimeout,
+		rt: rt, lister: lister, log: log, clock: clk, notify: notify, listTimeout: engine.DefaultRequestTimeout,
 		minPeriod: minPeriod, maxPeriod: max(minPeriod, maxPeriod), period: minPeriod,
 		pods:      map[string]*podState{},
 		stamp:     map[string]uint64{},

@@ -13,6 +13,7 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/podrun/podrun/engine"
+	"github.com/podrun/podrun/engine/enginetest"
 )
 
 // gatedLister answers each list with what the test gives, when the test
@@ -244,5 +245,44 @@ func TestRelistOfARuntimeThatNeverAnswersFails(t *testing.T) {
 	c.mu.Unlock()
 	if err == nil || !strings.Contains(err.Error(), "did not answer") {
 		t.Errorf("relist error %v, want the runtime's silence", err)
+	}
+}
+
+// silentRuntime is the fake engine, whose lists of pods the test answers.
+type silentRuntime struct {
+	*enginetest.Fake
+	lister *gatedLister
+}
+
+func (s silentRuntime) ListPodObjects(ctx context.Context, uid string) ([]*engine.Sandbox, []*engine.Container, error) {
+	return s.lister.ListPodObjects(ctx, uid)
+}
+
+// TestRelistBoundIsTheRuntimeRequestTimeout: the runner bounds its
+// relists with Config.RuntimeRequestTimeout (--runtime-request-timeout),
+// the kubelet's 2 minutes unless set.
+func TestRelistBoundIsTheRuntimeRequestTimeout(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if r := New(Config{Runtime: enginetest.NewFake("node1"), Log: log}); r.cache.listTimeout != 2*time.Minute {
+		t.Errorf("relist bound %s by default, want 2m0s", r.cache.listTimeout)
+	}
+	g := &gatedLister{calls: make(chan listCall, 1)}
+	r := New(Config{Runtime: silentRuntime{Fake: enginetest.NewFake("node1"), lister: g}, Log: log,
+		Clock: testingclock.NewFakeClock(time.Time{}), RuntimeRequestTimeout: 50 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	relisted := make(chan struct{})
+	go func() { r.cache.relist(ctx); close(relisted) }()
+	<-g.calls // taken, never answered
+	select {
+	case <-relisted:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a relist still waits for a runtime that never answers, after 10 s")
+	}
+	r.cache.mu.Lock()
+	err := r.cache.err
+	r.cache.mu.Unlock()
+	if err == nil || !strings.Contains(err.Error(), "did not answer a list of the node's pods within 50ms") {
+		t.Errorf("relist error %v, want the runtime's silence past the 50ms asked for", err)
 	}
 }

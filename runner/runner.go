@@ -71,6 +71,13 @@ type Config struct {
 	// DefaultRelistMaxPeriod); see podCache.
 	RelistPeriod    time.Duration
 	RelistMaxPeriod time.Duration
+	// RuntimeRequestTimeout bounds a relist, as the kubelet's
+	// --runtime-request-timeout bounds its runtime calls (the engines
+	// bound their own calls with it besides): a runtime that takes the
+	// list and never answers is down, and the relist says so (the node is
+	// not Ready) and tries again, rather than wait for good. 0 means
+	// engine.DefaultRequestTimeout.
+	RuntimeRequestTimeout time.Duration
 	// Node capacity, for resourceFieldRef of resources without a limit;
 	// NodeMemory also scales Burstable containers' oom_score_adj.
 	NodeMilliCPU int64
@@ -245,6 +252,9 @@ func New(cfg Config) *Runner {
 	if cfg.HousekeepingPeriod <= 0 {
 		cfg.HousekeepingPeriod = 2 * time.Second
 	}
+	if cfg.RuntimeRequestTimeout <= 0 {
+		cfg.RuntimeRequestTimeout = engine.DefaultRequestTimeout
+	}
 	r := &Runner{
 		cfg:       cfg,
 		rt:        cfg.Runtime,
@@ -285,6 +295,7 @@ func New(cfg Config) *Runner {
 	}
 	r.cache = newPodCache(r.rt, lister, cfg.Log, cfg.Clock, cfg.RelistPeriod, cfg.RelistMaxPeriod, r.wakePods)
 	r.cache.recovered = r.wakeAllNow
+	r.cache.listTimeout = cfg.RuntimeRequestTimeout
 	r.cache.waited = cfg.Metrics.relistWait
 	r.lastLoop.Store(cfg.Clock.Now().UnixNano())
 	return r

@@ -56,7 +56,8 @@ type Options struct {
 	LogDir string
 	// Logger receives one line per event; nil discards.
 	Logger *slog.Logger
-	// CallTimeout bounds each CRI call but pulls; 0 means 2 minutes.
+	// CallTimeout bounds each CRI call but pulls; 0 means
+	// engine.DefaultRequestTimeout (2 minutes).
 	CallTimeout time.Duration
 	// PullProgress, when set, receives the progress of pulls, as Docker's
 	// pull stream words it (from containerd's content store: pullprogress.go).
@@ -129,7 +130,7 @@ func New(ctx context.Context, opts Options) (*Runtime, error) {
 		opts.Endpoint = DefaultEndpoint
 	}
 	if opts.CallTimeout == 0 {
-		opts.CallTimeout = 2 * time.Minute
+		opts.CallTimeout = engine.DefaultRequestTimeout
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}

@@ -191,7 +191,7 @@ func (r *Runtime) user(ctx context.Context, cfg *engine.ContainerConfig) (string
 	case s.RunAsUser != nil:
 		return strconv.FormatInt(*s.RunAsUser, 10), nil
 	case s.RunAsGroup != nil:
-		img, err := r.cli.ImageInspect(ctx, cfg.Image)
+		img, err := r.inspectImage(ctx, cfg.Image)
 		if err != nil {
 			return "", fmt.Errorf("image %s: %w", cfg.Image, wrap(err))
 		}
@@ -292,10 +292,10 @@ func (r *Runtime) StartContainer(ctx context.Context, id string) error {
 	// What is cached of it describes a run that is over, and so may what a
 	// list inspects while the start is under way.
 	r.newRun(full)
-	err = r.cli.ContainerStart(ctx, full, container.StartOptions{})
+	err = r.start(ctx, full)
 	r.newRun(full)
 	if cerrdefs.IsNotFound(err) {
-		if _, ierr := r.cli.ContainerInspect(ctx, full); ierr == nil {
+		if _, ierr := r.inspect(ctx, full); ierr == nil {
 			// The container is there: what is missing is the sandbox whose
 			// namespaces it joins. That is no ErrNotFound of the container.
 			return fmt.Errorf("start %s: its sandbox is gone: %v", shortID(id), err)
@@ -350,7 +350,7 @@ func (r *Runtime) UpdateContainerResources(ctx context.Context, id string, res *
 	if err != nil {
 		return fmt.Errorf("update %s: %w", shortID(id), err)
 	}
-	ins, err := r.cli.ContainerInspect(ctx, full)
+	ins, err := r.inspect(ctx, full)
 	if err != nil {
 		return fmt.Errorf("update %s: %w", shortID(id), wrap(err))
 	}
@@ -372,7 +372,9 @@ func (r *Runtime) UpdateContainerResources(ctx context.Context, id string, res *
 	if u.Memory > 0 {
 		u.MemorySwap = u.Memory
 	}
-	resp, err := r.cli.ContainerUpdate(ctx, full, u)
+	resp, err := answer(r, ctx, "update container "+shortID(full), func(ctx context.Context) (container.UpdateResponse, error) {
+		return r.cli.ContainerUpdate(ctx, full, u)
+	})
 	if err != nil {
 		return fmt.Errorf("update %s: %w", shortID(id), wrap(err))
 	}
@@ -396,7 +398,7 @@ func (r *Runtime) placement(ctx context.Context, sbID string) (placement, error)
 	if ok {
 		return p, nil
 	}
-	ins, err := r.cli.ContainerInspect(ctx, sbID)
+	ins, err := r.inspect(ctx, sbID)
 	if err != nil {
 		return placement{}, wrap(err)
 	}

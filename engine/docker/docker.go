@@ -86,6 +86,11 @@ type Options struct {
 	// PullProgressDeadline cancels a pull that has reported no progress for
 	// this long; 0 means DefaultPullProgressDeadline.
 	PullProgressDeadline time.Duration
+	// CallTimeout bounds each Engine API call that is a request and its
+	// answer (the kubelet's --runtime-request-timeout): pulls and streams
+	// aside, and a stop's bound is this plus its grace period (see
+	// timeout.go). 0 means engine.DefaultRequestTimeout.
+	CallTimeout time.Duration
 }
 
 // Runtime is engine.Runtime on Docker, bound to one node name.
@@ -95,7 +100,9 @@ type Runtime struct {
 	log              *slog.Logger
 	infraPullTimeout time.Duration
 	// pullDeadline is Options.PullProgressDeadline.
-	pullDeadline    time.Duration
+	pullDeadline time.Duration
+	// callTimeout is Options.CallTimeout.
+	callTimeout     time.Duration
 	infraProgram    []byte
 	defaultInfraRef bool
 	pullProgress    func(string, engine.PullProgress)
@@ -154,6 +161,7 @@ func New(opts Options) (*Runtime, error) {
 		log:              opts.Logger,
 		infraPullTimeout: opts.InfraPullTimeout,
 		pullDeadline:     opts.PullProgressDeadline,
+		callTimeout:      opts.CallTimeout,
 		infraProgram:     opts.InfraProgram,
 		defaultInfraRef:  opts.DefaultInfraRef,
 		pullProgress:     opts.PullProgress,
@@ -172,6 +180,9 @@ func New(opts Options) (*Runtime, error) {
 	if r.pullDeadline <= 0 {
 		r.pullDeadline = DefaultPullProgressDeadline
 	}
+	if r.callTimeout <= 0 {
+		r.callTimeout = engine.DefaultRequestTimeout
+	}
 	return r, nil
 }
 
@@ -184,7 +195,7 @@ func (r *Runtime) Close() error { return r.cli.Close() }
 // Ping checks that the engine answers. Its error wraps engine.ErrUnavailable
 // when the engine cannot be reached.
 func (r *Runtime) Ping(ctx context.Context) error {
-	p, err := r.cli.Ping(ctx)
+	p, err := r.ping(ctx)
 	if err != nil {
 		return fmt.Errorf("docker at %s: %w: %v", r.cli.DaemonHost(), engine.ErrUnavailable, err)
 	}
@@ -197,7 +208,7 @@ func (r *Runtime) Ping(ctx context.Context) error {
 // RuntimeVersion is the engine as a node's status names it:
 // "docker://<Engine version>".
 func (r *Runtime) RuntimeVersion(ctx context.Context) (string, error) {
-	v, err := r.cli.ServerVersion(ctx)
+	v, err := answer(r, ctx, "version", r.cli.ServerVersion)
 	if err != nil {
 		return "", fmt.Errorf("docker version: %w", wrap(err))
 	}
@@ -272,7 +283,7 @@ func (r *Runtime) own(ctx context.Context, id string, sandbox bool) (string, err
 	typ, ok := r.kinds[id]
 	r.mu.Unlock()
 	if !ok {
-		ins, err := r.cli.ContainerInspect(ctx, id)
+		ins, err := r.inspect(ctx, id)
 		if err != nil {
 			return "", wrap(err)
 		}
@@ -302,7 +313,7 @@ func (r *Runtime) own(ctx context.Context, id string, sandbox bool) (string, err
 // container name; the name carries the attempt). ok is false when the name
 // became free meanwhile.
 func (r *Runtime) adopt(ctx context.Context, name string, pod engine.PodRef, cname string) (ins container.InspectResponse, ok bool, err error) {
-	ins, err = r.cli.ContainerInspect(ctx, name)
+	ins, err = r.inspect(ctx, name)
 	if cerrdefs.IsNotFound(err) {
 		return ins, false, nil
 	}
@@ -351,10 +362,10 @@ func (r *Runtime) stop(ctx context.Context, id string, grace time.Duration, sand
 		return err
 	}
 	secs := graceSeconds(grace)
-	if err := r.cli.ContainerStop(ctx, full, container.StopOptions{Timeout: &secs}); err != nil {
-		return wrap(err)
-	}
-	return nil
+	err = callWithin(ctx, "stop container "+shortID(full), r.stopBound(grace), func(ctx context.Context) error {
+		return r.cli.ContainerStop(ctx, full, container.StopOptions{Timeout: &secs})
+	})
+	return wrap(err)
 }
 
 // remove force-removes a container of this node with its anonymous volumes.
@@ -371,10 +382,11 @@ func (r *Runtime) remove(ctx context.Context, id string, sandbox bool) error {
 	if err != nil {
 		return err
 	}
-	err = r.cli.ContainerRemove(ctx, full, container.RemoveOptions{Force: true, RemoveVolumes: true})
+	err = r.removeForce(ctx, full)
 	switch {
 	case err == nil, cerrdefs.IsNotFound(err):
-	case client.IsErrConnectionFailed(err), ctx.Err() != nil:
+	case client.IsErrConnectionFailed(err), ctx.Err() != nil, timedOut(err):
+		// No answer: nothing to learn of the container's state.
 		return wrap(err)
 	default:
 		// Docker answered, and did not remove it: see in what state it

@@ -70,6 +70,8 @@ func (r *Runtime) watchEvents(ctx context.Context, out chan<- engine.Event, sinc
 				continue
 			}
 		}
+		// A stream, as long as ctx: no call timeout (timeout.go). The
+		// ping that precedes a reconnection has one.
 		sctx, cancel := context.WithCancel(ctx)
 		msgs, errs := r.cli.Events(sctx, events.ListOptions{Filters: f, Since: dockerSince(since)})
 		if !first {

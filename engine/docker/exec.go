@@ -6,6 +6,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/pkg/stdcopy"
 
@@ -33,14 +34,15 @@ func (r *Runtime) Exec(ctx context.Context, id string, cmd []string) (int, []byt
 	if err != nil {
 		return -1, nil, fmt.Errorf("exec in %s: %w", shortID(id), err)
 	}
-	ex, err := r.cli.ContainerExecCreate(ctx, full, container.ExecOptions{Cmd: cmd, AttachStdout: true, AttachStderr: true})
+	ex, err := r.execCreate(ctx, full, container.ExecOptions{Cmd: cmd, AttachStdout: true, AttachStderr: true})
 	if err != nil {
 		return -1, nil, fmt.Errorf("exec in %s: %w", shortID(id), wrap(err))
 	}
-	resp, err := r.cli.ContainerExecAttach(ctx, ex.ID, container.ExecAttachOptions{})
+	resp, end, err := r.execAttach(ctx, ex.ID, container.ExecAttachOptions{})
 	if err != nil {
 		return -1, nil, fmt.Errorf("exec in %s: %w", shortID(id), wrap(err))
 	}
+	defer end()
 	defer resp.Close()
 	// The stream does not watch ctx: closing the connection ends the read.
 	stop := context.AfterFunc(ctx, resp.Close)
@@ -66,7 +68,9 @@ func (r *Runtime) Exec(ctx context.Context, id string, cmd []string) (int, []byt
 // shortly.
 func (r *Runtime) execExitCode(ctx context.Context, execID string) (int, error) {
 	for {
-		ins, err := r.cli.ContainerExecInspect(ctx, execID)
+		ins, err := answer(r, ctx, "inspect exec "+shortID(execID), func(ctx context.Context) (container.ExecInspect, error) {
+			return r.cli.ContainerExecInspect(ctx, execID)
+		})
 		if err != nil {
 			return -1, wrap(err)
 		}
@@ -89,7 +93,7 @@ func (r *Runtime) ExecStream(ctx context.Context, id string, cmd []string, strea
 	if err != nil {
 		return -1, fmt.Errorf("exec in %s: %w", shortID(id), err)
 	}
-	ex, err := r.cli.ContainerExecCreate(ctx, full, container.ExecOptions{
+	ex, err := r.execCreate(ctx, full, container.ExecOptions{
 		Cmd:          cmd,
 		Tty:          streams.TTY,
 		AttachStdin:  streams.Stdin != nil,
@@ -99,10 +103,11 @@ func (r *Runtime) ExecStream(ctx context.Context, id string, cmd []string, strea
 	if err != nil {
 		return -1, fmt.Errorf("exec in %s: %w", shortID(id), wrap(err))
 	}
-	resp, err := r.cli.ContainerExecAttach(ctx, ex.ID, container.ExecAttachOptions{Tty: streams.TTY})
+	resp, end, err := r.execAttach(ctx, ex.ID, container.ExecAttachOptions{Tty: streams.TTY})
 	if err != nil {
 		return -1, fmt.Errorf("exec in %s: %w", shortID(id), wrap(err))
 	}
+	defer end()
 	defer resp.Close()
 	stop := context.AfterFunc(ctx, resp.Close)
 	defer stop()
@@ -145,6 +150,22 @@ func (r *Runtime) ExecStream(ctx context.Context, id string, cmd []string, strea
 	return code, nil
 }
 
+// execCreate makes an exec of opts in the container id.
+func (r *Runtime) execCreate(ctx context.Context, id string, opts container.ExecOptions) (container.ExecCreateResponse, error) {
+	return answer(r, ctx, "create exec in container "+shortID(id), func(ctx context.Context) (container.ExecCreateResponse, error) {
+		return r.cli.ContainerExecCreate(ctx, id, opts)
+	})
+}
+
+// execAttach starts the exec execID with its streams attached, bounded
+// until dockerd answers (open); end is to be called once the streams are
+// done with.
+func (r *Runtime) execAttach(ctx context.Context, execID string, opts container.ExecAttachOptions) (resp types.HijackedResponse, end func(), err error) {
+	return open(r, ctx, "attach to exec "+shortID(execID), func(ctx context.Context) (types.HijackedResponse, error) {
+		return r.cli.ContainerExecAttach(ctx, execID, opts)
+	}, func(h types.HijackedResponse) { h.Close() })
+}
+
 // resizeExec applies the terminal sizes of sizes to the exec execID until
 // sizes closes, the exec is done or ctx ends.
 func (r *Runtime) resizeExec(ctx context.Context, execID string, sizes <-chan engine.TerminalSize, done <-chan struct{}) {
@@ -158,7 +179,9 @@ func (r *Runtime) resizeExec(ctx context.Context, execID string, sizes <-chan en
 			if !ok {
 				return
 			}
-			err := r.cli.ContainerExecResize(ctx, execID, container.ResizeOptions{Height: uint(size.Height), Width: uint(size.Width)})
+			err := r.call(ctx, "resize exec "+shortID(execID), func(ctx context.Context) error {
+				return r.cli.ContainerExecResize(ctx, execID, container.ResizeOptions{Height: uint(size.Height), Width: uint(size.Width)})
+			})
 			if err != nil {
 				// The process may have ended, or not yet started its terminal.
 				r.log.Debug("exec resize", "exec", shortID(execID), "err", err)

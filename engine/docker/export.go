@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
@@ -36,10 +35,6 @@ const LabelExportOwner = "io.podrun.export.owner"
 // and it is never run.
 const exportEntrypoint = "/podrun-image-export"
 
-// exportRemoveTimeout bounds the removal of an export container once its
-// stream is closed (the caller's context may be over by then).
-const exportRemoveTimeout = 30 * time.Second
-
 var _ engine.ImageFilesystemExporter = (*Runtime)(nil)
 
 // ExportImageFilesystem returns the filesystem of the local image ref as a
@@ -57,26 +52,29 @@ func (r *Runtime) ExportImageFilesystem(ctx context.Context, ref string) (io.Rea
 		Labels:          map[string]string{LabelExportNode: r.node, LabelExportOwner: selfOwner()},
 	}
 	hc := &container.HostConfig{NetworkMode: "none"}
-	resp, err := r.cli.ContainerCreate(ctx, cfg, hc, nil, nil, "")
+	resp, err := r.create(ctx, cfg, hc, "")
 	if err != nil {
 		return nil, fmt.Errorf("export image %s: create container: %w", ref, wrap(err))
 	}
 	id := resp.ID
 	r.exports.add(id)
-	rc, err := r.cli.ContainerExport(ctx, id)
+	// Bounded until the stream opens: it lasts until it is closed.
+	rc, end, err := open(r, ctx, "export container "+shortID(id), func(ctx context.Context) (io.ReadCloser, error) {
+		return r.cli.ContainerExport(ctx, id)
+	}, closeStream)
 	if err != nil {
 		r.removeExport(id)
 		return nil, fmt.Errorf("export image %s: %w", ref, wrap(err))
 	}
-	return &exportStream{ReadCloser: rc, done: func() error { return r.removeExport(id) }}, nil
+	return &exportStream{ReadCloser: rc, done: func() error { end(); return r.removeExport(id) }}, nil
 }
 
-// removeExport removes the export container id, with a context of its own.
+// removeExport removes the export container id, with a context of its own
+// (the caller's may be over once the stream is closed), bounded by the
+// call timeout alone.
 func (r *Runtime) removeExport(id string) error {
 	defer r.exports.remove(id)
-	ctx, cancel := context.WithTimeout(context.Background(), exportRemoveTimeout)
-	defer cancel()
-	err := r.cli.ContainerRemove(ctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true})
+	err := r.removeForce(context.Background(), id)
 	if err != nil && !errors.Is(wrap(err), engine.ErrNotFound) {
 		r.log.Warn("export container not removed", "id", shortID(id), "err", err)
 		return fmt.Errorf("remove export container %s: %w", shortID(id), wrap(err))
@@ -87,7 +85,7 @@ func (r *Runtime) removeExport(id string) error {
 // removeExportLeftovers removes this node's export containers that no
 // export of this runtime holds: those of a podrun killed mid-export.
 func (r *Runtime) removeExportLeftovers(ctx context.Context) {
-	cs, err := r.cli.ContainerList(ctx, container.ListOptions{All: true,
+	cs, err := r.listContainers(ctx, container.ListOptions{All: true,
 		Filters: filters.NewArgs(filters.Arg("label", LabelExportNode+"="+r.node))})
 	if err != nil {
 		return

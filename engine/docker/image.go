@@ -17,7 +17,7 @@ import (
 
 // ImageStatus returns the local image ref names, or ErrNotFound.
 func (r *Runtime) ImageStatus(ctx context.Context, ref string) (*engine.Image, error) {
-	img, err := r.cli.ImageInspect(ctx, ref)
+	img, err := r.inspectImage(ctx, ref)
 	if err != nil {
 		return nil, fmt.Errorf("image %s: %w", ref, wrap(err))
 	}
@@ -83,6 +83,8 @@ func (r *Runtime) pullImage(ctx context.Context, ref string, auth *engine.AuthCo
 		opts.RegistryAuth = enc
 	}
 	r.log.Debug("pulling image", "ref", ref) // the runner logs the pull at info
+	// Bounded by the progress deadline (PullImage), not the call timeout:
+	// a pull's answer is its progress, for as long as the pull lasts.
 	rc, err := r.cli.ImagePull(ctx, ref, opts)
 	if err != nil {
 		return nil, fmt.Errorf("pull %s: %w", ref, wrapPull(err))

@@ -27,7 +27,7 @@ func (r *Runtime) MountsImages(ctx context.Context) (bool, error) {
 	if ok {
 		return known, nil
 	}
-	ping, err := r.cli.Ping(ctx)
+	ping, err := r.ping(ctx)
 	if err != nil {
 		return false, fmt.Errorf("docker ping: %w", wrap(err))
 	}

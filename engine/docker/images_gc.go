@@ -19,7 +19,9 @@ var _ engine.ImageService = (*Runtime)(nil)
 // ListImages returns every image of the engine (whoever pulled or built it),
 // from one ImageList call.
 func (r *Runtime) ListImages(ctx context.Context) ([]*engine.Image, error) {
-	list, err := r.cli.ImageList(ctx, image.ListOptions{})
+	list, err := answer(r, ctx, "list images", func(ctx context.Context) ([]image.Summary, error) {
+		return r.cli.ImageList(ctx, image.ListOptions{})
+	})
 	if err != nil {
 		return nil, fmt.Errorf("list images: %w", wrap(err))
 	}
@@ -48,7 +50,7 @@ func (r *Runtime) ListImages(ctx context.Context) ([]*engine.Image, error) {
 // each tag and digest is removed first, then the ID, as the kubelet's
 // dockershim did.
 func (r *Runtime) RemoveImage(ctx context.Context, id string) error {
-	ins, err := r.cli.ImageInspect(ctx, id)
+	ins, err := r.inspectImage(ctx, id)
 	if cerrdefs.IsNotFound(err) {
 		return nil
 	}
@@ -64,7 +66,9 @@ func (r *Runtime) RemoveImage(ctx context.Context, id string) error {
 	}
 	refs := append(append([]string(nil), ins.RepoTags...), ins.RepoDigests...)
 	for _, ref := range append(refs, ins.ID) {
-		_, err := r.cli.ImageRemove(ctx, ref, image.RemoveOptions{PruneChildren: true})
+		_, err := answer(r, ctx, "remove image "+ref, func(ctx context.Context) ([]image.DeleteResponse, error) {
+			return r.cli.ImageRemove(ctx, ref, image.RemoveOptions{PruneChildren: true})
+		})
 		switch {
 		case err == nil, cerrdefs.IsNotFound(err):
 		case cerrdefs.IsConflict(err) && strings.Contains(err.Error(), "container"):
@@ -81,7 +85,7 @@ func (r *Runtime) RemoveImage(ctx context.Context, id string) error {
 // ImagesInUse returns the image IDs of every container of the engine, from
 // one ContainerList call: podrun's of every node, and everyone else's.
 func (r *Runtime) ImagesInUse(ctx context.Context) (map[string]bool, error) {
-	cs, err := r.cli.ContainerList(ctx, container.ListOptions{All: true})
+	cs, err := r.listContainers(ctx, container.ListOptions{All: true})
 	if err != nil {
 		return nil, fmt.Errorf("images in use: %w", wrap(err))
 	}

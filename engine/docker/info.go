@@ -48,7 +48,7 @@ func (r *Runtime) info(ctx context.Context) (engineInfo, error) {
 	if ok {
 		return cached, nil
 	}
-	info, err := r.cli.Info(ctx)
+	info, err := answer(r, ctx, "info", r.cli.Info)
 	if err != nil {
 		return engineInfo{}, fmt.Errorf("docker info: %w", wrap(err))
 	}

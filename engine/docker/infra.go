@@ -177,6 +177,8 @@ func (r *Runtime) buildInfraImage(ctx context.Context, tag, exe string, files []
 	pr, pw := io.Pipe()
 	go func() { pw.CloseWithError(writeRootfs(pw, files)) }()
 	defer pr.Close()
+	// No call timeout (timeout.go): dockerd answers once it has read the
+	// whole upload, which lasts as long as the rootfs takes to write.
 	rc, err := r.cli.ImageImport(ctx, image.ImportSource{Source: pr, SourceName: "-"}, tag,
 		image.ImportOptions{Changes: changes, Message: "podrun infra image"})
 	if err != nil {

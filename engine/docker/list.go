@@ -41,7 +41,7 @@ func (r *Runtime) list(ctx context.Context, sandboxesOnly bool, podUID string) (
 	if podUID != "" {
 		f.Add("label", LabelPodUID+"="+podUID)
 	}
-	cs, err := r.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
+	cs, err := r.listContainers(ctx, container.ListOptions{All: true, Filters: f})
 	if err != nil {
 		return nil, wrap(err)
 	}
@@ -94,7 +94,7 @@ func (r *Runtime) sandboxOf(ctx context.Context, c container.Summary) (*engine.S
 		if failed && d.state == engine.StateExited {
 			state = engine.StateExited
 		} else {
-			ins, err := r.cli.ContainerInspect(ctx, c.ID)
+			ins, err := r.inspect(ctx, c.ID)
 			if cerrdefs.IsNotFound(err) {
 				return nil, nil
 			}
@@ -344,7 +344,7 @@ func (r *Runtime) detail(ctx context.Context, id, listState string) (detail, err
 	if ok && d.state == want {
 		return d, nil
 	}
-	ins, err := r.cli.ContainerInspect(ctx, id)
+	ins, err := r.inspect(ctx, id)
 	if err != nil {
 		return detail{}, err
 	}

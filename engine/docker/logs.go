@@ -17,7 +17,7 @@ import (
 // done, which is not an error. A TTY container has one stream, all of it
 // going to stdout.
 func (r *Runtime) ContainerLogs(ctx context.Context, id string, opts engine.LogOptions, stdout, stderr io.Writer) error {
-	ins, err := r.cli.ContainerInspect(ctx, id)
+	ins, err := r.inspect(ctx, id)
 	if err != nil {
 		return fmt.Errorf("logs %s: %w", shortID(id), wrap(err))
 	}
@@ -34,16 +34,21 @@ func (r *Runtime) ContainerLogs(ctx context.Context, id string, opts engine.LogO
 	if opts.Tail >= 0 {
 		tail = strconv.Itoa(opts.Tail)
 	}
-	rc, err := r.cli.ContainerLogs(ctx, ins.ID, container.LogsOptions{
+	lopts := container.LogsOptions{
 		ShowStdout: true,
 		ShowStderr: true,
 		Follow:     opts.Follow,
 		Tail:       tail,
 		Timestamps: opts.Timestamps,
-	})
+	}
+	// Bounded until the stream opens: it lasts as long as ctx.
+	rc, end, err := open(r, ctx, "logs of container "+shortID(ins.ID), func(ctx context.Context) (io.ReadCloser, error) {
+		return r.cli.ContainerLogs(ctx, ins.ID, lopts)
+	}, closeStream)
 	if err != nil {
 		return fmt.Errorf("logs %s: %w", shortID(id), wrap(err))
 	}
+	defer end()
 	defer rc.Close()
 	if ins.Config.Tty {
 		_, err = io.Copy(stdout, rc)

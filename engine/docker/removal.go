@@ -117,7 +117,7 @@ var removalWait = 3 * time.Second
 func (r *Runtime) removalFailed(ctx context.Context, id string, err error) error {
 	deadline := time.Now().Add(removalWait)
 	for {
-		ins, ierr := r.cli.ContainerInspect(ctx, id)
+		ins, ierr := r.inspect(ctx, id)
 		if cerrdefs.IsNotFound(ierr) {
 			return nil
 		}

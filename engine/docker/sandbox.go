@@ -36,7 +36,7 @@ func (r *Runtime) RunSandbox(ctx context.Context, cfg *engine.SandboxConfig) (st
 		r.mu.Unlock()
 	}
 	if state != container.StateRunning {
-		err := r.cli.ContainerStart(ctx, id, container.StartOptions{})
+		err := r.start(ctx, id)
 		// What a die event said of its last run is over (exits.go).
 		r.noteEvent(id, events.ActionStart, nil, time.Time{})
 		if err != nil {
@@ -143,7 +143,7 @@ func (r *Runtime) createOrAdopt(ctx context.Context, name string, pod engine.Pod
 	// unique, so no try can make a duplicate.
 	const tries = 40
 	for try := 0; ; try++ {
-		resp, err := r.cli.ContainerCreate(ctx, config, hc, nil, nil, name)
+		resp, err := r.create(ctx, config, hc, name)
 		if err == nil {
 			for _, w := range resp.Warnings {
 				r.log.Warn("docker create", "name", name, "warning", w)

@@ -20,14 +20,21 @@ func (r *Runtime) ContainerStats(ctx context.Context, id string) (*engine.Contai
 	if err != nil {
 		return nil, fmt.Errorf("stats of %s: %w", shortID(id), err)
 	}
-	resp, err := r.cli.ContainerStatsOneShot(ctx, full)
+	// The answer is the sample: read within the call's bound.
+	s, err := answer(r, ctx, "stats of container "+shortID(full), func(ctx context.Context) (container.StatsResponse, error) {
+		var s container.StatsResponse
+		resp, err := r.cli.ContainerStatsOneShot(ctx, full)
+		if err != nil {
+			return s, err
+		}
+		defer resp.Body.Close()
+		if err := json.NewDecoder(resp.Body).Decode(&s); err != nil {
+			return s, fmt.Errorf("reading the sample: %w", err)
+		}
+		return s, nil
+	})
 	if err != nil {
 		return nil, fmt.Errorf("stats of %s: %w", shortID(id), wrap(err))
-	}
-	defer resp.Body.Close()
-	var s container.StatsResponse
-	if err := json.NewDecoder(resp.Body).Decode(&s); err != nil {
-		return nil, fmt.Errorf("stats of %s: %w", shortID(id), err)
 	}
 	return &engine.ContainerStats{MemoryWorkingSetBytes: workingSet(s.MemoryStats)}, nil
 }
@@ -55,7 +62,10 @@ func (r *Runtime) ContainerDiskUsage(ctx context.Context, id string) (*engine.Di
 	if err != nil {
 		return nil, fmt.Errorf("disk usage of %s: %w", shortID(id), err)
 	}
-	ins, _, err := r.cli.ContainerInspectWithRaw(ctx, full, true)
+	ins, err := answer(r, ctx, "inspect container "+shortID(full)+" with its size", func(ctx context.Context) (container.InspectResponse, error) {
+		ins, _, err := r.cli.ContainerInspectWithRaw(ctx, full, true)
+		return ins, err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("disk usage of %s: %w", shortID(id), wrap(err))
 	}
