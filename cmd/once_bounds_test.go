@@ -13,7 +13,6 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/podrun/podrun/engine"
-	"github.com/podrun/podrun/runner"
 )
 
 // stall makes an engine call, once armed, block until its context ends:
@@ -67,6 +66,19 @@ func (s *stall) awaitEnded(t *testing.T, what string) {
 	}
 }
 
+// receive is what comes from ch; the minute only keeps a broken podrun
+// from hanging the test.
+func receive(t *testing.T, ch <-chan error, what string) error {
+	t.Helper()
+	select {
+	case err := <-ch:
+		return err
+	case <-time.After(time.Minute):
+		t.Fatalf("%s did not end", what)
+		return nil
+	}
+}
+
 // stalledLists is a runtime without events whose sandbox list, the
 // runner's relist, never answers once armed.
 type stalledLists struct {
@@ -86,19 +98,13 @@ func (e *stalledLists) ListSandboxes(ctx context.Context) ([]*engine.Sandbox, er
 // that list and never answers ends the wait when the timeout passes, as a
 // timeout that says what it waited for, not never.
 func TestWaitForBoundsTheRecheck(t *testing.T) {
-	fake := fakeNode1()
-	pod := &v1.Pod{}
-	pod.UID, pod.Name, pod.Namespace = "u-recheck", "web-node1", "default"
-	pod.Spec.RestartPolicy = v1.RestartPolicyAlways
-	pod.Spec.Containers = []v1.Container{{Name: "web", Image: "img:1"}}
-	eng := &stalledLists{noEvents: noEvents{fake}, stall: newStall()}
+	pod := podOfOne("u-recheck", "web", v1.RestartPolicyAlways)
+	eng := &stalledLists{noEvents: noEvents{fakeNode1()}, stall: newStall()}
 	// Checked after the runner stops (cleanups run last first): the
 	// relist left blocked ends with it.
 	t.Cleanup(func() { eng.awaitEnded(t, "the relist the engine never answered") })
-	// Without events, and with the periodic relist and resync far away,
-	// nothing but the wait's Recheck lists the pods.
-	r := runPod(t, runner.Config{Runtime: eng, RelistPeriod: time.Hour, SyncFrequency: time.Hour,
-		HousekeepingPeriod: time.Hour}, pod)
+	// Nothing but the wait's Recheck lists the pods.
+	r := runPodQuietly(t, eng, pod)
 	ctx := context.Background()
 	if _, err := waitFor(ctx, r, []*v1.Pod{pod}, waitRunning, time.Minute, nil); err != nil {
 		t.Fatal(err)
@@ -113,12 +119,7 @@ func TestWaitForBoundsTheRecheck(t *testing.T) {
 	}()
 	eng.awaitEntered(t, "the Recheck's list")
 	clk.Step(5 * time.Minute)
-	var err error
-	select {
-	case err = <-result:
-	case <-time.After(time.Minute):
-		t.Fatal("the wait did not end when its timeout passed during the Recheck")
-	}
+	err := receive(t, result, "the wait, when its timeout passed during the Recheck,")
 	if err == nil || !strings.Contains(err.Error(), "timed out after 5m0s waiting for pods to be running") ||
 		!strings.Contains(err.Error(), "did not answer") {
 		t.Errorf("wait: %v; want a time-out that says the engine did not answer", err)
@@ -165,12 +166,7 @@ func TestOnceRmBoundsTheRemoval(t *testing.T) {
 	}()
 	eng.awaitEntered(t, "the removal")
 	clk.Step(90 * time.Second)
-	var err error
-	select {
-	case err = <-done:
-	case <-time.After(time.Minute):
-		t.Fatal("once --rm did not end when its removal's bound passed")
-	}
+	err := receive(t, done, "once --rm, when its removal's bound passed,")
 	wantExit(t, "once --rm", err, exitPodFailed, "timed out after 1m30s removing the pods",
 		"left on the node: default/job-node1")
 	eng.awaitEnded(t, "the removal the engine never answered")
