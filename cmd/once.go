@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -84,9 +85,9 @@ input (nothing is started), 3 the Docker Engine cannot be reached.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&opts.Wait, "wait", waitRunning, "what to wait for: running, ready (readiness probes pass) or complete")
-	f.DurationVar(&opts.Timeout, "timeout", 5*time.Minute, "how long to wait")
+	f.DurationVar(&opts.Timeout, "timeout", 5*time.Minute, "how long to wait (the last reading of the pods' state included)")
 	f.StringVarP(&opts.Output, "output", "o", "table", "report format: table, json or yaml")
-	f.BoolVar(&opts.Remove, "rm", false, "remove the pods after they complete (with --wait complete)")
+	f.BoolVar(&opts.Remove, "rm", false, "remove the pods after they complete (with --wait complete), within their longest grace period and a minute")
 	f.BoolVar(&opts.AllowPrivileged, "allow-privileged", false, "allow privileged containers")
 	addRuntimeClassFlag(f, &opts.RuntimeClasses)
 	addExtendedResourceFlag(f, &opts.ExtendedResources)
@@ -190,8 +191,8 @@ func onceRun(ctx context.Context, opts *onceOptions) error {
 		return podsFailed(waitErr)
 	}
 	if opts.Remove {
-		if err := removePods(ctx, r, pods); err != nil {
-			return err
+		if err := removePodsWithin(ctx, opts.Clock, r, pods); err != nil {
+			return podsFailed(err)
 		}
 	}
 	if failed := failedPods(result); len(failed) > 0 {
@@ -201,8 +202,9 @@ func onceRun(ctx context.Context, opts *onceOptions) error {
 }
 
 // waitFor waits until every pod meets the condition and has converged, one
-// has failed, or the timeout passes, and returns the pods with their last
-// status.
+// has failed, or the timeout passes (on clk), and returns the pods with
+// their last status. The timeout bounds all of it, the reading again
+// below included.
 //
 // Converged (runner.SyncedPod) is what the status cannot show: that nothing
 // of the pod runs that must not - a second sandbox, a container of an older
@@ -223,11 +225,31 @@ func waitFor(ctx context.Context, r *runner.Runner, pods []*v1.Pod, cond string,
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	deadline := clk.NewTimer(timeout)
-	defer deadline.Stop()
+	// The deadline ends wctx, which the Recheck runs on too: --timeout is
+	// the whole wait's, and an engine that does not answer the last
+	// reading of the pods' state ends it as a timeout, not never.
+	wctx, cancel := withClockTimeout(ctx, clk, timeout, errWaitTimedOut)
+	defer cancel()
 	uids := make([]string, len(pods))
 	for i, p := range pods {
 		uids[i] = string(p.UID)
+	}
+	// ended is the wait's result once wctx has ended: the deadline passed
+	// (while rechecking, when it did), or ctx ended.
+	ended := func(rechecking bool) ([]*v1.Pod, error) {
+		current, converged := currentPods(r, pods)
+		if !errors.Is(context.Cause(wctx), errWaitTimedOut) {
+			return current, fmt.Errorf("interrupted while waiting for pods to be %s", cond)
+		}
+		if met, _ := conditionMet(current, cond); met && !converged {
+			return current, fmt.Errorf("timed out after %s waiting for pods to be %s: "+
+				"a pod still has a sandbox or container running that must be stopped (see the log)", timeout, cond)
+		}
+		if rechecking {
+			return current, fmt.Errorf("timed out after %s waiting for pods to be %s: "+
+				"the engine did not answer the last reading of their state", timeout, cond)
+		}
+		return current, fmt.Errorf("timed out after %s waiting for pods to be %s", timeout, cond)
 	}
 	for {
 		changed := r.Changed()
@@ -237,8 +259,11 @@ func waitFor(ctx context.Context, r *runner.Runner, pods []*v1.Pod, cond string,
 			return current, nil
 		}
 		if met && converged {
-			fresh, err := r.Recheck(ctx, uids)
+			fresh, err := r.Recheck(wctx, uids)
 			if err != nil {
+				if wctx.Err() != nil {
+					return ended(true)
+				}
 				return current, fmt.Errorf("pods are %s, but their state could not be read again: %w", cond, err)
 			}
 			select {
@@ -252,18 +277,30 @@ func waitFor(ctx context.Context, r *runner.Runner, pods []*v1.Pod, cond string,
 		}
 		select {
 		case <-changed:
-		case <-deadline.C():
-			current, converged := currentPods(r, pods)
-			if met, _ := conditionMet(current, cond); met && !converged {
-				return current, fmt.Errorf("timed out after %s waiting for pods to be %s: "+
-					"a pod still has a sandbox or container running that must be stopped (see the log)", timeout, cond)
-			}
-			return current, fmt.Errorf("timed out after %s waiting for pods to be %s", timeout, cond)
-		case <-ctx.Done():
-			current, _ := currentPods(r, pods)
-			return current, fmt.Errorf("interrupted while waiting for pods to be %s", cond)
+		case <-wctx.Done():
+			return ended(false)
 		}
 	}
+}
+
+// errWaitTimedOut ends the context of a wait whose --timeout passed.
+var errWaitTimedOut = errors.New("--timeout passed")
+
+// withClockTimeout is context.WithTimeout on clk: ctx, ended with cause
+// after d on clk. The goroutine that watches clk ends with the context
+// (cancel, or ctx's end).
+func withClockTimeout(ctx context.Context, clk clock.Clock, d time.Duration, cause error) (context.Context, context.CancelFunc) {
+	cctx, cancel := context.WithCancelCause(ctx)
+	t := clk.NewTimer(d)
+	go func() {
+		defer t.Stop()
+		select {
+		case <-t.C():
+			cancel(cause)
+		case <-cctx.Done():
+		}
+	}()
+	return cctx, func() { cancel(nil) }
 }
 
 // failedSettled reports whether every failed pod of pods (their last
@@ -371,15 +408,66 @@ func failedPods(pods []*v1.Pod) []string {
 	return out
 }
 
+// removalBound is how long a removal of pods may take: the longest grace
+// period of theirs (30 s, the default, at least) and a minute more for
+// the engine's calls. The pods are torn down together, their grace periods
+// overlapping, so the longest one bounds the stops. It is not --timeout:
+// that is how long the pods may take to come up or complete, and says
+// nothing of how long they take to stop; a removal cut short inside a grace
+// period leaves pods on the node that were meant to go (and a long
+// --timeout, for a long job, would let a removal the engine never answers
+// hang as long). watch --stop-pods-on-exit is bounded the same way.
+func removalBound(pods []*v1.Pod) time.Duration {
+	longest := 30 * time.Second
+	for _, p := range pods {
+		// The one that applies is the runner's to choose (a pod being
+		// deleted has the API's): the longer one bounds either.
+		for _, g := range []*int64{p.Spec.TerminationGracePeriodSeconds, p.DeletionGracePeriodSeconds} {
+			if g != nil {
+				longest = max(longest, time.Duration(*g)*time.Second)
+			}
+		}
+	}
+	return longest + time.Minute
+}
+
+// errRemovalTimedOut ends the context of a removal that ran out of time.
+var errRemovalTimedOut = errors.New("removal bound passed")
+
+// removePodsWithin is removePods bounded by removalBound on clk. A removal
+// that runs out of time, or is interrupted (ctx), says which pods it left
+// on the node.
+func removePodsWithin(ctx context.Context, clk clock.Clock, r *runner.Runner, pods []*v1.Pod) error {
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	bound := removalBound(pods)
+	rctx, cancel := withClockTimeout(ctx, clk, bound, errRemovalTimedOut)
+	defer cancel()
+	left, err := removePods(rctx, r, pods)
+	if err == nil || rctx.Err() == nil {
+		return err
+	}
+	what := "interrupted while removing the pods"
+	if errors.Is(context.Cause(rctx), errRemovalTimedOut) {
+		what = fmt.Sprintf("timed out after %s removing the pods", bound)
+	}
+	return fmt.Errorf("%s; left on the node: %s (podrun down of the same manifests removes them): %w",
+		what, strings.Join(left, ", "), err)
+}
+
 // removePods stops and removes pods and their directories, in parallel,
-// then the image volumes' copies no pod uses any more.
-func removePods(ctx context.Context, r *runner.Runner, pods []*v1.Pod) error {
+// then the image volumes' copies no pod uses any more. left are the pods
+// (namespace/name, sorted) it could not remove.
+func removePods(ctx context.Context, r *runner.Runner, pods []*v1.Pod) (left []string, err error) {
 	var all []error
 	r.TeardownPods(ctx, teardownTargets(pods), -1, func(t runner.TeardownTarget, err error) {
 		if err != nil {
+			left = append(left, t.Name)
 			all = append(all, fmt.Errorf("remove %s: %w", t.Name, err))
 		}
 	})
 	r.ReclaimImageCopies()
-	return errors.Join(all...)
+	sort.Strings(left)
+	return left, errors.Join(all...)
 }

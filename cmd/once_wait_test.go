@@ -10,6 +10,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/podrun/podrun/engine"
 	"github.com/podrun/podrun/engine/enginetest"
@@ -99,15 +100,8 @@ type noEvents struct{ engine.Runtime }
 // leaves nothing to stop it.
 func TestWaitForSeesAJobThatFinished(t *testing.T) {
 	fake := fakeNode1()
-	pod := &v1.Pod{}
-	pod.UID, pod.Name, pod.Namespace = "u1", "job-node1", "default"
-	pod.Spec.RestartPolicy = v1.RestartPolicyNever
-	pod.Spec.Containers = []v1.Container{{Name: "job", Image: "img:1"}}
-
-	// Without events, and with the periodic relist and resync far away,
-	// nothing but the wait reads the state again.
-	r := runPod(t, runner.Config{Runtime: noEvents{fake}, RelistPeriod: time.Hour, SyncFrequency: time.Hour,
-		HousekeepingPeriod: time.Hour}, pod)
+	pod := podOfOne("u1", "job", v1.RestartPolicyNever)
+	r := runPodQuietly(t, noEvents{fake}, pod)
 	ctx := context.Background()
 
 	if _, err := waitFor(ctx, r, []*v1.Pod{pod}, waitRunning, 10*time.Second, nil); err != nil {
@@ -137,6 +131,24 @@ func TestWaitForSeesAJobThatFinished(t *testing.T) {
 			t.Errorf("sandbox %.12s of the finished job still runs once the wait ended", sb.ID)
 		}
 	}
+}
+
+// podOfOne is pod name-node1 (uid uid) of one container, name, of img:1.
+func podOfOne(uid, name string, policy v1.RestartPolicy) *v1.Pod {
+	pod := &v1.Pod{}
+	pod.UID, pod.Name, pod.Namespace = types.UID(uid), name+"-node1", "default"
+	pod.Spec.RestartPolicy = policy
+	pod.Spec.Containers = []v1.Container{{Name: name, Image: "img:1"}}
+	return pod
+}
+
+// runPodQuietly is runPod on rt with the periodic relist and resync far
+// away: with a runtime without events (noEvents), nothing but a wait
+// reads the state again.
+func runPodQuietly(t *testing.T, rt engine.Runtime, pod *v1.Pod) *runner.Runner {
+	t.Helper()
+	return runPod(t, runner.Config{Runtime: rt, RelistPeriod: time.Hour, SyncFrequency: time.Hour,
+		HousekeepingPeriod: time.Hour}, pod)
 }
 
 // runPod runs a runner of cfg (node node1, the infra image pause:1) on pod

@@ -320,17 +320,11 @@ func watchRun(ctx context.Context, opts *watchOptions) error {
 	return nil
 }
 
-// stopAll removes every pod podrun was running, for --stop-pods-on-exit.
+// stopAll removes every pod podrun was running, for --stop-pods-on-exit,
+// bounded as once --rm's removal (removalBound), on the real clock.
+// watch's context has ended by then: only the bound ends this removal.
 func stopAll(r *runner.Runner, pods []*v1.Pod) error {
-	longest := 30 * time.Second
-	for _, p := range pods {
-		if g := p.Spec.TerminationGracePeriodSeconds; g != nil {
-			longest = max(longest, time.Duration(*g)*time.Second)
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), longest+time.Minute)
-	defer cancel()
-	if err := removePods(ctx, r, pods); err != nil {
+	if err := removePodsWithin(context.Background(), nil, r, pods); err != nil {
 		return fmt.Errorf("stop pods on exit: %w", err)
 	}
 	return nil

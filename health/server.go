@@ -44,6 +44,10 @@ type ServerOptions struct {
 	// connect: without it, connections held open would pin podrun's file
 	// descriptors and goroutines for ever.
 	IdleTimeout time.Duration
+	// ShutdownTimeout bounds the graceful shutdown when Serve's context
+	// ends: the requests in flight get so long to finish, then every
+	// connection still open is closed. 0 means 5 seconds.
+	ShutdownTimeout time.Duration
 }
 
 // Server is podrun's HTTP server: /healthz, /readyz, /metrics on TCP, and
@@ -111,7 +115,8 @@ func (s *Server) Addr() string {
 	return s.tcp.ln.Addr().String()
 }
 
-// Serve serves until ctx ends, then shuts down (bounded).
+// Serve serves until ctx ends, then shuts down (bounded by
+// ShutdownTimeout) and returns with no connection of the server open.
 func (s *Server) Serve(ctx context.Context) error {
 	var all []*listening
 	for _, l := range []*listening{s.tcp, s.unix} {
@@ -128,11 +133,31 @@ func (s *Server) Serve(ctx context.Context) error {
 	case first = <-errc:
 	case <-ctx.Done():
 	}
-	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	bound := s.opts.ShutdownTimeout
+	if bound <= 0 {
+		bound = 5 * time.Second
+	}
+	shutdown, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
 	var errs []error
 	for _, l := range all {
-		errs = append(errs, l.srv.Shutdown(shutdown))
+		err := l.srv.Shutdown(shutdown)
+		if !errors.Is(err, context.DeadlineExceeded) {
+			errs = append(errs, err)
+			continue
+		}
+		// Shutdown leaves open what is not idle: a request still being
+		// sent (a new connection counts as idle only after 5 s), an
+		// answer the client does not read. Close ends them: their
+		// handlers, all quick and in memory, then return as their writes
+		// fail and their requests' contexts end, so that no connection
+		// and no goroutine of the server outlives podrun's shutdown. Its
+		// listener is closed already: what Close says of it again is no
+		// news.
+		if s.opts.Logger != nil {
+			s.opts.Logger.Warn("health server did not stop in time; closing its connections", "bound", bound, "err", err)
+		}
+		_ = l.srv.Close()
 	}
 	// Every Serve returns once its server is shut down.
 	pending := len(all)

@@ -2,12 +2,15 @@ package health
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -105,5 +108,83 @@ func TestServerAnswersARequestWhoseBodyNeverComes(t *testing.T) {
 		if _, err := r.ReadByte(); !errors.Is(err, io.EOF) {
 			t.Errorf("%q: answered %s, then %v; want the connection closed (EOF)", req, resp.Status, err)
 		}
+	}
+}
+
+// closeRecorder is a listener whose connections record that the server
+// closed them.
+type closeRecorder struct{ net.Listener }
+
+func (l closeRecorder) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &recordedConn{Conn: c}, nil
+}
+
+type recordedConn struct {
+	net.Conn
+	closed atomic.Bool
+}
+
+func (c *recordedConn) Close() error {
+	c.closed.Store(true)
+	return c.Conn.Close()
+}
+
+// TestServerShutdownClosesConnectionsStillOpen: Shutdown leaves a
+// connection that is not idle open (here a request whose header never
+// ends, which net/http counts as idle only after 5 s); once the shutdown's
+// bound passes, the server closes it, so that no connection of any local
+// user outlives podrun's shutdown (nor the goroutine that serves it).
+func TestServerShutdownClosesConnectionsStillOpen(t *testing.T) {
+	s, err := Listen(ServerOptions{Addr: "127.0.0.1:0", ShutdownTimeout: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.tcp.ln = closeRecorder{s.tcp.ln}
+	accepted := make(chan *recordedConn, 1)
+	s.tcp.srv.ConnState = func(c net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			accepted <- c.(*recordedConn)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(ctx) }()
+
+	conn, err := net.Dial("tcp", s.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	// No blank line: the request is never whole.
+	if _, err := io.WriteString(conn, "GET /healthz HTTP/1.1\r\nHost: podrun\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	// Generous: these come at once; only a broken server waits.
+	var sc *recordedConn
+	select {
+	case sc = <-accepted:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the server did not take the connection")
+	}
+	cancel()
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Serve did not return after its shutdown's bound")
+	}
+	if !sc.closed.Load() {
+		t.Fatal("Serve returned with a connection still open")
+	}
+	conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if _, err := conn.Read(make([]byte, 1)); !errors.Is(err, io.EOF) && !errors.Is(err, syscall.ECONNRESET) {
+		t.Errorf("the client's connection after the shutdown: %v, want it closed by the server", err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -68,14 +69,39 @@ type Client struct {
 	core, coordination, node, authentication, authorization *rest.RESTClient
 }
 
+// RequestTimeout bounds each request to the apiserver that is answered
+// once - get, list, create, update, patch, delete, reviews, tokens, events
+// - from its sending to the end of its answer: an apiserver (or a proxy
+// before it) that takes a request and never answers must not hold its
+// caller (the node status updater, the pod status manager, the event
+// sink, an informer's list) for good. A minute is the apiserver's own
+// default --request-timeout: a working apiserver answers, or ends the
+// request itself with a 504, within it, so the bound cuts short only an
+// answer that would never come. Callers that must act sooner bound their
+// calls more tightly (the Lease renewal by its renew interval, status
+// updates by 30 s). Watches are long-lived and are not bounded here
+// (their own timeoutSeconds ends them, and informers watch again); so the
+// bound is the HTTP client's per request, not rest.Config.Timeout or
+// http.Client.Timeout, which would end every watch after it.
+const RequestTimeout = time.Minute
+
 // NewForConfig makes a client as client-go's kubernetes.NewForConfig does:
 // one HTTP client (connections) and one QPS/Burst rate limiter shared by
-// every API group.
+// every API group. Every request but a watch is bounded by RequestTimeout.
 func NewForConfig(c *rest.Config) (*Client, error) {
+	return newForConfig(c, RequestTimeout)
+}
+
+// newForConfig is NewForConfig with each request that is not a watch
+// bounded by requestTimeout.
+func newForConfig(c *rest.Config, requestTimeout time.Duration) (*Client, error) {
 	cfg := *c
 	if cfg.UserAgent == "" {
 		cfg.UserAgent = rest.DefaultKubernetesUserAgent()
 	}
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return &boundedRequests{next: rt, timeout: requestTimeout}
+	})
 	httpClient, err := rest.HTTPClientFor(&cfg)
 	if err != nil {
 		return nil, fmt.Errorf("apiserver client: %w", err)
@@ -171,7 +197,10 @@ func (c *Client) CreateToken(ctx context.Context, namespace, name string, req *a
 
 // EventSink writes Events for client-go's event broadcaster
 // (record.EventSink), each in its own namespace, as the typed client's
-// EventSinkImpl does.
+// EventSinkImpl does. The sink's interface takes no context: each write
+// is bounded by the client's RequestTimeout, so that an apiserver that
+// never answers one does not stop the broadcaster's delivery of the
+// next.
 type EventSink struct {
 	Client *Client
 }
