@@ -151,6 +151,7 @@ func New(opts Options) (*Runtime, error) {
 	if opts.Host != "" {
 		copts = append(copts, client.WithHost(opts.Host))
 	}
+	copts = append(copts, closeHijackedOnCancel) // last: it wraps the dialer the others set
 	cli, err := client.NewClientWithOpts(copts...)
 	if err != nil {
 		return nil, fmt.Errorf("docker client: %w", err)

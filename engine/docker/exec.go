@@ -162,7 +162,7 @@ func (r *Runtime) execCreate(ctx context.Context, id string, opts container.Exec
 // done with.
 func (r *Runtime) execAttach(ctx context.Context, execID string, opts container.ExecAttachOptions) (resp types.HijackedResponse, end func(), err error) {
 	return open(r, ctx, "attach to exec "+shortID(execID), func(ctx context.Context) (types.HijackedResponse, error) {
-		return r.cli.ContainerExecAttach(ctx, execID, opts)
+		return r.cli.ContainerExecAttach(context.WithValue(ctx, hijacking{}, true), execID, opts)
 	}, func(h types.HijackedResponse) { h.Close() })
 }
 

@@ -5,11 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"time"
 
 	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/client"
 )
 
 // Every Engine API call that is a request and its answer runs under the
@@ -121,6 +124,35 @@ func open[S any](r *Runtime, ctx context.Context, what string, fn func(context.C
 	case <-ctx.Done():
 		return abandon(ctx.Err())
 	}
+}
+
+// hijacking marks the context of a call that hijacks its connection (an
+// exec's attach): closeHijackedOnCancel closes that connection when the
+// context ends.
+type hijacking struct{}
+
+// closeHijackedOnCancel is a client option that makes a hijacked call's
+// connection end with its context. The Docker client writes such a call
+// and waits for its answer on a connection of its own, whatever the
+// context says: a call open gave up on (dockerd never answered) would hold
+// its goroutine and its connection for as long as dockerd stays silent,
+// one more at each exec probe's period. Closing the connection ends the
+// wait. Other calls go through the HTTP transport, whose pooled connections
+// outlive their requests' contexts: they are not touched. (A TLS
+// connection is dialled without the transport's dialer, so without this.)
+func closeHijackedOnCancel(c *client.Client) error {
+	tr, ok := c.HTTPClient().Transport.(*http.Transport)
+	if !ok || tr.DialContext == nil {
+		return nil
+	}
+	dial := tr.DialContext
+	return client.WithDialContext(func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := dial(ctx, network, addr)
+		if err == nil && ctx.Value(hijacking{}) != nil {
+			context.AfterFunc(ctx, func() { _ = conn.Close() })
+		}
+		return conn, err
+	})(c)
 }
 
 // closeStream drops a stream open gave up on.

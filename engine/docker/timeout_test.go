@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"path/filepath"
@@ -21,6 +22,9 @@ import (
 type silentDocker struct {
 	host string
 	held chan string
+	// dropped receives each held request whose client closed its
+	// connection.
+	dropped chan string
 }
 
 func newSilentDocker(t *testing.T, answers map[string]any) *silentDocker {
@@ -29,7 +33,7 @@ func newSilentDocker(t *testing.T, answers map[string]any) *silentDocker {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := &silentDocker{host: "unix://" + l.Addr().String(), held: make(chan string, 16)}
+	d := &silentDocker{host: "unix://" + l.Addr().String(), held: make(chan string, 16), dropped: make(chan string, 16)}
 	quit := make(chan struct{})
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		call := req.Method + " " + apiPath.ReplaceAllString(req.URL.Path, "")
@@ -43,7 +47,14 @@ func newSilentDocker(t *testing.T, answers map[string]any) *silentDocker {
 			return
 		}
 		d.held <- call
-		<-quit
+		// With the body read, the server watches the connection: its
+		// close ends the request's context.
+		_, _ = io.Copy(io.Discard, req.Body)
+		select {
+		case <-quit:
+		case <-req.Context().Done(): // the client closed the connection
+			d.dropped <- call
+		}
 	})}
 	go srv.Serve(l)
 	t.Cleanup(func() {
@@ -59,7 +70,9 @@ func newSilentDocker(t *testing.T, answers map[string]any) *silentDocker {
 // and says it timed out: not one that passes for "not found" or for an
 // engine that cannot be reached, nor, for a remove, for an answer that
 // left the container in place. Streams (an exec's attach, logs) are
-// bounded until dockerd answers them.
+// bounded until dockerd answers them; an exec's attach, which the Docker
+// client makes on a connection of its own that no context ends, has that
+// connection closed when it is given up.
 func TestCallsDockerDoesNotAnswerTimeOut(t *testing.T) {
 	t.Parallel()
 	const (
@@ -132,6 +145,19 @@ func TestCallsDockerDoesNotAnswerTimeOut(t *testing.T) {
 				}
 			case <-ctx.Done():
 				t.Fatalf("dockerd held no request; want %s", tc.held)
+			}
+			if tc.name != "exec attach" {
+				return
+			}
+			for {
+				select {
+				case call := <-d.dropped:
+					if call == tc.held {
+						return
+					}
+				case <-ctx.Done():
+					t.Fatalf("the connection of %s, given up, is still open", tc.held)
+				}
 			}
 		})
 	}
