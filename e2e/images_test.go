@@ -252,9 +252,18 @@ func TestImagesCrashLoopKeepsOneDeadContainer(t *testing.T) {
 	if d, _ := e.dead("steady"); d != 0 {
 		t.Errorf("%d dead containers of steady", d)
 	}
-	// The kept one is the previous run: `logs --previous` shows it.
-	res := e.podrun(30*time.Second, "logs", "crash", "-c", "crash", "--previous")
-	if res.code != 0 || !strings.Contains(res.stdout, "crashing") {
+	// The kept one is the previous run: `logs --previous` shows it, once
+	// the pod's status does. The status lags Docker by a sync: the one
+	// that starts the next run publishes, first, the crashed run as the
+	// current one, terminated, with no lastState (as the kubelet's status
+	// shows a container about to restart), and the run before it is gone.
+	var res result
+	ok := false
+	for deadline := time.Now().Add(30 * time.Second); !ok && time.Now().Before(deadline); {
+		res = e.podrun(30*time.Second, "logs", "crash", "-c", "crash", "--previous")
+		ok = res.code == 0 && strings.Contains(res.stdout, "crashing")
+	}
+	if !ok {
 		t.Errorf("logs --previous: exit %d, %q %q", res.code, res.stdout, res.stderr)
 	}
 
