@@ -420,13 +420,7 @@ func failedPods(pods []*v1.Pod) []string {
 func removalBound(pods []*v1.Pod) time.Duration {
 	longest := 30 * time.Second
 	for _, p := range pods {
-		// The one that applies is the runner's to choose (a pod being
-		// deleted has the API's): the longer one bounds either.
-		for _, g := range []*int64{p.Spec.TerminationGracePeriodSeconds, p.DeletionGracePeriodSeconds} {
-			if g != nil {
-				longest = max(longest, time.Duration(*g)*time.Second)
-			}
-		}
+		longest = max(longest, runner.GracePeriod(p)) // the one the teardown waits
 	}
 	return longest + time.Minute
 }

@@ -391,6 +391,6 @@ func (r *Runner) finishedPods() map[string]bool {
 // refused), and its status is the kubelet's for a rejected pod: Failed,
 // with the reason and message.
 func (w *podWorker) syncRefused(ctx context.Context, pod *v1.Pod, st *podState, why *rejection) (*podActions, bool, error) {
-	return w.stopAsFailed(ctx, pod, st, gracePeriod(pod), "pod refused: "+why.reason,
+	return w.stopAsFailed(ctx, pod, st, GracePeriod(pod), "pod refused: "+why.reason,
 		v1.PodStatus{Phase: v1.PodFailed, Reason: why.reason, Message: why.message})
 }

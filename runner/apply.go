@@ -50,7 +50,7 @@ func (e *imageError) Unwrap() error { return e.err }
 // A container starts only once every stop of its name in the sync has
 // ended well.
 func (r *Runner) applyActions(ctx context.Context, pod *v1.Pod, st *podState, a *podActions, w *podWorker) (retErr error) {
-	grace := gracePeriod(pod)
+	grace := GracePeriod(pod)
 	if a.KillPod {
 		if err := r.killPod(ctx, pod, st, a.AdoptSandbox, grace, a.KillReason); err != nil {
 			return fmt.Errorf("kill pod: %w", err)
@@ -831,7 +831,7 @@ func (r *Runner) listForTeardown(ctx context.Context) (map[string]*podState, err
 // else what its sandbox recorded (zero included), else the default.
 func recordedGrace(pod *v1.Pod, st *podState) time.Duration {
 	if pod != nil {
-		return gracePeriod(pod)
+		return GracePeriod(pod)
 	}
 	if st != nil {
 		for _, sb := range st.Sandboxes {
@@ -840,7 +840,7 @@ func recordedGrace(pod *v1.Pod, st *podState) time.Duration {
 			}
 		}
 	}
-	return gracePeriod(nil)
+	return GracePeriod(nil)
 }
 
 // sandboxIPReader is a runtime that reads one sandbox's address by its ID,
@@ -907,7 +907,7 @@ func (r *Runner) sandboxConfig(pod *v1.Pod, attempt int) *engine.SandboxConfig {
 		ShareProcessNamespace: pod.Spec.ShareProcessNamespace != nil && *pod.Spec.ShareProcessNamespace,
 		Labels:                pod.Labels,
 		Source:                pod.Annotations[annotationSource],
-		GracePeriod:           gracePeriod(pod),
+		GracePeriod:           GracePeriod(pod),
 		QOSClass:              string(podQOS(pod)),
 		OOMScoreAdj:           sandboxOOMScore(r.cfg.OOMScoreAdjFloor),
 		// Ephemeral containers too, as the kubelet counts them: those
@@ -1409,7 +1409,7 @@ func (r *Runner) postStart(ctx context.Context, pod *v1.Pod, c *v1.Container, id
 		Event:  eventFailedPostStartHook,
 	}
 	r.announceKill(pod, k)
-	if serr := r.stopContainer(ctx, pod, podIP, k, gracePeriod(pod)); serr != nil {
+	if serr := r.stopContainer(ctx, pod, podIP, k, GracePeriod(pod)); serr != nil {
 		return fmt.Errorf("stop after failed postStart hook: %w", serr)
 	}
 	return &hookError{err: err}

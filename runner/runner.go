@@ -733,10 +733,10 @@ func podKey(pod *v1.Pod) string {
 	return pod.Namespace + "/" + pod.Name
 }
 
-// gracePeriod is how long the pod's containers get to stop: the API's
+// GracePeriod is how long the pod's containers get to stop: the API's
 // deletionGracePeriodSeconds while it is being deleted, else its spec's
 // terminationGracePeriodSeconds, else 30 s.
-func gracePeriod(pod *v1.Pod) time.Duration {
+func GracePeriod(pod *v1.Pod) time.Duration {
 	if pod != nil && pod.DeletionGracePeriodSeconds != nil {
 		return time.Duration(max(*pod.DeletionGracePeriodSeconds, 0)) * time.Second
 	}

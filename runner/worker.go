@@ -88,7 +88,7 @@ func (w *podWorker) terminate(pod *v1.Pod) {
 	w.pod = pod
 	w.removed = true
 	w.needNow = true
-	if w.stopCancel != nil && gracePeriod(pod) < w.stopGrace {
+	if w.stopCancel != nil && GracePeriod(pod) < w.stopGrace {
 		w.stopCancel()
 	}
 	if w.syncCancel != nil {
@@ -252,7 +252,7 @@ func (w *podWorker) run(ctx context.Context) {
 		// cannot see, or another pod's with the UID (splitByPod).
 		if removed && err == nil {
 			r.publishNotReady(w.uid)
-			grace := gracePeriod(pod)
+			grace := GracePeriod(pod)
 			sctx, shortened := w.beginStop(ctx, grace)
 			own, others := splitByPod(pod, st)
 			if pod.DeletionTimestamp != nil {
@@ -469,7 +469,7 @@ func (w *podWorker) sync(ctx context.Context, pod *v1.Pod, st *podState) (*podAc
 		return w.syncRefused(ctx, pod, st, why)
 	}
 	if why := nodeRejection(pod, st, r.cfg.Sysctls, r.cfg.AppArmor); why != nil {
-		return w.stopAsFailed(ctx, pod, st, gracePeriod(pod), "pod refused: "+why.reason, v1.PodStatus{Phase: v1.PodFailed,
+		return w.stopAsFailed(ctx, pod, st, GracePeriod(pod), "pod refused: "+why.reason, v1.PodStatus{Phase: v1.PodFailed,
 			Reason: why.reason, Message: why.message})
 	}
 	start := r.clock.Now()
