@@ -61,7 +61,7 @@ func sortedNames(m map[string][]string) []string {
 // fake's stamps and the prober all keep the time of the fake's fake clock
 // (clockOf): time passes only when the test steps it.
 type harness struct {
-	t       *testing.T
+	t       testing.TB
 	fake    *enginetest.Fake
 	clk     *testingclock.FakeClock
 	r       *runner.Runner
@@ -86,7 +86,7 @@ const (
 	housekeepingPeriod = 20 * time.Millisecond
 )
 
-func start(t *testing.T, fake *enginetest.Fake, tune func(*runner.Config)) *harness {
+func start(t testing.TB, fake *enginetest.Fake, tune func(*runner.Config)) *harness {
 	t.Helper()
 	clk := clockOf(t, fake)
 	cfg := runner.Config{
@@ -166,7 +166,7 @@ func (h *harness) stop() {
 }
 
 // newFake returns a fake on a fake clock of its own (clockOf), at epoch.
-func newFake(t *testing.T) *enginetest.Fake {
+func newFake(t testing.TB) *enginetest.Fake {
 	f := enginetest.NewFake("node1")
 	clk := testingclock.NewFakeClock(epoch)
 	f.SetClock(clk.Now)

@@ -55,11 +55,12 @@ type podWorker struct {
 	// its removal interrupts (beginSync); nil when none is.
 	syncCancel context.CancelFunc
 	// msgs are the termination messages of the pod's finished runs, by
-	// container ID (termmsg.go); only the worker's goroutine uses it.
+	// container ID (termmsg.go); only the worker's syncs, one at a time,
+	// use it.
 	msgs map[string]string
 	// waitingFor is what the pod waits for before its admission, as
 	// logged (noteWait), until a sync gets past it; only the worker's
-	// goroutine uses it.
+	// syncs use it.
 	waitingFor string
 }
 
@@ -221,30 +222,71 @@ func (w *podWorker) desired() (*v1.Pod, bool) {
 //     outage (wakeNow). Without it, a sandbox that fails to start would be
 //     made again and again, each time a new container.
 func (w *podWorker) run(ctx context.Context) {
+	l := syncLoop{fresh: true}
+	for {
+		var retry time.Duration
+		var done bool
+		onOwnGoroutine(func() { retry, done = w.syncUntilIdle(ctx, &l) })
+		if done {
+			return
+		}
+		now := false
+		if !w.wait(ctx, retry, l.errUntil, &l.gen, &l.fresh, &now) {
+			return
+		}
+		if now {
+			// A new spec, or the runtime back: a fresh start.
+			l.errDelay, l.errUntil = 0, time.Time{}
+		}
+	}
+}
+
+// onOwnGoroutine runs fn on a goroutine of its own and waits for it. A
+// goroutine's stack keeps the size its deepest call grew it to, and a sync
+// goes deep (the engine's client, its JSON, the pod's status): run on the
+// worker's goroutine, which lives as long as the pod, every idle pod would
+// hold that stack between syncs (about 20 KiB each on Docker). The
+// worker's own goroutine only waits.
+func onOwnGoroutine(fn func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		fn()
+	}()
+	<-done
+}
+
+// syncLoop is what a pod worker's syncs carry from one to the next.
+type syncLoop struct {
+	// gen and fresh say what the next look at the pod's state is (run).
+	gen   uint64
+	fresh bool
+	// actedOn is the state the last sync acted on, until a fresh look
+	// shows what came of it; lastRetry is when that sync asked to look
+	// again.
+	actedOn   *podState
+	lastRetry time.Duration
+	// errDelay is the back-off after syncs that failed (0 after one
+	// that did not), errUntil when it ends.
+	errDelay time.Duration
+	errUntil time.Time
+}
+
+// syncUntilIdle syncs the pod until it has nothing to do but wait: it
+// returns how long (0: until woken), or done when the worker is to end
+// (the pod removed, or ctx ended).
+func (w *podWorker) syncUntilIdle(ctx context.Context, l *syncLoop) (retry time.Duration, done bool) {
 	r := w.r
-	var gen uint64
-	fresh := true
-	var (
-		// actedOn is the state the last sync acted on, until a fresh look
-		// shows what came of it; lastRetry is when that sync asked to look
-		// again.
-		actedOn   *podState
-		lastRetry time.Duration
-		// errDelay is the back-off after syncs that failed (0 after one
-		// that did not), errUntil when it ends.
-		errDelay time.Duration
-		errUntil time.Time
-	)
 	for {
 		var st *podState
 		var err error
-		if fresh {
+		if l.fresh {
 			st, err = r.cache.refresh(ctx, w.uid)
 		} else {
-			st, err = r.cache.get(ctx, w.uid, gen)
+			st, err = r.cache.get(ctx, w.uid, l.gen)
 		}
 		if ctx.Err() != nil {
-			return
+			return 0, true
 		}
 		pod, removed := w.desired()
 		// A removal waits for a look at the runtime: without one, it
@@ -266,7 +308,7 @@ func (w *podWorker) run(ctx context.Context) {
 				// A second delete with a shorter grace period: the stop
 				// starts again with it, at the pod's state as it is now.
 				r.log.Info("grace period shortened: stopping the pod again", "pod", podKey(pod))
-				fresh = true
+				l.fresh = true
 				continue
 			}
 			if terr != nil {
@@ -279,7 +321,7 @@ func (w *podWorker) run(ctx context.Context) {
 					r.log.Warn("look at a removed pod", "pod", podKey(pod), "err", err)
 				}
 				if r.retire(w, pod) {
-					return
+					return 0, true
 				}
 				// Its manifest was written back while it stopped (rm,
 				// then cp): it is wanted again, so it is made again.
@@ -287,11 +329,11 @@ func (w *podWorker) run(ctx context.Context) {
 				// A new pod, as after its orphans' removal: no eviction
 				// or passed deadline of the one removed holds it.
 				w.startAnew()
-				fresh = true
+				l.fresh = true
 				continue
 			}
 		}
-		var retry time.Duration
+		retry = 0
 		acted, failed := false, false
 		switch {
 		case err != nil:
@@ -299,10 +341,10 @@ func (w *podWorker) run(ctx context.Context) {
 			retry = time.Second
 		case removed:
 			retry = time.Second // the teardown failed: try again
-		case actedOn != nil && st.equal(actedOn):
+		case l.actedOn != nil && st.equal(l.actedOn):
 			// The last sync acted, yet the runtime shows nothing new:
 			// wait for its retry time rather than repeat it in a loop.
-			retry = soonest(lastRetry, w.nextWake())
+			retry = soonest(l.lastRetry, w.nextWake())
 			if retry == 0 {
 				retry = time.Second // look once more, lest a held start be forgotten
 			}
@@ -314,39 +356,32 @@ func (w *podWorker) run(ctx context.Context) {
 			if ended() {
 				// Removed meanwhile: the removal, now, at the pod's
 				// state as it is.
-				fresh = true
+				l.fresh = true
 				continue
 			}
-			lastRetry = actions.RetryAfter()
-			retry = soonest(lastRetry, w.nextWake())
+			l.lastRetry = actions.RetryAfter()
+			retry = soonest(l.lastRetry, w.nextWake())
 			failed = syncErr != nil && ctx.Err() == nil
 		}
-		actedOn = nil
+		l.actedOn = nil
 		switch {
 		case failed:
-			errDelay = min(max(2*errDelay, errorBackoffMin), errorBackoffMax)
-			errUntil = r.clock.Now().Add(errDelay)
-			retry = max(retry, errDelay)
+			l.errDelay = min(max(2*l.errDelay, errorBackoffMin), errorBackoffMax)
+			l.errUntil = r.clock.Now().Add(l.errDelay)
+			retry = max(retry, l.errDelay)
 		case err == nil && !removed:
-			errDelay, errUntil = 0, time.Time{}
+			l.errDelay, l.errUntil = 0, time.Time{}
 			if acted {
 				// Look again at once, at state that shows what was just done.
-				actedOn = st
-				fresh = true
+				l.actedOn = st
+				l.fresh = true
 				continue
 			}
 		}
 		// What the next look is is decided by what ends the wait (after a
 		// failure: fresh whatever it is).
-		gen, fresh = 0, failed
-		now := false
-		if !w.wait(ctx, retry, errUntil, &gen, &fresh, &now) {
-			return
-		}
-		if now {
-			// A new spec, or the runtime back: a fresh start.
-			errDelay, errUntil = 0, time.Time{}
-		}
+		l.gen, l.fresh = 0, failed
+		return retry, false
 	}
 }
 
