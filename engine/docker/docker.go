@@ -209,9 +209,9 @@ func (r *Runtime) Ping(ctx context.Context) error {
 // RuntimeVersion is the engine as a node's status names it:
 // "docker://<Engine version>".
 func (r *Runtime) RuntimeVersion(ctx context.Context) (string, error) {
-	v, err := answer(r, ctx, "version", r.cli.ServerVersion)
+	v, err := answer(r, ctx, "docker version", r.cli.ServerVersion)
 	if err != nil {
-		return "", fmt.Errorf("docker version: %w", wrap(err))
+		return "", failed("docker version", wrap(err))
 	}
 	return "docker://" + v.Version, nil
 }

@@ -244,7 +244,7 @@ func sandboxIP(c container.Summary) string {
 func (r *Runtime) ListContainers(ctx context.Context) ([]*engine.Container, error) {
 	cs, err := r.list(ctx, false, "")
 	if err != nil {
-		return nil, fmt.Errorf("list containers: %w", err)
+		return nil, failed("list containers", err)
 	}
 	cs = slices.DeleteFunc(cs, func(c container.Summary) bool { return c.Labels[LabelContainerType] == TypeSandbox })
 	mapped := make([]*engine.Container, len(cs))

@@ -51,6 +51,17 @@ func timedOut(err error) bool {
 	return errors.As(err, &t)
 }
 
+// failed is err, of an operation named what, with what in front; but for
+// a call by that name that dockerd did not answer, whose error says what
+// already.
+func failed(what string, err error) error {
+	var t *noAnswerError
+	if errors.As(err, &t) && t.call == what {
+		return err
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
 // call runs fn, one request-and-answer call of the Engine API named what
 // ("inspect container 0123456789ab"), under the call timeout.
 func (r *Runtime) call(ctx context.Context, what string, fn func(context.Context) error) error {

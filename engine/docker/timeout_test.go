@@ -114,7 +114,7 @@ func TestCallsDockerDoesNotAnswerTimeOut(t *testing.T) {
 		{"image inspect", func(ctx context.Context) error { _, err := r.ImageStatus(ctx, "img:1"); return err },
 			"GET /images/img:1/json", "inspect image img:1: docker did not answer within 200ms"},
 		{"version", func(ctx context.Context) error { _, err := r.RuntimeVersion(ctx); return err },
-			"GET /version", "version: docker did not answer within 200ms"},
+			"GET /version", "docker version: docker did not answer within 200ms"},
 		{"exec attach", func(ctx context.Context) error { _, _, err := r.Exec(ctx, fullTestID, []string{"true"}); return err },
 			"POST /exec/" + execID + "/start", "attach to exec e0e1e2e3e4e5: docker did not answer within 200ms"},
 		{"logs", func(ctx context.Context) error {
@@ -130,6 +130,9 @@ func TestCallsDockerDoesNotAnswerTimeOut(t *testing.T) {
 			t.Logf("%v", err)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("error %v, want one that says %q", err, tc.want)
+			}
+			if call, _, _ := strings.Cut(tc.want, ": docker did not answer"); strings.Count(err.Error(), call) != 1 {
+				t.Errorf("error %v: want it to name %q once", err, call)
 			}
 			if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, engine.ErrNotFound) || errors.Is(err, engine.ErrUnavailable) {
 				t.Errorf("error %v: want context.DeadlineExceeded, neither ErrNotFound nor ErrUnavailable", err)
