@@ -179,3 +179,18 @@ func TestWatchRefusesABusyRootDir(t *testing.T) {
 		t.Errorf("error %v, want it to say another watch runs on the root dir", err)
 	}
 }
+
+func TestWatchGCPercent(t *testing.T) {
+	env := func(vars map[string]string) func(string) (string, bool) {
+		return func(k string) (string, bool) { v, ok := vars[k]; return v, ok }
+	}
+	if got := watchGCPercent(env(nil)); got != 50 {
+		t.Errorf("GOGC unset: %d, want 50", got)
+	}
+	// Set, even to Go's default or off, it is the user's.
+	for _, v := range []string{"100", "off", "200", ""} {
+		if got := watchGCPercent(env(map[string]string{"GOGC": v})); got != -1 {
+			t.Errorf("GOGC=%q: %d, want -1 (keep the user's)", v, got)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -301,6 +302,10 @@ func TestServerEndpoints(t *testing.T) {
 		if !strings.Contains(body, series) {
 			t.Errorf("/metrics lacks %s", series)
 		}
+	}
+	// A watch collects garbage at GOGC=50 unless GOGC is set.
+	if _, set := os.LookupEnv("GOGC"); !set && !strings.Contains(body, "\ngo_gc_gogc_percent 50\n") {
+		t.Errorf("/metrics: want go_gc_gogc_percent 50 (a watch's default)")
 	}
 	if _, ok := e.pods()["a-"+e.node]; !ok {
 		t.Errorf("/pods lacks the pod")
