@@ -162,7 +162,11 @@ import_image() {
 	*.*|*:*|localhost) ;;
 	*) full=docker.io/$ref ;;
 	esac
-	if ctr_ images check "name==$full" 2>/dev/null | grep -q .; then
+	# Read whole, then tested: `| grep -q` would end the pipe early, and
+	# pipefail would take ctr's SIGPIPE for "not there".
+	local found
+	found=$(ctr_ images check "name==$full" 2>/dev/null || true)
+	if [ -n "$found" ]; then
 		return
 	fi
 	log "importing $ref"

@@ -72,8 +72,12 @@ build() {
 			$(printf 'k8s.io/kubernetes/cmd/%s ' "${K8S_BINS[@]}")
 	)
 	log "kubernetes binaries built in $(($(date +%s) - t0)) s"
-	"$out/kubeadm" version -o short | grep -qx "$K8S_VERSION" ||
-		die "kubeadm says $("$out/kubeadm" version -o short), want $K8S_VERSION"
+	# Each binary's answer is read whole before it is checked: `X | grep -q`
+	# ends grep at the first match, X's next write then kills it (SIGPIPE),
+	# and pipefail fails the check of a good binary.
+	local says
+	says=$("$out/kubeadm" version -o short)
+	[ "$says" = "$K8S_VERSION" ] || die "kubeadm says $says, want $K8S_VERSION"
 
 	# The image names kubeadm itself asks for, and among them the etcd it
 	# deploys for this version, as image tag (3.7.0-0) and module version
@@ -100,7 +104,8 @@ build() {
 	)
 	log "etcd $etcd_mod built in $(($(date +%s) - t0)) s"
 
-	"$out/etcd" --version | grep -q "etcd Version: ${etcd_mod#v}" || die "etcd says $("$out/etcd" --version)"
+	says=$("$out/etcd" --version)
+	grep -q "etcd Version: ${etcd_mod#v}" <<<"$says" || die "etcd says $says"
 
 	cat >"$out/kube-proxy" <<-'EOF'
 		#!/bin/sh
