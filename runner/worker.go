@@ -272,10 +272,10 @@ type syncLoop struct {
 	errUntil time.Time
 }
 
-// syncUntilIdle syncs the pod until it has nothing to do but wait: it
-// returns how long (0: until woken), or done when the worker is to end
-// (the pod removed, or ctx ended).
-func (w *podWorker) syncUntilIdle(ctx context.Context, l *syncLoop) (retry time.Duration, done bool) {
+// syncUntilIdle syncs the pod until it has nothing to do but wait. It
+// returns how long to wait (0: until woken), and true when the worker is
+// to end instead (the pod removed, or ctx ended).
+func (w *podWorker) syncUntilIdle(ctx context.Context, l *syncLoop) (time.Duration, bool) {
 	r := w.r
 	for {
 		var st *podState
@@ -333,7 +333,7 @@ func (w *podWorker) syncUntilIdle(ctx context.Context, l *syncLoop) (retry time.
 				continue
 			}
 		}
-		retry = 0
+		var retry time.Duration
 		acted, failed := false, false
 		switch {
 		case err != nil:
