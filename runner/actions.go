@@ -252,6 +252,12 @@ func (a *podActions) initStarts() []*v1.Container {
 	return append([]*v1.Container{a.StartInit}, a.StartSidecars...)
 }
 
+// startsInit reports whether the sync starts an init container, as
+// len(a.initStarts()) > 0 without making the list.
+func (a *podActions) startsInit() bool {
+	return a.StartInit != nil || len(a.StartSidecars) > 0
+}
+
 func (a *podActions) startApp(c *v1.Container, why string) {
 	a.StartApps = append(a.StartApps, c)
 	a.because(c.Name, why)
@@ -281,7 +287,7 @@ func (a *podActions) RetryAfter() time.Duration {
 
 // Empty reports whether the sync has nothing to change.
 func (a *podActions) Empty() bool {
-	return !a.KillPod && !a.CreateSandbox && len(a.initStarts()) == 0 && len(a.StartApps) == 0 && len(a.StartEphemeral) == 0 &&
+	return !a.KillPod && !a.CreateSandbox && !a.startsInit() && len(a.StartApps) == 0 && len(a.StartEphemeral) == 0 &&
 		len(a.StartCreated) == 0 && len(a.Kill) == 0 && len(a.UpdateResources) == 0 && !a.StopSandbox &&
 		len(a.StopSandboxes) == 0 && len(a.Remove) == 0 && len(a.RemoveSandboxes) == 0
 }

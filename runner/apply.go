@@ -188,7 +188,7 @@ func (r *Runner) applyActions(ctx context.Context, pod *v1.Pod, st *podState, a 
 		// from the old ones.
 	}
 	var hostsErr error
-	if len(a.initStarts()) > 0 || len(a.StartApps) > 0 {
+	if a.startsInit() || len(a.StartApps) > 0 {
 		// Written once for the containers this sync starts (which start
 		// concurrently), as the kubelet writes it for each container.
 		pe.HostsFile, hostsErr = r.writePodHostsFile(pod, pe.PodIP)
@@ -264,7 +264,7 @@ func (r *Runner) applyActions(ctx context.Context, pod *v1.Pod, st *podState, a 
 		}()
 	}
 	wg.Wait()
-	if a.CreateSandbox || len(a.initStarts()) > 0 || len(a.StartApps) > 0 || len(a.StartEphemeral) > 0 {
+	if a.CreateSandbox || a.startsInit() || len(a.StartApps) > 0 || len(a.StartEphemeral) > 0 {
 		// Records were written: those nothing names now go.
 		if err := pruneRecords(r.cfg.RootDir, string(pod.UID), recordsKeptFor(pod, st)); err != nil {
 			r.log.Warn("prune spec records", "pod", podKey(pod), "err", err)

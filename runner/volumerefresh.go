@@ -50,7 +50,7 @@ const eventFailedMount = "FailedMount"
 // preparesVolumes reports whether applying a makes the pod's volumes ready
 // itself (a sandbox to make, containers to start).
 func (a *podActions) preparesVolumes() bool {
-	return a.CreateSandbox || len(a.initStarts()) > 0 || len(a.StartApps) > 0 || len(a.StartEphemeral) > 0
+	return a.CreateSandbox || a.startsInit() || len(a.StartApps) > 0 || len(a.StartEphemeral) > 0
 }
 
 // prepareVolumes makes every volume of the pod ready: its image volumes
