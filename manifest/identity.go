@@ -1,12 +1,14 @@
 package manifest
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -148,9 +150,13 @@ func seenAnnotation(t time.Time) string { return t.UTC().Format(time.RFC3339Nano
 // manifest give the same hash; any change to what the pod says gives
 // another. The sync core compares it to decide whether a pod changed.
 func ContentHash(pod *v1.Pod) string {
+	w := hashWork.Get().(*contentHashWork)
+	defer hashWork.Put(w)
 	// A shallow copy, read only by the encoder; the annotations kept are a
 	// map of their own.
-	c := v1.Pod{TypeMeta: pod.TypeMeta, ObjectMeta: pod.ObjectMeta, Spec: pod.Spec}
+	c := &w.pod
+	*c = v1.Pod{TypeMeta: pod.TypeMeta, ObjectMeta: pod.ObjectMeta, Spec: pod.Spec}
+	defer func() { *c = v1.Pod{} }() // nothing of the pod stays reachable from the pool
 	c.Annotations = nil
 	for k, v := range pod.Annotations {
 		switch k {
@@ -165,12 +171,23 @@ func ContentHash(pod *v1.Pod) string {
 	// Metadata that the API server (not the manifest) owns does not count.
 	c.ResourceVersion, c.Generation, c.ManagedFields = "", 0, nil
 	// encoding/json writes struct fields in a fixed order and map keys
-	// sorted: the same pod always gives the same bytes.
-	data, err := json.Marshal(&c)
-	if err != nil {
+	// sorted: the same pod always gives the same bytes. The Encoder writes
+	// what json.Marshal returns, and a newline, which is not hashed.
+	w.buf.Reset()
+	if err := json.NewEncoder(&w.buf).Encode(c); err != nil {
 		// A decoded v1.Pod always marshals; a failure is a programming error.
 		panic(fmt.Sprintf("manifest: marshal pod %s/%s: %v", pod.Namespace, pod.Name, err))
 	}
-	sum := sha256.Sum256(data)
+	sum := sha256.Sum256(bytes.TrimSuffix(w.buf.Bytes(), []byte("\n")))
 	return hex.EncodeToString(sum[:])
 }
+
+// contentHashWork is what ContentHash needs besides the pod: the copy it
+// encodes (a v1.Pod is over a kilobyte) and the buffer it encodes into.
+// They are reused: parsing a file of many pods hashes every one of them.
+type contentHashWork struct {
+	pod v1.Pod
+	buf bytes.Buffer
+}
+
+var hashWork = sync.Pool{New: func() any { return new(contentHashWork) }}
