@@ -77,12 +77,15 @@ func RunHook(ctx context.Context, t Target, h *v1.LifecycleHandler) error {
 }
 
 // runHTTPHook runs an httpGet hook as the kubelet does: only a failed
-// exchange fails it, whatever status the answer has; an HTTPS request
-// that a plain HTTP server answered is sent again over HTTP, without its
-// Authorization header.
+// exchange fails it, whatever status the answer has and whether or not
+// its body can be read; an HTTPS request that a plain HTTP server answered
+// is sent again over HTTP, without its Authorization header.
 func runHTTPHook(ctx context.Context, t Target, g *v1.HTTPGetAction) error {
 	_, _, err := doHTTPGet(ctx, t, g, hookUserAgent)
-	if err == nil || !gotHTTPAnswerToHTTPS(err) {
+	if err == nil || isBodyError(err) {
+		return nil
+	}
+	if !gotHTTPAnswerToHTTPS(err) {
 		return err
 	}
 	plain := *g
@@ -90,7 +93,7 @@ func runHTTPHook(ctx context.Context, t Target, g *v1.HTTPGetAction) error {
 	plain.HTTPHeaders = slices.DeleteFunc(slices.Clone(g.HTTPHeaders), func(h v1.HTTPHeader) bool {
 		return http.CanonicalHeaderKey(h.Name) == "Authorization"
 	})
-	if _, _, perr := doHTTPGet(ctx, t, &plain, hookUserAgent); perr != nil {
+	if _, _, perr := doHTTPGet(ctx, t, &plain, hookUserAgent); perr != nil && !isBodyError(perr) {
 		return err
 	}
 	if t.OnHTTPFallback != nil {
@@ -170,16 +173,14 @@ func httpGetURL(t Target, g *v1.HTTPGetAction) (*url.URL, error) {
 	if scheme == "" {
 		scheme = "http"
 	}
-	path := g.Path
-	if path == "" {
-		path = "/"
-	} else if !strings.HasPrefix(path, "/") {
-		path = "/" + path
-	}
-	u, err := url.Parse(scheme + "://" + net.JoinHostPort(host, strconv.Itoa(port)) + path)
+	// The path is parsed alone, and one that does not parse is sent as it
+	// is (escaped), as the kubelet's formatURL does: the API server took it.
+	u, err := url.Parse(g.Path)
 	if err != nil {
-		return nil, fmt.Errorf("httpGet URL: %w", err)
+		u = &url.URL{Path: g.Path}
 	}
+	u.Scheme = scheme
+	u.Host = net.JoinHostPort(host, strconv.Itoa(port))
 	return u, nil
 }
 
@@ -192,10 +193,12 @@ const (
 )
 
 // httpTransport is shared by every httpGet handler. HTTPS is not verified,
-// as the kubelet does not verify probe targets; no proxy is used; no
-// connection is kept.
+// as the kubelet does not verify probe targets, and offers HTTP/2, as the
+// kubelet's transport does (a transport with its own TLS config speaks
+// only HTTP/1.1 unless told); no proxy is used; no connection is kept.
 var httpTransport = &http.Transport{
 	TLSClientConfig:    &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // probes do not verify, as the kubelet's
+	ForceAttemptHTTP2:  true,
 	DisableKeepAlives:  true,
 	DisableCompression: true,
 	Proxy:              nil,
@@ -260,9 +263,30 @@ func doHTTPGet(ctx context.Context, t Target, g *v1.HTTPGetAction, userAgent str
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
 	if err != nil {
-		return 0, nil, fmt.Errorf("HTTP GET %s: reading the answer: %w", u.Redacted(), err)
+		return resp.StatusCode, nil, &bodyError{url: u.Redacted(), err: err}
 	}
 	return resp.StatusCode, body, nil
+}
+
+// bodyError is an answer's body that could not be read (cut short, or
+// stalled past the timeout) after its status came. The kubelet tells it
+// from a failed exchange: a probe run that meets it is discarded, not a
+// failure, and a hook that meets it has passed.
+type bodyError struct {
+	url string
+	err error
+}
+
+func (e *bodyError) Error() string {
+	return fmt.Sprintf("HTTP GET %s: reading the answer: %v", e.url, e.err)
+}
+
+func (e *bodyError) Unwrap() error { return e.err }
+
+// isBodyError reports whether err is a *bodyError.
+func isBodyError(err error) bool {
+	var be *bodyError
+	return errors.As(err, &be)
 }
 
 func trim(b []byte) string {

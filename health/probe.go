@@ -125,6 +125,10 @@ func probeHTTPGet(ctx context.Context, t Target, g *v1.HTTPGetAction) (Result, s
 	}
 	code, body, err := doHTTPGet(ctx, t, g, probeUserAgent)
 	switch {
+	case isBodyError(err):
+		// The kubelet's prober returns this as an error: the run is
+		// discarded (after its retries), not counted as a failure.
+		return Unknown, "", err
 	case err != nil:
 		return Failure, err.Error(), nil
 	case code >= 200 && code < 300:
