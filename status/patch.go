@@ -69,14 +69,7 @@ func mergeStatus(api, node *v1.PodStatus, gates []v1.PodReadinessGate, now time.
 	}
 	out.Conditions = conds
 	if terminalPhase(out.Phase) {
-		// A pod that is done is not ready, whatever the last probe said
-		// (kubelet: mergePodStatus, issue 108594).
-		for i := range out.Conditions {
-			if t := out.Conditions[i].Type; (t == v1.PodReady || t == v1.ContainersReady) && out.Conditions[i].Status == v1.ConditionTrue {
-				out.Conditions[i].Status = v1.ConditionFalse
-				out.Conditions[i].Reason = "PodCompleted"
-			}
-		}
+		out.Conditions = notReadyWhenDone(out.Conditions, out.Phase, now)
 	}
 
 	out.HostIP, out.HostIPs = n.HostIP, n.HostIPs
@@ -92,6 +85,48 @@ func mergeStatus(api, node *v1.PodStatus, gates []v1.PodReadinessGate, now time.
 	slices.SortStableFunc(out.ContainerStatuses, func(a, b v1.ContainerStatus) int { return strings.Compare(a.Name, b.Name) })
 	out.EphemeralContainerStatuses = n.EphemeralContainerStatuses
 	return out
+}
+
+// Reasons of the Ready and ContainersReady conditions of a pod in a
+// terminal phase (the kubelet's PodCompleted and PodFailed).
+const (
+	reasonPodCompleted = "PodCompleted"
+	reasonPodFailed    = "PodFailed"
+)
+
+// terminalReason is the reason of the Ready and ContainersReady conditions
+// of a pod in the terminal phase p, as the kubelet's
+// generatePodReadyConditionForTerminalPhase and
+// generateContainersReadyConditionForTerminalPhase give it: PodFailed for
+// Failed, PodCompleted for Succeeded.
+func terminalReason(p v1.PodPhase) string {
+	if p == v1.PodFailed {
+		return reasonPodFailed
+	}
+	return reasonPodCompleted
+}
+
+// notReadyWhenDone returns conds, the conditions of a pod in the terminal
+// phase phase, with Ready and ContainersReady False if either is True: a
+// pod that is done is not ready, whatever the last probe said. As the
+// kubelet's mergePodStatus (issue 108594), both are then replaced by the
+// terminal phase's condition (generate*ConditionForTerminalPhase: False,
+// its reason, no message), a missing one added since now.
+func notReadyWhenDone(conds []v1.PodCondition, phase v1.PodPhase, now time.Time) []v1.PodCondition {
+	ready, containersReady := findCondition(conds, v1.PodReady), findCondition(conds, v1.ContainersReady)
+	if (ready == nil || ready.Status != v1.ConditionTrue) && (containersReady == nil || containersReady.Status != v1.ConditionTrue) {
+		return conds
+	}
+	for _, t := range []v1.PodConditionType{v1.ContainersReady, v1.PodReady} {
+		c := findCondition(conds, t)
+		if c == nil {
+			conds = append(conds, v1.PodCondition{Type: t, Status: v1.ConditionFalse, Reason: terminalReason(phase),
+				LastTransitionTime: metav1.NewTime(now)})
+			continue
+		}
+		c.Status, c.Reason, c.Message = v1.ConditionFalse, terminalReason(phase), ""
+	}
+	return conds
 }
 
 // gateReadiness holds the Ready condition of conds (the node's) False while
@@ -178,7 +213,8 @@ const (
 // because the API deleted it (the kubelet's TerminatePod): every container
 // that was not already terminated is terminated with exit code 137, the
 // phase is Failed unless it was already Succeeded or Failed, and the pod
-// and its containers are not ready (since now).
+// and its containers are not ready (since now), with the reason of the
+// phase (terminalReason).
 func finalStatus(last *v1.PodStatus, now time.Time) v1.PodStatus {
 	s := *last.DeepCopy()
 	terminate := func(list []v1.ContainerStatus) {
@@ -208,7 +244,7 @@ func finalStatus(last *v1.PodStatus, now time.Time) v1.PodStatus {
 		if t := s.Conditions[i].Type; t == v1.PodReady || t == v1.ContainersReady {
 			if s.Conditions[i].Status != v1.ConditionFalse {
 				s.Conditions[i].Status = v1.ConditionFalse
-				s.Conditions[i].Reason = "PodCompleted"
+				s.Conditions[i].Reason, s.Conditions[i].Message = terminalReason(s.Phase), ""
 				s.Conditions[i].LastTransitionTime = metav1.NewTime(now)
 			}
 		}

@@ -251,3 +251,53 @@ func TestMergeStatusReadinessGates(t *testing.T) {
 		t.Errorf("Ready = %+v, want the containers' reason", r)
 	}
 }
+
+// TestTerminalReadinessReason: a done pod's Ready and ContainersReady are
+// False with the reason of its phase, PodFailed for Failed and
+// PodCompleted for Succeeded, and no message, as the kubelet's
+// generatePodReadyConditionForTerminalPhase and
+// generateContainersReadyConditionForTerminalPhase make them (written by
+// mergePodStatus once the phase is terminal). mergeStatus replaces both when
+// either is True; finalStatus, a pod deleted while it ran, is Failed.
+func TestTerminalReadinessReason(t *testing.T) {
+	for _, tt := range []struct {
+		phase  v1.PodPhase
+		reason string
+	}{{v1.PodFailed, "PodFailed"}, {v1.PodSucceeded, "PodCompleted"}} {
+		api := v1.PodStatus{Phase: v1.PodRunning, Conditions: []v1.PodCondition{
+			cond(v1.PodReady, v1.ConditionTrue, t0), cond(v1.ContainersReady, v1.ConditionTrue, t0)}}
+		node := v1.PodStatus{Phase: tt.phase, Conditions: []v1.PodCondition{
+			cond(v1.PodReady, v1.ConditionTrue, t0), cond(v1.ContainersReady, v1.ConditionTrue, t0)}}
+		out := mergeStatus(&api, &node, nil, t1.Time)
+		for _, c := range out.Conditions {
+			if c.Status != v1.ConditionFalse || c.Reason != tt.reason {
+				t.Errorf("mergeStatus, phase %s: %s = %s/%s, want False/%s", tt.phase, c.Type, c.Status, c.Reason, tt.reason)
+			}
+		}
+	}
+
+	// Ready held False by a gate, ContainersReady True: both are replaced,
+	// the message of the gate goes.
+	api := v1.PodStatus{Phase: v1.PodFailed}
+	node := v1.PodStatus{Phase: v1.PodRunning, Conditions: []v1.PodCondition{
+		{Type: v1.PodReady, Status: v1.ConditionFalse, Reason: reasonGatesNotReady, Message: "gate", LastTransitionTime: t0},
+		cond(v1.ContainersReady, v1.ConditionTrue, t0)}}
+	out := mergeStatus(&api, &node, nil, t1.Time)
+	for _, c := range out.Conditions {
+		if c.Status != v1.ConditionFalse || c.Reason != "PodFailed" || c.Message != "" {
+			t.Errorf("mergeStatus, Ready held by a gate: %s = %s/%s %q, want False/PodFailed", c.Type, c.Status, c.Reason, c.Message)
+		}
+	}
+
+	fin := finalStatus(&v1.PodStatus{Phase: v1.PodRunning, Conditions: []v1.PodCondition{
+		cond(v1.PodReady, v1.ConditionTrue, t0), cond(v1.ContainersReady, v1.ConditionTrue, t0)}}, t1.Time)
+	for _, c := range fin.Conditions {
+		if fin.Phase != v1.PodFailed || c.Status != v1.ConditionFalse || c.Reason != "PodFailed" {
+			t.Errorf("finalStatus (phase %s): %s = %s/%s, want False/PodFailed", fin.Phase, c.Type, c.Status, c.Reason)
+		}
+	}
+	done := finalStatus(&v1.PodStatus{Phase: v1.PodSucceeded, Conditions: []v1.PodCondition{cond(v1.PodReady, v1.ConditionTrue, t0)}}, t1.Time)
+	if c := findCondition(done.Conditions, v1.PodReady); c.Status != v1.ConditionFalse || c.Reason != "PodCompleted" {
+		t.Errorf("finalStatus of a Succeeded pod: Ready = %s/%s, want False/PodCompleted", c.Status, c.Reason)
+	}
+}
