@@ -69,7 +69,7 @@ func mergeStatus(api, node *v1.PodStatus, gates []v1.PodReadinessGate, now time.
 	}
 	out.Conditions = conds
 	if terminalPhase(out.Phase) {
-		out.Conditions = notReadyWhenDone(out.Conditions, out.Phase, now)
+		out.Conditions = notReadyWhenDone(out.Conditions, api.Conditions, out.Phase, now)
 	}
 
 	out.HostIP, out.HostIPs = n.HostIP, n.HostIPs
@@ -111,8 +111,11 @@ func terminalReason(p v1.PodPhase) string {
 // pod that is done is not ready, whatever the last probe said. As the
 // kubelet's mergePodStatus (issue 108594), both are then replaced by the
 // terminal phase's condition (generate*ConditionForTerminalPhase: False,
-// its reason, no message), a missing one added since now.
-func notReadyWhenDone(conds []v1.PodCondition, phase v1.PodPhase, now time.Time) []v1.PodCondition {
+// its reason, no message), a missing one added since now. One that this
+// turns from True to False is False since now (podutil.UpdatePodCondition),
+// or since when api, the API's conditions, says so if it already has it
+// False: the flip is a transition once, not at every merge.
+func notReadyWhenDone(conds, api []v1.PodCondition, phase v1.PodPhase, now time.Time) []v1.PodCondition {
 	ready, containersReady := findCondition(conds, v1.PodReady), findCondition(conds, v1.ContainersReady)
 	if (ready == nil || ready.Status != v1.ConditionTrue) && (containersReady == nil || containersReady.Status != v1.ConditionTrue) {
 		return conds
@@ -123,6 +126,12 @@ func notReadyWhenDone(conds []v1.PodCondition, phase v1.PodPhase, now time.Time)
 			conds = append(conds, v1.PodCondition{Type: t, Status: v1.ConditionFalse, Reason: terminalReason(phase),
 				LastTransitionTime: metav1.NewTime(now)})
 			continue
+		}
+		if c.Status != v1.ConditionFalse {
+			c.LastTransitionTime = metav1.NewTime(now)
+			if old := findCondition(api, t); old != nil && old.Status == v1.ConditionFalse && !old.LastTransitionTime.IsZero() {
+				c.LastTransitionTime = old.LastTransitionTime
+			}
 		}
 		c.Status, c.Reason, c.Message = v1.ConditionFalse, terminalReason(phase), ""
 	}

@@ -301,3 +301,34 @@ func TestTerminalReadinessReason(t *testing.T) {
 		t.Errorf("finalStatus of a Succeeded pod: Ready = %s/%s, want False/PodCompleted", c.Status, c.Reason)
 	}
 }
+
+// TestTerminalReadinessTransitionTime: Ready and ContainersReady turned
+// from True to False because the phase is terminal are False since the
+// turn, not since the True they were (the kubelet's mergePodStatus writes
+// them with podutil.UpdatePodCondition, which sets lastTransitionTime to
+// now when the status changes); the now of mergeStatus is the manager's
+// clock. Once the API has them False, their time stays.
+func TestTerminalReadinessTransitionTime(t *testing.T) {
+	api := v1.PodStatus{Phase: v1.PodFailed, Conditions: []v1.PodCondition{
+		cond(v1.PodReady, v1.ConditionTrue, t0), cond(v1.ContainersReady, v1.ConditionTrue, t0)}}
+	node := v1.PodStatus{Phase: v1.PodRunning, Conditions: []v1.PodCondition{
+		cond(v1.PodReady, v1.ConditionTrue, t0), cond(v1.ContainersReady, v1.ConditionTrue, t0)}}
+	out := mergeStatus(&api, &node, nil, t1.Time)
+	for _, c := range out.Conditions {
+		if c.Status != v1.ConditionFalse || !c.LastTransitionTime.Equal(&t1) {
+			t.Errorf("%s = %s since %v, want False since the flip, %v", c.Type, c.Status, c.LastTransitionTime, t1)
+		}
+	}
+	// The next merge, the API has them False: the same status again.
+	t2 := time.Date(2025, 1, 2, 3, 10, 0, 0, time.UTC)
+	again := mergeStatus(&out, &node, nil, t2)
+	if statusKey(&again) != statusKey(&out) {
+		t.Errorf("a second merge changes the status:\n%+v\nwas\n%+v", again.Conditions, out.Conditions)
+	}
+	// A node that says a Succeeded pod is ready: the same.
+	api = v1.PodStatus{Phase: v1.PodRunning, Conditions: []v1.PodCondition{cond(v1.PodReady, v1.ConditionTrue, t0)}}
+	node = v1.PodStatus{Phase: v1.PodSucceeded, Conditions: []v1.PodCondition{cond(v1.PodReady, v1.ConditionTrue, t0)}}
+	if c := findCondition(mergeStatus(&api, &node, nil, t1.Time).Conditions, v1.PodReady); !c.LastTransitionTime.Equal(&t1) {
+		t.Errorf("Succeeded: Ready = %s since %v, want since %v", c.Status, c.LastTransitionTime, t1)
+	}
+}
