@@ -38,8 +38,9 @@ func terminalPhase(p v1.PodPhase) bool { return p == v1.PodSucceeded || p == v1.
 // change: other conditions, the start time once set, the QOS class, a
 // terminal phase (the API refuses to leave one), and a condition's
 // lastTransitionTime while its status is the same (a podrun restart does
-// not reset them). Container statuses are sorted by name, as the kubelet
-// sends them. The pod's readiness gates hold its Ready condition False
+// not reset them). Container statuses, ephemeral ones too, are sorted by
+// name, as the kubelet sends them (SortedContainerStatuses, in
+// convertToAPIContainerStatuses and normalizeStatus). The pod's readiness gates hold its Ready condition False
 // while the API's conditions they name are not True (gateReadiness); now
 // is when such a hold begins. Neither argument is modified.
 func mergeStatus(api, node *v1.PodStatus, gates []v1.PodReadinessGate, now time.Time) v1.PodStatus {
@@ -82,8 +83,10 @@ func mergeStatus(api, node *v1.PodStatus, gates []v1.PodReadinessGate, now time.
 	}
 	out.InitContainerStatuses = n.InitContainerStatuses
 	out.ContainerStatuses = n.ContainerStatuses
-	slices.SortStableFunc(out.ContainerStatuses, func(a, b v1.ContainerStatus) int { return strings.Compare(a.Name, b.Name) })
 	out.EphemeralContainerStatuses = n.EphemeralContainerStatuses
+	byName := func(a, b v1.ContainerStatus) int { return strings.Compare(a.Name, b.Name) }
+	slices.SortStableFunc(out.ContainerStatuses, byName)
+	slices.SortStableFunc(out.EphemeralContainerStatuses, byName)
 	return out
 }
 
