@@ -34,15 +34,18 @@ func terminalPhase(p v1.PodPhase) bool { return p == v1.PodSucceeded || p == v1.
 // mergeStatus returns the status to write for a pod whose status in the API
 // is api, and which the node says is node: api with the node's fields
 // (phase, reason, message, conditions it owns, host and pod IPs, container
-// statuses, ephemeral ones included) taken from node. It keeps from api what the node must not
+// statuses, ephemeral ones included, the observed generation unless the
+// API's is higher) taken from node; the conditions keep the observed
+// generation node gives them. It keeps from api what the node must not
 // change: other conditions, the start time once set, the QOS class, a
 // terminal phase (the API refuses to leave one), and a condition's
 // lastTransitionTime while its status is the same (a podrun restart does
 // not reset them). Container statuses, ephemeral ones too, are sorted by
 // name, as the kubelet sends them (SortedContainerStatuses, in
-// convertToAPIContainerStatuses and normalizeStatus). The pod's readiness gates hold its Ready condition False
-// while the API's conditions they name are not True (gateReadiness); now
-// is when such a hold begins. Neither argument is modified.
+// convertToAPIContainerStatuses and normalizeStatus). The pod's readiness
+// gates hold its Ready condition False while the API's conditions they
+// name are not True (gateReadiness); now is when such a hold begins, or a
+// terminal phase turns Ready False. Neither argument is modified.
 func mergeStatus(api, node *v1.PodStatus, gates []v1.PodReadinessGate, now time.Time) v1.PodStatus {
 	out := *api.DeepCopy()
 	n := node.DeepCopy()
@@ -70,9 +73,14 @@ func mergeStatus(api, node *v1.PodStatus, gates []v1.PodReadinessGate, now time.
 	}
 	out.Conditions = conds
 	if terminalPhase(out.Phase) {
-		out.Conditions = notReadyWhenDone(out.Conditions, api.Conditions, out.Phase, now)
+		out.Conditions = notReadyWhenDone(out.Conditions, api.Conditions, out.Phase, n.ObservedGeneration, now)
 	}
 
+	// The generation the node has seen: the kubelet sets it in
+	// updateStatusInternal (SetPodStatus, from the pod's generation) and
+	// never lets it go down (over the status it had), then sends it as it
+	// is (mergePodStatus). A node status without one keeps the API's.
+	out.ObservedGeneration = max(api.ObservedGeneration, n.ObservedGeneration)
 	out.HostIP, out.HostIPs = n.HostIP, n.HostIPs
 	out.PodIP, out.PodIPs = n.PodIP, n.PodIPs
 	if api.StartTime == nil || api.StartTime.IsZero() {
@@ -114,11 +122,12 @@ func terminalReason(p v1.PodPhase) string {
 // pod that is done is not ready, whatever the last probe said. As the
 // kubelet's mergePodStatus (issue 108594), both are then replaced by the
 // terminal phase's condition (generate*ConditionForTerminalPhase: False,
-// its reason, no message), a missing one added since now. One that this
+// its reason, no message), a missing one added since now, observing the
+// generation gen (the status's; the others keep theirs). One that this
 // turns from True to False is False since now (podutil.UpdatePodCondition),
 // or since when api, the API's conditions, says so if it already has it
 // False: the flip is a transition once, not at every merge.
-func notReadyWhenDone(conds, api []v1.PodCondition, phase v1.PodPhase, now time.Time) []v1.PodCondition {
+func notReadyWhenDone(conds, api []v1.PodCondition, phase v1.PodPhase, gen int64, now time.Time) []v1.PodCondition {
 	ready, containersReady := findCondition(conds, v1.PodReady), findCondition(conds, v1.ContainersReady)
 	if (ready == nil || ready.Status != v1.ConditionTrue) && (containersReady == nil || containersReady.Status != v1.ConditionTrue) {
 		return conds
@@ -126,8 +135,8 @@ func notReadyWhenDone(conds, api []v1.PodCondition, phase v1.PodPhase, now time.
 	for _, t := range []v1.PodConditionType{v1.ContainersReady, v1.PodReady} {
 		c := findCondition(conds, t)
 		if c == nil {
-			conds = append(conds, v1.PodCondition{Type: t, Status: v1.ConditionFalse, Reason: terminalReason(phase),
-				LastTransitionTime: metav1.NewTime(now)})
+			conds = append(conds, v1.PodCondition{Type: t, ObservedGeneration: gen, Status: v1.ConditionFalse,
+				Reason: terminalReason(phase), LastTransitionTime: metav1.NewTime(now)})
 			continue
 		}
 		if c.Status != v1.ConditionFalse {

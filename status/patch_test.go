@@ -332,3 +332,53 @@ func TestTerminalReadinessTransitionTime(t *testing.T) {
 		t.Errorf("Succeeded: Ready = %s since %v, want since %v", c.Status, c.LastTransitionTime, t1)
 	}
 }
+
+// TestMergeStatusObservedGeneration: the generation the node has seen
+// reaches the API and never goes down there, and the conditions keep the
+// generation the node gives them. The kubelet sets status.observedGeneration
+// in SetPodStatus and keeps it from going down in updateStatusInternal
+// ("prevent sending unnecessary patches"); mergePodStatus sends it, and the
+// node's conditions, as they are.
+func TestMergeStatusObservedGeneration(t *testing.T) {
+	withGen := func(c v1.PodCondition, gen int64) v1.PodCondition { c.ObservedGeneration = gen; return c }
+	for _, tt := range []struct {
+		name           string
+		api, node, out int64
+	}{
+		{"the node's", 2, 3, 3},
+		{"the API's higher", 5, 3, 5},
+		{"none from the node", 4, 0, 4},
+	} {
+		api := v1.PodStatus{Phase: v1.PodRunning, ObservedGeneration: tt.api}
+		node := v1.PodStatus{Phase: v1.PodRunning, ObservedGeneration: tt.node}
+		if got := mergeStatus(&api, &node, nil, t1.Time).ObservedGeneration; got != tt.out {
+			t.Errorf("%s: observedGeneration %d (API %d, node %d), want %d", tt.name, got, tt.api, tt.node, tt.out)
+		}
+	}
+
+	// Conditions: a new one, one whose status and time stay, one a gate
+	// holds False.
+	api := v1.PodStatus{Phase: v1.PodRunning, ObservedGeneration: 2, Conditions: []v1.PodCondition{
+		withGen(cond(v1.PodScheduled, v1.ConditionTrue, t0), 2), withGen(cond(v1.PodReady, v1.ConditionFalse, t0), 2)}}
+	node := v1.PodStatus{Phase: v1.PodRunning, ObservedGeneration: 3, Conditions: []v1.PodCondition{
+		withGen(cond(v1.PodScheduled, v1.ConditionTrue, t1), 3), withGen(cond(v1.PodReady, v1.ConditionTrue, t1), 3),
+		withGen(cond(v1.ContainersReady, v1.ConditionTrue, t1), 3)}}
+	out := mergeStatus(&api, &node, []v1.PodReadinessGate{{ConditionType: "example.com/gate"}}, t1.Time)
+	// The pod done: Ready and ContainersReady turned False.
+	node.Phase = v1.PodFailed
+	done := mergeStatus(&api, &node, nil, t1.Time)
+	for _, s := range []v1.PodStatus{out, done} {
+		if s.ObservedGeneration != 3 {
+			t.Errorf("phase %s: observedGeneration %d, want 3", s.Phase, s.ObservedGeneration)
+		}
+		for _, c := range s.Conditions {
+			if c.ObservedGeneration != 3 {
+				t.Errorf("phase %s: %s (%s) observes generation %d, want the node's 3", s.Phase, c.Type, c.Status, c.ObservedGeneration)
+			}
+		}
+	}
+	node.Conditions = node.Conditions[:2]
+	if c := findCondition(mergeStatus(&api, &node, nil, t1.Time).Conditions, v1.ContainersReady); c == nil || c.ObservedGeneration != 3 {
+		t.Errorf("ContainersReady added for the terminal phase: %+v, want it to observe generation 3", c)
+	}
+}
