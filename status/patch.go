@@ -35,10 +35,11 @@ func terminalPhase(p v1.PodPhase) bool { return p == v1.PodSucceeded || p == v1.
 // is api, and which the node says is node: api with the node's fields
 // (phase, reason, message, conditions it owns, host and pod IPs, container
 // statuses, ephemeral ones included, the observed generation unless the
-// API's is higher) taken from node; the conditions keep the observed
-// generation node gives them. It keeps from api what the node must not
-// change: other conditions, the start time once set, the QOS class, a
-// terminal phase (the API refuses to leave one), and a condition's
+// API's is higher) taken from node, and its DisruptionTarget condition as
+// the pod turns terminal; the conditions keep the observed generation node
+// gives them. It keeps from api what the node must not change: other
+// conditions, the start time once set, the QOS class, a terminal phase
+// (the API refuses to leave one), and a condition's
 // lastTransitionTime while its status is the same (a podrun restart does
 // not reset them). Container statuses, ephemeral ones too, are sorted by
 // name, as the kubelet sends them (SortedContainerStatuses, in
@@ -62,7 +63,26 @@ func mergeStatus(api, node *v1.PodStatus, gates []v1.PodReadinessGate, now time.
 			conds = append(conds, c)
 		}
 	}
+	// The node's DisruptionTarget (an evicted pod's) is written once, as
+	// the pod turns terminal, replacing another's (the kubelet's
+	// mergePodStatus, for the conditions it shares: only then, with all
+	// containers stopped, which a node saying a terminal phase has done);
+	// its transition time is now unless the API has it with the same
+	// status (updateLastTransitionTime).
+	toTerminal := !terminalPhase(api.Phase) && terminalPhase(n.Phase)
 	for _, c := range n.Conditions {
+		if c.Type == v1.DisruptionTarget && toTerminal {
+			c.LastTransitionTime = metav1.NewTime(now)
+			if old := findCondition(conds, c.Type); old != nil {
+				if old.Status == c.Status {
+					c.LastTransitionTime = old.LastTransitionTime
+				}
+				*old = c
+			} else {
+				conds = append(conds, c)
+			}
+			continue
+		}
 		if !ownedCondition(c.Type) {
 			continue
 		}

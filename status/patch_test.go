@@ -382,3 +382,73 @@ func TestMergeStatusObservedGeneration(t *testing.T) {
 		t.Errorf("ContainersReady added for the terminal phase: %+v, want it to observe generation 3", c)
 	}
 }
+
+// TestMergeStatusEvicted: the status of an evicted pod, as the kubelet
+// makes it (generateAPIPodStatus, then the eviction manager's Failed,
+// Evicted and DisruptionTarget), reaches the API whole: its conditions,
+// container statuses and the DisruptionTarget condition, which the
+// kubelet's mergePodStatus writes as the pod turns terminal (it is shared
+// with others, so kept as the API has it otherwise). Its time is the
+// merge's unless the API has it with the same status.
+func TestMergeStatusEvicted(t *testing.T) {
+	running := v1.ContainerState{Running: &v1.ContainerStateRunning{StartedAt: t0}}
+	stopped := v1.ContainerState{Terminated: &v1.ContainerStateTerminated{ExitCode: 137, Reason: "Error"}}
+	api := v1.PodStatus{Phase: v1.PodRunning,
+		Conditions: []v1.PodCondition{cond(v1.PodScheduled, v1.ConditionTrue, t0), cond(v1.PodReady, v1.ConditionTrue, t0),
+			cond(v1.ContainersReady, v1.ConditionTrue, t0)},
+		ContainerStatuses: []v1.ContainerStatus{{Name: "app", Ready: true, State: running}}}
+	disruption := v1.PodCondition{Type: v1.DisruptionTarget, Status: v1.ConditionTrue, Reason: "TerminationByKubelet",
+		Message: "The node was low on resource: memory.", LastTransitionTime: t0}
+	node := v1.PodStatus{Phase: v1.PodFailed, Reason: "Evicted", Message: "The node was low on resource: memory.",
+		Conditions: []v1.PodCondition{cond(v1.PodScheduled, v1.ConditionTrue, t0),
+			{Type: v1.PodReady, Status: v1.ConditionFalse, Reason: "PodFailed", LastTransitionTime: t1},
+			{Type: v1.ContainersReady, Status: v1.ConditionFalse, Reason: "PodFailed", LastTransitionTime: t1},
+			disruption},
+		ContainerStatuses: []v1.ContainerStatus{{Name: "app", State: stopped}}}
+	out := mergeStatus(&api, &node, nil, t1.Time)
+	if out.Phase != v1.PodFailed || out.Reason != "Evicted" {
+		t.Errorf("phase %s (%s), want Failed (Evicted)", out.Phase, out.Reason)
+	}
+	if c := findCondition(out.Conditions, v1.DisruptionTarget); c == nil || c.Status != v1.ConditionTrue ||
+		c.Reason != "TerminationByKubelet" || !c.LastTransitionTime.Equal(&t1) {
+		t.Errorf("DisruptionTarget = %+v, want the node's since %v", c, t1)
+	}
+	for _, ct := range []v1.PodConditionType{v1.PodScheduled, v1.PodReady, v1.ContainersReady} {
+		if findCondition(out.Conditions, ct) == nil {
+			t.Errorf("condition %s lost: %v", ct, out.Conditions)
+		}
+	}
+	if len(out.ContainerStatuses) != 1 || out.ContainerStatuses[0].State.Terminated == nil {
+		t.Errorf("container statuses %+v, want the node's", out.ContainerStatuses)
+	}
+
+	// Another's DisruptionTarget (a preemption, say) gives way to the
+	// node's; the same status keeps its time.
+	api.Conditions = append(api.Conditions, v1.PodCondition{Type: v1.DisruptionTarget, Status: v1.ConditionTrue,
+		Reason: "PreemptionByScheduler", LastTransitionTime: t0})
+	out = mergeStatus(&api, &node, nil, t1.Time)
+	var n int
+	for _, c := range out.Conditions {
+		if c.Type == v1.DisruptionTarget {
+			n++
+			if c.Reason != "TerminationByKubelet" || !c.LastTransitionTime.Equal(&t0) {
+				t.Errorf("DisruptionTarget = %+v, want the node's since the API's %v", c, t0)
+			}
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d DisruptionTarget conditions, want 1", n)
+	}
+
+	// The API has the pod terminal already: its own stays (none here).
+	api = v1.PodStatus{Phase: v1.PodFailed, Reason: "Evicted"}
+	if out := mergeStatus(&api, &node, nil, t1.Time); findCondition(out.Conditions, v1.DisruptionTarget) != nil {
+		t.Errorf("DisruptionTarget written to a pod already Failed in the API: %v", out.Conditions)
+	}
+	// Nor while the node has the pod running.
+	api.Phase = v1.PodRunning
+	node.Phase = v1.PodRunning
+	if out := mergeStatus(&api, &node, nil, t1.Time); findCondition(out.Conditions, v1.DisruptionTarget) != nil {
+		t.Errorf("DisruptionTarget written for a running pod: %v", out.Conditions)
+	}
+}
