@@ -122,32 +122,26 @@ func FetchURL(ctx context.Context, client *http.Client, url string, header http.
 	if err != nil {
 		return nil, err
 	}
-	res, err := fetch(ctx, client, url, header, validators{}, opts)
-	return res.snap, err
+	return fetch(ctx, client, url, header, opts)
 }
 
-// validators are a good response's cache validators, sent back so that an
-// unchanged manifest costs the server a 304 and no body.
-type validators struct {
-	etag, lastModified string
-}
-
-type fetchResult struct {
-	snap        *manifest.Snapshot
-	notModified bool
-	validators  validators
-}
-
-// fetch makes one (conditional, when val is set) request. Its errors name
-// url as RedactedSource shows it: they reach /pods, `podrun ps` and logs.
-func fetch(ctx context.Context, client *http.Client, url string, header http.Header, val validators, opts manifest.Options) (fetchResult, error) {
+// fetch makes one request. Its errors name url as RedactedSource shows it:
+// they reach /pods, `podrun ps` and logs.
+//
+// The request is not conditional (no If-Modified-Since, no If-None-Match),
+// as the kubelet's (pkg/kubelet/config/http.go, extractFromURL): the body
+// is fetched every time and compared. Last-Modified has a resolution of
+// one second, and nginx's ETag is the mtime's seconds and the size, so a
+// manifest changed twice within one second would be answered 304 and its
+// last version never seen.
+func fetch(ctx context.Context, client *http.Client, url string, header http.Header, opts manifest.Options) (*manifest.Snapshot, error) {
 	shown := manifest.RedactedSource(url)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		if !parses(url) {
-			return fetchResult{}, errUnparsableManifestURL // there is nothing to show of it
+			return nil, errUnparsableManifestURL // there is nothing to show of it
 		}
-		return fetchResult{}, fmt.Errorf("manifest URL %q: %w", shown, redactURLError(err))
+		return nil, fmt.Errorf("manifest URL %q: %w", shown, redactURLError(err))
 	}
 	for key, values := range header {
 		if http.CanonicalHeaderKey(key) == "Host" && len(values) > 0 {
@@ -161,58 +155,47 @@ func fetch(ctx context.Context, client *http.Client, url string, header http.Hea
 	if req.Header.Get("User-Agent") == "" {
 		req.Header.Set("User-Agent", "podrun")
 	}
-	if val.etag != "" {
-		req.Header.Set("If-None-Match", val.etag)
-	}
-	if val.lastModified != "" {
-		req.Header.Set("If-Modified-Since", val.lastModified)
-	}
 	if client == nil {
 		if client, err = NewHTTPClient(""); err != nil {
-			return fetchResult{}, err
+			return nil, err
 		}
 	}
 	resp, err := guardRedirects(client, header).Do(req)
 	if err != nil {
 		// The error names the method and URL: Get "https://...": ...
-		return fetchResult{}, fmt.Errorf("fetch manifests: %w", redactURLError(err))
+		return nil, fmt.Errorf("fetch manifests: %w", redactURLError(err))
 	}
 	defer resp.Body.Close()
 
 	switch {
-	case resp.StatusCode == http.StatusNotModified && val != (validators{}):
-		return fetchResult{notModified: true}, nil
 	case resp.StatusCode != http.StatusOK:
-		return fetchResult{}, fmt.Errorf("fetch manifests from %s: the server answered %s, want 200 OK", shown, resp.Status)
+		return nil, fmt.Errorf("fetch manifests from %s: the server answered %s, want 200 OK", shown, resp.Status)
 	case resp.ContentLength > manifest.MaxFileSize:
-		return fetchResult{}, tooLarge(shown, resp.ContentLength)
+		return nil, tooLarge(shown, resp.ContentLength)
 	case unframed(resp):
-		return fetchResult{}, fmt.Errorf("fetch manifests from %s: the server sent neither Content-Length nor chunked encoding, "+
+		return nil, fmt.Errorf("fetch manifests from %s: the server sent neither Content-Length nor chunked encoding, "+
 			"so a body cut short by a dropped connection could not be told from a whole one: the body is refused and "+
 			"the last good pods are kept; have the server send Content-Length or Transfer-Encoding: chunked", shown)
 	}
 	// The timeout covers the body too: Client.Timeout ends a slow read.
 	data, err := io.ReadAll(io.LimitReader(resp.Body, manifest.MaxFileSize+1))
 	if err != nil {
-		return fetchResult{}, fmt.Errorf("fetch manifests from %s: read body: %w", shown, err)
+		return nil, fmt.Errorf("fetch manifests from %s: read body: %w", shown, err)
 	}
 	if len(data) > manifest.MaxFileSize {
-		return fetchResult{}, tooLarge(shown, -1)
+		return nil, tooLarge(shown, -1)
 	}
 	snap, err := manifest.Parse(url, data, opts)
 	if err != nil {
-		return fetchResult{snap: snap}, err
+		return snap, err
 	}
 	if snap.Documents() == 0 {
 		// A server that lost its files, a proxy's empty answer: not a
 		// reason to stop every pod. Saying "no pods" takes an empty List.
-		return fetchResult{}, manifest.ErrorList{{Source: shown, Message: "the body is empty (no document): the last good pods are kept; " +
+		return nil, manifest.ErrorList{{Source: shown, Message: "the body is empty (no document): the last good pods are kept; " +
 			"to remove them, serve an empty List (kind: List, items: [])"}}
 	}
-	return fetchResult{snap: snap, validators: validators{
-		etag:         resp.Header.Get("ETag"),
-		lastModified: resp.Header.Get("Last-Modified"),
-	}}, nil
+	return snap, nil
 }
 
 // guardRedirects returns a copy of client (sharing its transport) whose
@@ -317,8 +300,8 @@ func tooLarge(shown string, size int64) error {
 }
 
 // Run polls the URL until ctx ends. It sends an update after the first
-// fetch and then whenever the result changes (a 304 or an unchanged body
-// sends nothing). A consumer that falls behind gets only the newest update.
+// fetch and then whenever the result changes (an unchanged body sends
+// nothing). A consumer that falls behind gets only the newest update.
 func (s *URLSource) Run(ctx context.Context, out chan<- Update) {
 	logger := s.Logger
 	if logger == nil {
@@ -348,41 +331,34 @@ func (s *URLSource) Run(ctx context.Context, out chan<- Update) {
 		q        latest
 		good     *manifest.Snapshot
 		goodKey  string
-		val      validators
 		problems = problemLog{logger: logger}
 	)
 	poll := func() {
-		res, err := fetch(ctx, client, s.URL, s.Header, val, opts)
+		snap, err := fetch(ctx, client, s.URL, s.Header, opts)
 		if ctx.Err() != nil {
 			return // shutting down: an aborted request is not the URL's fault
 		}
-		switch {
-		case err != nil:
-			// Keep good, and its validators: the next poll asks "changed
-			// since the last good?", so a 304 then means good again.
-		case res.notModified:
-		default:
-			if key := contentKey(res.snap); good == nil || key != goodKey {
-				good, goodKey = res.snap, key
+		if err == nil { // on an error, good is kept
+			if key := contentKey(snap); good == nil || key != goodKey {
+				good, goodKey = snap, key
 				logger.Info("manifest URL read", "pods", len(good.Pods),
 					"configMaps", len(good.ConfigMaps), "secrets", len(good.Secrets))
 				for _, w := range good.Warnings {
 					logger.Warn("manifest warning", "warning", w)
 				}
-			} else if !slices.Equal(good.Warnings, res.snap.Warnings) {
+			} else if !slices.Equal(good.Warnings, snap.Warnings) {
 				// As the file source: a body whose one change is a
 				// misspelt field changes no pod, and its warning is the
 				// one that matters.
-				for _, w := range res.snap.Warnings {
+				for _, w := range snap.Warnings {
 					if !slices.Contains(good.Warnings, w) {
 						logger.Warn("manifest warning", "warning", w)
 					}
 				}
 				kept := *good
-				kept.Warnings = res.snap.Warnings
+				kept.Warnings = snap.Warnings
 				good = &kept
 			}
-			val = res.validators
 		}
 		u := Update{Source: s.URL, Snapshot: good, Err: err}
 		if err != nil && good == nil {
