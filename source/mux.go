@@ -245,10 +245,14 @@ func annotateErrors(pods []*v1.Pod, sources []string, errs map[string]error) []*
 			}
 			msg := err.Error()
 			if !isURL(src) && !samePath(origin, src) {
-				// A directory: keep the lines about this pod's file.
+				// A directory: keep the lines about this pod's file. They
+				// name it as ManifestFiles does, the directory as given
+				// joined with the file's name: the name alone would match
+				// ba.yaml's lines for a.yaml.
+				file := filepath.Join(src, filepath.Base(origin)) + ":"
 				var mine []string
 				for _, line := range strings.Split(msg, "\n") {
-					if strings.Contains(line, filepath.Base(origin)+":") {
+					if strings.Contains(line, file) {
 						mine = append(mine, line)
 					}
 				}

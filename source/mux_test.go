@@ -3,6 +3,7 @@ package source
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -231,6 +232,27 @@ func TestAnnotateErrors(t *testing.T) {
 	}
 	if _, set := etcd.Annotations[AnnotationSourceError]; set {
 		t.Error("the caller's pod was changed")
+	}
+}
+
+// TestAnnotateErrorsMatchesTheWholeFileName: in a directory, a pod gets
+// only the problems of its own file, matched by the file's whole name as
+// the source lists it: a.yaml is good and ba.yaml, whose name ends with
+// "a.yaml", is broken; a's pod must not carry ba.yaml's problem.
+func TestAnnotateErrorsMatchesTheWholeFileName(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "a.yaml"), podNamed("a"), 0o644)
+	writeFile(t, filepath.Join(dir, "ba.yaml"), "kind: [\n", 0o644)
+	out := startSource(t, fileSource(t, dir).Run)
+	u := waitFor(t, out, "the first scan", pods("a"))
+	if u.Err == nil {
+		t.Fatal("ba.yaml's problem is not reported")
+	}
+	mux := NewMux([]Named{{Name: dir, Source: newFakeSource()}}, nil)
+	mux.update(u)
+	got := mux.AnnotateErrors(mux.Pods())
+	if e, set := got[0].Annotations[AnnotationSourceError]; set {
+		t.Errorf("pod a (a.yaml, good) carries ba.yaml's problem: %q", e)
 	}
 }
 
