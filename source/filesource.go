@@ -114,7 +114,12 @@ func (s *FileSource) run(ctx context.Context, out chan<- Update, sc *fileScanner
 	defer ticker.Stop()
 
 	var q latest
+	// gone are the files that a Remove or Rename event named since the
+	// last scan: one made again is a new file, which may be half-written,
+	// not a known one replaced by an atomic save.
+	gone := map[string]bool{}
 	scan := func() {
+		clear(gone)
 		if w != nil {
 			sc.watch(w)
 		}
@@ -151,7 +156,11 @@ func (s *FileSource) run(ctx context.Context, out chan<- Update, sc *fileScanner
 		name := filepath.Clean(ev.Name)
 		_, busy := lastEvent[name]
 		lastEvent[name] = now
-		return !busy && ev.Has(fsnotify.Create)
+		wasGone := gone[name]
+		if ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename) {
+			gone[name] = true
+		}
+		return !busy && !wasGone && ev.Has(fsnotify.Create)
 	}
 
 	scan()

@@ -59,3 +59,51 @@ func startWithTestTimer(t *testing.T) (dir, x string, p *probe, out <-chan Updat
 	out = startSource(t, s.Run)
 	return dir, x, p, out, waitFor(t, out, "the first scan", pods("x"))
 }
+
+// TestFileSourceWaitsForAFileRemovedAndMadeAgain: x.yaml (pods x1 and x2)
+// is removed and, while the burst of events goes on (the debounce timer
+// is the test's and never fires here), made again and written in two
+// steps, its Create coming more than Debounce after its removal. That
+// Create is not an atomic save of a known file (a new file renamed over
+// it): a Remove named the file since the last scan, so the file is new and
+// may be half-written. Read at once, its first half would remove pod x2
+// until the end of the burst (a restart), though the file never held x1
+// alone as a finished state. No scan may run before the burst ends.
+func TestFileSourceWaitsForAFileRemovedAndMadeAgain(t *testing.T) {
+	dir := t.TempDir()
+	x := filepath.Join(dir, "x.yaml")
+	doc1, doc2 := podNamed("x1"), "---\n"+podNamed("x2")
+	writeFile(t, x, doc1+doc2, 0o644)
+	p := newProbe()
+	s := fileSource(t, dir)
+	s.Debounce = 50 * time.Millisecond
+	s.hooks = p.hooks(true) // the debounced rescan runs only at p.fire
+	out := startSource(t, s.Run)
+	waitFor(t, out, "the first scan", pods("x1", "x2"))
+	p.waitScans(t, 1)
+
+	if err := os.Remove(x); err != nil {
+		t.Fatal(err)
+	}
+	p.waitEvent(t, "x.yaml")
+	time.Sleep(100 * time.Millisecond) // longer than Debounce: x.yaml is quiet again
+
+	f, err := os.OpenFile(x, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString(doc1); err != nil {
+		t.Fatal(err)
+	}
+	p.waitEvent(t, "x.yaml") // the Create
+	select {
+	case changed := <-p.scans:
+		u := waitFor(t, out, "the scan's update", func(Update) bool { return true })
+		t.Errorf("a scan (changed=%v) read the half-written file before the burst ended:\n%s", changed, describeUpdate(u))
+	case <-time.After(500 * time.Millisecond):
+	}
+	if _, err := f.WriteString(doc2); err != nil {
+		t.Fatal(err)
+	}
+}
