@@ -402,9 +402,9 @@ func (sc *fileScanner) accept(f string, snap *manifest.Snapshot) {
 		// the edit whose warning matters most: what it meant to change
 		// did not change.
 		if !slices.Equal(old.Warnings, snap.Warnings) {
-			kept := *old
-			kept.Warnings = snap.Warnings
-			sc.good[f] = &kept
+			// The new snapshot, whose per-pod warnings the Mux shows;
+			// the merger keeps its pods as first seen.
+			sc.good[f] = snap
 			sc.warn(snap.Warnings, old.Warnings)
 		}
 		return

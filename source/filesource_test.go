@@ -365,6 +365,52 @@ func TestFileSourceWarnsOfATypoThatChangesNothing(t *testing.T) {
 	}
 }
 
+// TestFileSourceHandsOnWarningsThatAloneChanged: an edit whose one effect
+// is to remove a misspelt (dropped) field changes no pod, but it changes
+// the pod's warnings, which /pods and `ps` show from the Mux
+// (AnnotateWarnings): the source must send an update with the new
+// warnings. The pod itself stays as first seen (config.seen included):
+// nothing in it changed.
+func TestFileSourceHandsOnWarningsThatAloneChanged(t *testing.T) {
+	dir := t.TempDir()
+	x := filepath.Join(dir, "x.yaml")
+	const bad = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: x\nspec:\n  containers:\n  - name: c\n    image: img:1\n    colour: blue\n"
+	writeFile(t, x, bad, 0o644)
+	p := newProbe()
+	s := fileSource(t, dir)
+	s.Debounce = time.Hour
+	s.hooks = p.hooks(true)
+	out := startSource(t, s.Run)
+	mux := NewMux([]Named{{Name: dir, Source: newFakeSource()}}, nil)
+	mux.update(waitFor(t, out, "the first scan", pods("x")))
+	p.waitScans(t, 1)
+	first := mux.AnnotateWarnings(mux.Pods())[0]
+	if w := first.Annotations[AnnotationManifestWarnings]; !strings.Contains(w, "colour") {
+		t.Fatalf("first: warnings %q, want the colour one", w)
+	}
+
+	// The misspelt line goes: no pod changes.
+	if err := os.WriteFile(x, []byte(strings.Replace(bad, "    colour: blue\n", "", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p.waitEvent(t, "x.yaml")
+	p.fire(t)
+	p.waitScans(t, 1)
+	select {
+	case u := <-out:
+		mux.update(u)
+	case <-time.After(time.Second):
+		t.Fatal("no update was sent for the warnings' change")
+	}
+	after := mux.AnnotateWarnings(mux.Pods())[0]
+	if w := after.Annotations[AnnotationManifestWarnings]; w != "" {
+		t.Errorf("after the fix, the pod still carries the warning %q", w)
+	}
+	if seen := manifest.AnnotationConfigSeen; after.Annotations[seen] != first.Annotations[seen] {
+		t.Errorf("config.seen changed from %q to %q, though the pod did not", first.Annotations[seen], after.Annotations[seen])
+	}
+}
+
 // TestFileSourceUnlistablePath: a path that exists but cannot be read (here
 // a symlink loop, which fails for root too) is an error that keeps the last
 // good pods; at the start it means the source is not ready (no Snapshot).

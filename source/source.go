@@ -93,8 +93,8 @@ type Update struct {
 
 // fingerprint identifies what an update says, so that a source does not
 // send the same state again at every rescan or poll: pods by UID and
-// content hash (not config.seen, which changes at every read), ConfigMaps
-// and Secrets by content, the error text and Failing.
+// content hash (not config.seen, which changes at every read) and
+// warnings, ConfigMaps and Secrets by content, the error text and Failing.
 func fingerprint(u Update) string {
 	h := sha256.New()
 	field := func(parts ...string) {
@@ -108,6 +108,12 @@ func fingerprint(u Update) string {
 		field("no snapshot")
 	} else {
 		snapshotContent(h, u.Snapshot)
+		// Warnings change no pod, but what /pods and ps show of it.
+		for _, p := range u.Snapshot.Pods {
+			w := u.Snapshot.WarningsOf(p)
+			field("warnings", fmt.Sprint(len(w)))
+			field(w...)
+		}
 	}
 	if u.Err != nil {
 		field("err", u.Err.Error())

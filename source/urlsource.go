@@ -355,9 +355,7 @@ func (s *URLSource) Run(ctx context.Context, out chan<- Update) {
 						logger.Warn("manifest warning", "warning", w)
 					}
 				}
-				kept := *good
-				kept.Warnings = snap.Warnings
-				good = &kept
+				good = snap // the merger keeps the pods as first seen
 			}
 		}
 		u := Update{Source: s.URL, Snapshot: good, Err: err}

@@ -485,6 +485,34 @@ func TestURLSourceWarnsOfATypoThatChangesNothing(t *testing.T) {
 	}
 }
 
+// TestURLSourceHandsOnWarningsThatAloneChanged: as the file source, a
+// body whose one change is a misspelt field removed changes no pod but
+// the pod's warnings, shown from the Mux: an update must carry them.
+func TestURLSourceHandsOnWarningsThatAloneChanged(t *testing.T) {
+	const bad = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n  containers:\n  - name: c\n    image: img:1\n    colour: blue\n"
+	h := &switchable{h: serve(bad)}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	p := newProbe()
+	s := urlSource(t, srv.URL)
+	s.hooks = p.hooks(false)
+	out := startSource(t, s.Run)
+	mux := NewMux([]Named{{Name: srv.URL, Source: newFakeSource()}}, nil)
+	mux.update(waitFor(t, out, "the first fetch", pods("web")))
+	if w := mux.AnnotateWarnings(mux.Pods())[0].Annotations[AnnotationManifestWarnings]; !strings.Contains(w, "colour") {
+		t.Fatalf("first: warnings %q, want the colour one", w)
+	}
+	h.set(serve(strings.Replace(bad, "    colour: blue\n", "", 1)))
+	p.waitScans(t, 1) // a poll that may have begun before the change
+	if changed := p.waitScans(t, 10); !slices.Contains(changed, true) {
+		t.Fatalf("10 polls after the fix, none sent an update (changed = %v)", changed)
+	}
+	mux.update(<-out)
+	if w := mux.AnnotateWarnings(mux.Pods())[0].Annotations[AnnotationManifestWarnings]; w != "" {
+		t.Errorf("after the fix, the pod still carries the warning %q", w)
+	}
+}
+
 // TestURLSourceSeesAChangeWithinTheSameSecond: a manifest changed twice
 // within one second (a tool writing it in two steps) is served the second
 // time with the same Last-Modified (one-second resolution) and, from
