@@ -220,6 +220,10 @@ type fileScanner struct {
 	good    map[string]*manifest.Snapshot
 	usable  bool // a scan has listed the path once
 	missing bool // the path did not exist at the last scan
+	// linkTarget is, when the path is a file that is a symlink, the file
+	// it resolves to (as wantWatches last found it), whose directory is
+	// watched too.
+	linkTarget string
 
 	problems     problemLog
 	watchProblem problemLog
@@ -237,15 +241,21 @@ func newFileScanner(path, abs string, opts manifest.Options, reader *manifest.Fi
 // relevant reports whether an event on name can change what the path
 // holds: the path itself, an entry directly in it (a directory), or one of
 // its ancestors (watched while the path does not exist, or to see it
-// deleted and recreated). A single file's siblings are not relevant.
+// deleted and recreated). A single file's siblings are not relevant,
+// unless it is a symlink: then its target is, and so are its siblings (a
+// ..data link swapped, as in a ConfigMap volume). The kubelet watches the
+// path itself, which inotify resolves to the target.
 //
 // In a directory every entry counts, not only *.yaml: a rescan is cheap
 // and changes nothing when nothing changed, and a manifest may be a symlink
 // swapped through a dotfile (as Kubernetes' ..data in ConfigMap volumes).
 func (sc *fileScanner) relevant(name string) bool {
 	name = filepath.Clean(name)
-	return name == sc.abs || filepath.Dir(name) == sc.abs ||
-		strings.HasPrefix(sc.abs, strings.TrimSuffix(name, string(filepath.Separator))+string(filepath.Separator))
+	if name == sc.abs || filepath.Dir(name) == sc.abs ||
+		strings.HasPrefix(sc.abs, strings.TrimSuffix(name, string(filepath.Separator))+string(filepath.Separator)) {
+		return true
+	}
+	return sc.linkTarget != "" && (name == sc.linkTarget || filepath.Dir(name) == filepath.Dir(sc.abs))
 }
 
 // wholeManifest reports whether name, which a create event named, is a
@@ -271,12 +281,23 @@ func (sc *fileScanner) wholeManifest(name string) bool {
 }
 
 // wantWatches are the directories to watch: the path itself when it is a
-// directory, and its nearest existing parent (to see it appear, be
-// replaced by an editor's rename, or be deleted and recreated).
+// directory, the directory of its target when it is a file that is a
+// symlink (to see the target edited; it sets linkTarget), and its nearest
+// existing parent (to see it appear, be replaced by an editor's rename, or
+// be deleted and recreated).
 func (sc *fileScanner) wantWatches() []string {
 	var want []string
 	if info, err := os.Stat(sc.abs); err == nil && info.IsDir() {
 		want = append(want, sc.abs)
+	}
+	sc.linkTarget = ""
+	if info, err := os.Lstat(sc.abs); err == nil && info.Mode()&os.ModeSymlink != 0 {
+		if target, err := filepath.EvalSymlinks(sc.abs); err == nil {
+			if info, err := os.Stat(target); err == nil && !info.IsDir() {
+				sc.linkTarget = target
+				want = append(want, filepath.Dir(target))
+			}
+		}
 	}
 	for dir := filepath.Dir(sc.abs); ; dir = filepath.Dir(dir) {
 		if info, err := os.Stat(dir); err == nil && info.IsDir() {

@@ -491,3 +491,72 @@ func TestFileSourceRelevantEvents(t *testing.T) {
 		}
 	}
 }
+
+// TestFileSourceSeesTheTargetOfASymlinkEdited: the path is a file that is
+// a symlink to a manifest kept elsewhere. The kubelet (file_linux.go,
+// doWatch: w.Add(s.path)) watches the path itself, which inotify resolves
+// to the target, so an edit of the target is seen at once; so must it be
+// here, not only at the periodic rescan (an hour away in this test).
+func TestFileSourceSeesTheTargetOfASymlinkEdited(t *testing.T) {
+	root := t.TempDir()
+	real := filepath.Join(root, "store", "web.yaml")
+	writeFile(t, real, podImage("web", "nginx:1"), 0o644)
+	link := filepath.Join(root, "manifests", "web.yaml")
+	if err := os.MkdirAll(filepath.Dir(link), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(real, link); err != nil {
+		t.Fatal(err)
+	}
+	out := startSource(t, fileSource(t, link).Run)
+	waitFor(t, out, "the first scan", pods("web"))
+
+	// Rewritten in place (the kubelet: IN_MODIFY on the watched target).
+	if err := os.WriteFile(real, []byte(podImage("web", "nginx:2")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitImageSoon(t, out, "nginx:2")
+}
+
+// TestFileSourceSeesASymlinkSwappedAsAConfigMapVolume: the path is a file
+// that is a symlink through ..data, swapped as the kubelet's AtomicWriter
+// updates a ConfigMap volume (a new ..timestamp directory, ..data_tmp
+// renamed over ..data, the old directory removed). No event names the
+// file itself: the swap is an event on its sibling ..data.
+func TestFileSourceSeesASymlinkSwappedAsAConfigMapVolume(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "..v1", "web.yaml"), podImage("web", "nginx:1"), 0o644)
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.Symlink("..v1", filepath.Join(dir, "..data")))
+	must(os.Symlink("..data/web.yaml", filepath.Join(dir, "web.yaml")))
+	out := startSource(t, fileSource(t, filepath.Join(dir, "web.yaml")).Run)
+	waitFor(t, out, "the first scan", pods("web"))
+
+	writeFile(t, filepath.Join(dir, "..v2", "web.yaml"), podImage("web", "nginx:2"), 0o644)
+	must(os.Symlink("..v2", filepath.Join(dir, "..data_tmp")))
+	must(os.Rename(filepath.Join(dir, "..data_tmp"), filepath.Join(dir, "..data")))
+	must(os.RemoveAll(filepath.Join(dir, "..v1")))
+	waitImageSoon(t, out, "nginx:2")
+}
+
+// waitImageSoon waits 5 s for an update whose one pod runs image: only
+// fsnotify can bring it, the source's rescan is an hour away.
+func waitImageSoon(t *testing.T, ch <-chan Update, image string) {
+	t.Helper()
+	deadline := time.After(5 * time.Second)
+	for {
+		select {
+		case u := <-ch:
+			if u.Snapshot != nil && len(u.Snapshot.Pods) == 1 && u.Snapshot.Pods[0].Spec.Containers[0].Image == image {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("no update with %s within 5s (the rescan is an hour away)", image)
+		}
+	}
+}
