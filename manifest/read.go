@@ -21,9 +21,12 @@ import (
 // reading it whole would only cost memory.
 const MaxFileSize = 10 << 20
 
-// manifestExtensions are the names read from a directory, as the kubelet
-// reads them; anything else (editor backups and swap files such as x.yaml~,
-// .x.yaml.swp, *.bak, vim's 4913 probe) is ignored.
+// manifestExtensions are the names read from a directory; anything else
+// (editor backups and swap files such as x.yaml~, .x.yaml.swp, *.bak, vim's
+// 4913 probe) is ignored. podrun differs from the kubelet on purpose: its
+// extractFromDir (pkg/kubelet/config/file.go) reads every regular file
+// whose name does not start with a dot (Glob "[^.]*"), whatever its
+// extension (kube-up's *.manifest, but also x.yaml~).
 func manifestExtensions() []string { return []string{".yaml", ".yml", ".json"} }
 
 // ReadPath reads a file or a directory (not recursively, like the kubelet's
