@@ -115,16 +115,23 @@ func (s *FileSource) run(ctx context.Context, out chan<- Update, sc *fileScanner
 
 	var q latest
 	// gone are the files that a Remove or Rename event named since the
-	// last scan: one made again is a new file, which may be half-written,
-	// not a known one replaced by an atomic save.
+	// last (not quick) scan: one made again is a new file, which may be
+	// half-written, not a known one replaced by an atomic save.
 	gone := map[string]bool{}
-	scan := func() {
-		clear(gone)
+	// scan reads the path; quick is the scan of a quiet atomic save, in
+	// the middle of a burst, which leaves removals to the scan at its end.
+	scan := func(quick bool) {
 		if w != nil {
 			sc.watch(w)
 		}
-		changed := q.offer(sc.scan())
-		s.hooks.onScanned(changed)
+		var u Update
+		if quick {
+			u = sc.quickScan()
+		} else {
+			clear(gone)
+			u = sc.scan()
+		}
+		s.hooks.onScanned(q.offer(u))
 	}
 
 	// Debounce: each event pushes the rescan back by debounce, up to
@@ -163,7 +170,7 @@ func (s *FileSource) run(ctx context.Context, out chan<- Update, sc *fileScanner
 		return !busy && !wasGone && ev.Has(fsnotify.Create)
 	}
 
-	scan()
+	scan(false)
 	for {
 		select {
 		case <-ctx.Done():
@@ -183,7 +190,7 @@ func (s *FileSource) run(ctx context.Context, out chan<- Update, sc *fileScanner
 			s.hooks.onEvent(ev)
 			if quiet && sc.wholeManifest(ev.Name) {
 				// The debounced rescan still comes, for whatever follows.
-				scan()
+				scan(true)
 			}
 		case err, ok := <-watchErrs:
 			if !ok {
@@ -195,9 +202,9 @@ func (s *FileSource) run(ctx context.Context, out chan<- Update, sc *fileScanner
 			arm()
 		case <-timer:
 			timer = nil
-			scan()
+			scan(false)
 		case <-ticker.C:
-			scan()
+			scan(false)
 		}
 	}
 }
@@ -339,7 +346,17 @@ func (sc *fileScanner) watch(w *fsnotify.Watcher) {
 
 // scan reads the path and returns the source's state: per file, its new
 // content when good, else its last good content and its problem.
-func (sc *fileScanner) scan() Update {
+func (sc *fileScanner) scan() Update { return sc.scanFiles(false) }
+
+// quickScan is scan for a quiet atomic save, read before the burst of
+// events ends: a file read before that is missing now is kept as it was,
+// its last good pods and all. Another file may be in the middle of its own
+// save (vim renames x.yaml to x.yaml~ before it writes x.yaml again):
+// taken for deleted, its pods would be removed and made again, restarted.
+// The scan at the end of the burst removes the files really gone.
+func (sc *fileScanner) quickScan() Update { return sc.scanFiles(true) }
+
+func (sc *fileScanner) scanFiles(keepMissing bool) Update {
 	problems := map[string]error{}
 	var errs []error
 	var failing []string
@@ -380,7 +397,7 @@ func (sc *fileScanner) scan() Update {
 		}
 		sc.reader.Keep(files)
 		for _, f := range slices.Sorted(maps.Keys(sc.good)) {
-			if !read[f] {
+			if !read[f] && !keepMissing {
 				sc.logger.Info("manifest file removed", "file", f, "pods", len(sc.good[f].Pods))
 				delete(sc.good, f)
 			}

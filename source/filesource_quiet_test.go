@@ -107,3 +107,51 @@ func TestFileSourceWaitsForAFileRemovedAndMadeAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestFileSourceQuietSaveKeepsAFileMidSave: vim is saving x.yaml (it
+// renamed x.yaml to x.yaml~ and has not written the new x.yaml yet: the
+// burst goes on, the debounce timer is the test's) when a tool saves
+// y.yaml atomically. The quiet Create of y.yaml is read at once, but x.yaml,
+// missing, is not taken for deleted then: its pod would be removed and
+// made again at the end of vim's burst, a restart. Removals wait for the
+// scan at the end of the burst.
+func TestFileSourceQuietSaveKeepsAFileMidSave(t *testing.T) {
+	dir := t.TempDir()
+	x, y := filepath.Join(dir, "x.yaml"), filepath.Join(dir, "y.yaml")
+	writeFile(t, x, podNamed("alpha"), 0o644)
+	writeFile(t, y, podImage("beta", "nginx:1"), 0o644)
+	p := newProbe()
+	s := fileSource(t, dir)
+	s.Debounce = time.Hour
+	s.hooks = p.hooks(true)
+	out := startSource(t, s.Run)
+	waitFor(t, out, "the first scan", pods("alpha", "beta"))
+	p.waitScans(t, 1)
+
+	// vim, step 1: x.yaml becomes the backup.
+	if err := os.Rename(x, x+"~"); err != nil {
+		t.Fatal(err)
+	}
+	p.waitEvent(t, "x.yaml")
+	// Meanwhile y.yaml is saved atomically, and read at once.
+	atomicWrite(t, y, podImage("beta", "nginx:2"))
+	betaImage := func(u Update) string {
+		if u.Snapshot == nil {
+			return ""
+		}
+		for _, pod := range u.Snapshot.Pods {
+			if pod.Name == "beta-node1" {
+				return pod.Spec.Containers[0].Image
+			}
+		}
+		return ""
+	}
+	u := waitFor(t, out, "y's new content", func(u Update) bool { return betaImage(u) == "nginx:2" })
+	if !hasPods(u, "alpha", "beta") {
+		t.Fatalf("pod alpha, whose file is mid-save, was removed:\n%s", describeUpdate(u))
+	}
+
+	// vim never writes x.yaml again: at the end of the burst it is gone.
+	p.fire(t)
+	waitFor(t, out, "x.yaml removed at the end of the burst", pods("beta"))
+}
