@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/cache"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
+	"k8s.io/apiserver/pkg/authentication/group"
 	"k8s.io/apiserver/pkg/authentication/request/bearertoken"
 	"k8s.io/apiserver/pkg/authentication/request/union"
 	x509request "k8s.io/apiserver/pkg/authentication/request/x509"
@@ -78,6 +79,10 @@ type AuthenticatorOptions struct {
 // NewAuthenticator returns the node API's authenticator: a client
 // certificate verified against ClientCAFile, else a bearer token verified
 // by TokenReview (cached). A request with neither is not authenticated.
+// As the kubelet's (DelegatingAuthenticatorConfig.New wraps its union in
+// group.NewAuthenticatedGroupAdder), an authenticated user is also in the
+// group system:authenticated, which RBAC bindings to "every authenticated
+// user" name.
 func NewAuthenticator(o AuthenticatorOptions) authenticator.Request {
 	var all []authenticator.Request
 	if o.ClientCAFile != "" {
@@ -99,7 +104,7 @@ func NewAuthenticator(o AuthenticatorOptions) authenticator.Request {
 			return nil, false, nil
 		})
 	}
-	return union.New(all...)
+	return group.NewAuthenticatedGroupAdder(union.New(all...))
 }
 
 // NewX509Authenticator authenticates requests by their client certificate,

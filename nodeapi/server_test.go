@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -21,6 +22,7 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apiserver/pkg/authentication/user"
 )
 
 const testNode = "node1"
@@ -197,9 +199,12 @@ func TestClientCertificateFromTheClusterCAIsAuthorized(t *testing.T) {
 	}
 	sar := h.api.lastSAR()
 	want := authorizationv1.ResourceAttributes{Verb: "get", Version: "v1", Resource: "nodes", Subresource: "pods", Name: testNode}
-	if sar.User != "kube-apiserver-kubelet-client" || len(sar.Groups) != 1 || sar.Groups[0] != "system:masters" ||
+	// The groups are the certificate's O, then system:authenticated, which
+	// the kubelet adds to every authenticated user
+	// (group.NewAuthenticatedGroupAdder in DelegatingAuthenticatorConfig.New).
+	if sar.User != "kube-apiserver-kubelet-client" || !slices.Equal(sar.Groups, []string{"system:masters", user.AllAuthenticated}) ||
 		sar.ResourceAttributes == nil || *sar.ResourceAttributes != want {
-		t.Errorf("SubjectAccessReview = %+v %+v, want user from CN, groups from O and %+v", sar, sar.ResourceAttributes, want)
+		t.Errorf("SubjectAccessReview = %+v %+v, want user from CN, groups from O and system:authenticated, and %+v", sar, sar.ResourceAttributes, want)
 	}
 	if _, ok := sar.Extra["authentication.kubernetes.io/credential-id"]; !ok {
 		t.Errorf("SubjectAccessReview lost the user's extra: %+v", sar.Extra)
@@ -245,7 +250,8 @@ func TestBearerTokenIsReviewedOnceAndCached(t *testing.T) {
 		t.Errorf("3 requests made %d TokenReviews and %d SubjectAccessReviews, want 1 of each (cached)", trs, sars)
 	}
 	sar := h.api.lastSAR()
-	if sar.User != "system:serviceaccount:monitoring:scraper" || sar.UID != "sa1" || sar.ResourceAttributes.Subresource != "healthz" {
+	if sar.User != "system:serviceaccount:monitoring:scraper" || sar.UID != "sa1" || sar.ResourceAttributes.Subresource != "healthz" ||
+		!slices.Equal(sar.Groups, []string{"system:serviceaccounts", user.AllAuthenticated}) {
 		t.Errorf("SubjectAccessReview = %+v %+v", sar, sar.ResourceAttributes)
 	}
 
