@@ -362,10 +362,12 @@ func requestAttributes(u user.Info, r *http.Request, nodeName string) []authoriz
 	return attrs
 }
 
-// verbFor is the API verb of an HTTP method, as the kubelet maps it.
+// verbFor is the API verb of an HTTP method, as the kubelet maps it
+// (nodeAuthorizerAttributesGetter.GetRequestAttributes): any other method,
+// HEAD among them, has the verb "".
 func verbFor(method string) string {
 	switch method {
-	case http.MethodGet, http.MethodHead:
+	case http.MethodGet:
 		return "get"
 	case http.MethodPost:
 		return "create"

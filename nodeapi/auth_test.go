@@ -39,7 +39,9 @@ func TestRequestAttributes(t *testing.T) {
 		{"PUT", "/anything", "update", []string{"proxy"}},
 		{"PATCH", "/anything", "patch", []string{"proxy"}},
 		{"DELETE", "/anything", "delete", []string{"proxy"}},
-		{"HEAD", "/healthz", "get", []string{"healthz", "proxy"}},
+		// HEAD is no verb the kubelet knows (nodeAuthorizerAttributesGetter).
+		{"HEAD", "/healthz", "", []string{"healthz", "proxy"}},
+		{"HEAD", "/containerLogs/default/web/app", "", []string{"proxy"}},
 	} {
 		r := httptest.NewRequest(tc.method, tc.path, nil)
 		attrs := requestAttributes(u, r, "node1")

@@ -206,7 +206,9 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /pods", s.pods)
 	mux.HandleFunc("GET /containerLogs/{namespace}/{pod}/{container}", s.containerLogs)
-	notServed := []string{"/attach/", "/portForward/"}
+	// The methods of the kubelet's routes: exec, attach and portForward
+	// GET and POST, run POST.
+	notServed := []string{"GET /attach/", "POST /attach/", "GET /portForward/", "POST /portForward/"}
 	if s.opts.Exec != nil {
 		for _, p := range []string{"/{namespace}/{pod}/{container}", "/{namespace}/{pod}/{uid}/{container}"} {
 			mux.HandleFunc("GET /exec"+p, s.exec)
@@ -214,12 +216,47 @@ func (s *Server) Handler() http.Handler {
 			mux.HandleFunc("POST /run"+p, s.run)
 		}
 	} else {
-		notServed = append(notServed, "/exec/", "/run/")
+		notServed = append(notServed, "GET /exec/", "POST /exec/", "POST /run/")
 	}
 	for _, p := range notServed {
 		mux.HandleFunc(p, notImplemented)
 	}
-	return &guard{s: s, next: mux}
+	return &guard{s: s, next: routedMethods{mux}}
+}
+
+// routedMethods answers 405 Method Not Allowed, with the methods the path
+// takes in Allow, to a method that no route of the path takes, as the
+// kubelet's go-restful router does (jsr311: "405: Method Not Allowed").
+// HEAD among them: net/http's "GET /path" pattern also matches HEAD, but
+// the kubelet's routes are GET, POST, ... only, so a HEAD reads no log and
+// lists no pods. /healthz, which the kubelet installs as a plain handler
+// (healthz.InstallHandler), takes HEAD.
+type routedMethods struct{ mux *http.ServeMux }
+
+func (m routedMethods) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	takes := func(method string) bool {
+		probe := *r
+		probe.Method = method
+		_, pattern := m.mux.Handler(&probe)
+		return pattern != ""
+	}
+	healthz := r.URL.Path == "/healthz"
+	if healthz || (r.Method != http.MethodHead && takes(r.Method)) {
+		m.mux.ServeHTTP(w, r)
+		return
+	}
+	var allow []string
+	for _, method := range []string{http.MethodGet, http.MethodPost} {
+		if takes(method) {
+			allow = append(allow, method)
+		}
+	}
+	if len(allow) == 0 { // no such path: 404
+		m.mux.ServeHTTP(w, r)
+		return
+	}
+	w.Header().Set("Allow", strings.Join(allow, ", "))
+	http.Error(w, "405: Method Not Allowed", http.StatusMethodNotAllowed)
 }
 
 // guard authenticates and authorizes every request, bounds its writes and

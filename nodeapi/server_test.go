@@ -508,6 +508,53 @@ func TestNotImplementedStreams(t *testing.T) {
 	}
 }
 
+// HEAD is not GET: the kubelet's routes are GET (or POST) only, so HEAD
+// is 405 with the path's methods in Allow, authorized with the verb ""
+// and no log is read (net/http's "GET /path" pattern would match HEAD).
+// Only /healthz, a plain handler in the kubelet, answers HEAD.
+func TestHeadIsNotAllowedButOnHealthz(t *testing.T) {
+	h := newHarness(t, nil)
+	c := h.apiserverClient()
+	for _, tc := range []struct {
+		path  string
+		code  int
+		allow string
+	}{
+		{"/containerLogs/default/web-node1/app", 405, "GET"},
+		{"/pods", 405, "GET"},
+		{"/exec/default/web-node1/app", 405, "GET, POST"},
+		{"/run/default/web-node1/app", 405, "POST"},
+		{"/attach/default/web-node1/app", 405, "GET, POST"},
+		{"/healthz", 200, ""},
+		{"/nothing", 404, ""},
+	} {
+		resp, err := c.Head(h.base + tc.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.code || resp.Header.Get("Allow") != tc.allow {
+			t.Errorf("HEAD %s = %d Allow %q, want %d Allow %q", tc.path, resp.StatusCode, resp.Header.Get("Allow"), tc.code, tc.allow)
+		}
+		if sar := h.api.lastSAR(); sar.ResourceAttributes == nil || sar.ResourceAttributes.Verb != "" {
+			t.Errorf("HEAD %s was authorized as %+v, want the verb \"\"", tc.path, sar.ResourceAttributes)
+		}
+	}
+	if id, _ := h.eng.lastCall(); id != "" {
+		t.Errorf("a HEAD read the log of %q", id)
+	}
+	// Another method is answered the same way, HEAD not among those allowed.
+	req, _ := http.NewRequest(http.MethodPut, h.base+"/containerLogs/default/web-node1/app", nil)
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 405 || resp.Header.Get("Allow") != "GET" {
+		t.Errorf("PUT /containerLogs = %d Allow %q, want 405 Allow \"GET\"", resp.StatusCode, resp.Header.Get("Allow"))
+	}
+}
+
 func TestHealthz(t *testing.T) {
 	var sick error
 	h := newHarness(t, func(o *Options) { o.Healthy = func() error { return sick } })
