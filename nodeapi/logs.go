@@ -36,7 +36,11 @@ type LogRequest struct {
 
 // LogReader writes a container's log. The server has already found the pod
 // and the container in the pod's spec; LimitBytes is enforced by the
-// server, which stops the reader by cancelling ctx.
+// server, which stops the reader by cancelling ctx. The server sends its
+// 200 with the first write to w: a reader writes zero bytes once it has
+// found the run to read, as the kubelet's GetKubeletContainerLogs does, so
+// the client has its headers before the first line (a followed container
+// may write none for long); an error returned before any write is a 4xx.
 type LogReader interface {
 	// ContainerLogs writes the log of container of the pod namespace/pod
 	// (stdout and stderr, interleaved as written) to w, until its end, or
@@ -168,6 +172,11 @@ func (l EngineLogs) ContainerLogs(ctx context.Context, namespace, pod, container
 		opts.Tail = int(min(*req.TailLines, int64(1<<31-1)))
 	}
 	out := &lockedWriter{w: w}
+	// The run is found: the response starts (GetKubeletContainerLogs'
+	// zero-byte write to stdout).
+	if _, err := out.Write(nil); err != nil {
+		return err
+	}
 	var stdout, stderr io.Writer = out, out
 	if !req.Since.IsZero() {
 		fo := &sinceFilter{w: out, since: req.Since, strip: !req.Timestamps}

@@ -468,7 +468,11 @@ func (s *Server) containerLogs(w http.ResponseWriter, r *http.Request) {
 		}
 		http.Error(w, err.Error(), code)
 	case err != nil:
+		// The 200 is sent: as the kubelet (response.WriteError after its
+		// zero-byte write), the error ends the body.
 		s.log.Warn("container log stream broken", "namespace", ns, "pod", name, "container", container, "err", err)
+		_ = out.rc.SetWriteDeadline(time.Now().Add(out.timeout))
+		_, _ = io.WriteString(w, err.Error())
 	case !out.started:
 		setLogHeaders(w)
 		w.WriteHeader(http.StatusOK)
@@ -484,7 +488,10 @@ func setLogHeaders(w http.ResponseWriter) {
 var errLimitReached = errors.New("limitBytes reached")
 
 // logWriter streams a log to the client: the status is sent with the first
-// byte (until then an error can still be a 4xx), every write is flushed and
+// write (until then an error can still be a 4xx), even one of no bytes,
+// which a LogReader makes once it has found the container's run, so that a
+// followed log that is still silent gets its headers at once, as the
+// kubelet's GetKubeletContainerLogs does; every write is flushed and
 // bounded in time, and limitBytes cuts the stream. Safe for concurrent use.
 type logWriter struct {
 	w       http.ResponseWriter
@@ -508,13 +515,17 @@ func (l *logWriter) Write(p []byte) (int, error) {
 		return 0, io.ErrClosedPipe
 	case l.limited:
 		return 0, errLimitReached
-	case len(p) == 0:
+	case len(p) == 0 && l.started:
 		return 0, nil
 	}
 	if !l.started {
 		l.started = true
 		setLogHeaders(l.w)
 		l.w.WriteHeader(http.StatusOK)
+	}
+	if len(p) == 0 {
+		_ = l.rc.SetWriteDeadline(time.Now().Add(l.timeout))
+		return 0, l.rc.Flush()
 	}
 	full := len(p)
 	if l.limit > 0 && l.written+int64(len(p)) >= l.limit {

@@ -693,6 +693,42 @@ func testFollow(t *testing.T, proto string) {
 	}
 }
 
+// A followed log whose container writes nothing yet has its 200 and
+// headers at once: EngineLogs writes zero bytes once it has found the
+// run, as the kubelet's GetKubeletContainerLogs does through its flush
+// writer, and the server sends the status with that write.
+func TestContainerLogsFollowSendsHeadersAtOnce(t *testing.T) {
+	h := newHarness(t, nil)
+	h.eng.mu.Lock()
+	h.eng.follow["c2"] = make(chan string)
+	h.eng.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, h.base+"/containerLogs/default/web-node1/app?follow=true&tailLines=0", nil)
+	resp, err := h.apiserverClient().Do(req)
+	if err != nil {
+		t.Fatalf("no response headers for a silent followed log (the kubelet sends them at once): %v", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/plain") {
+		t.Errorf("silent follow = %d %q, want 200 text/plain", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+}
+
+// Once the run is found the 200 is sent, so an error of the engine after
+// it ends the body, as the kubelet's response.WriteError does after its
+// zero-byte write.
+func TestContainerLogsEngineErrorEndsTheBody(t *testing.T) {
+	h := newHarness(t, nil)
+	h.eng.mu.Lock()
+	delete(h.eng.logs, "c2")
+	h.eng.mu.Unlock()
+	code, body := h.get(h.apiserverClient(), "/containerLogs/default/web-node1/app")
+	if code != 200 || !strings.Contains(body, `the log of container "app" in pod "web-node1" is gone`) {
+		t.Errorf("a removed container's log = %d %q, want 200 and the error", code, body)
+	}
+}
+
 func TestContainerLogsLimitBytesEndsAFollow(t *testing.T) {
 	h := newHarness(t, nil)
 	follow := make(chan string)
