@@ -47,6 +47,10 @@ type clusterOptions struct {
 	TLSCertFile       string
 	TLSPrivateKeyFile string
 	ClientCAFile      string
+	// TokenWebhook verifies the node API's bearer tokens by TokenReview
+	// (the kubelet's authentication.webhook.enabled); false: bearer
+	// tokens are refused (401).
+	TokenWebhook bool
 	// StreamingConnectionIdleTimeout closes a node API exec stream with
 	// no traffic for this long.
 	StreamingConnectionIdleTimeout time.Duration
@@ -69,11 +73,24 @@ func addClusterFlags(f *pflag.FlagSet, o *clusterOptions) {
 	f.StringVar(&o.TLSCertFile, "tls-cert-file", "", "serving certificate of the node API (default: one made at first start under the root dir)")
 	f.StringVar(&o.TLSPrivateKeyFile, "tls-private-key-file", "", "key of --tls-cert-file")
 	f.StringVar(&o.ClientCAFile, "client-ca-file", "", "CA bundle that node API client certificates are checked against")
+	f.BoolVar(&o.TokenWebhook, "authentication-token-webhook", true, "verify node API bearer tokens by TokenReview; false refuses them")
 	f.DurationVar(&o.StreamingConnectionIdleTimeout, "streaming-connection-idle-timeout", 4*time.Hour, "how long a node API exec stream may have no traffic before it is closed")
 	f.StringSliceVar(&o.ClusterDNS, "cluster-dns", nil, "DNS server addresses of the cluster, for pods of dnsPolicy ClusterFirst (comma-separated)")
 	f.StringVar(&o.ClusterDomain, "cluster-domain", "", "the cluster's DNS domain, searched by ClusterFirst pods")
 	f.DurationVar(&o.StatusUpdateFrequency, "node-status-update-frequency", node.DefaultStatusUpdateFrequency, "how often the node's status is computed and posted if it changed")
 	f.DurationVar(&o.StatusReportFrequency, "node-status-report-frequency", node.DefaultStatusReportFrequency, "how often the node's status is posted when it did not change")
+}
+
+// nodeAPIAuthentication is how the node API authenticates: client
+// certificates of --client-ca-file, and bearer tokens by TokenReview with
+// client unless --authentication-token-webhook=false (as the kubelet's
+// authentication.webhook.enabled: no token authenticator at all).
+func (o *clusterOptions) nodeAPIAuthentication(client nodeapi.ClientFunc) nodeapi.AuthenticatorOptions {
+	a := nodeapi.AuthenticatorOptions{ClientCAFile: o.ClientCAFile}
+	if o.TokenWebhook {
+		a.Client = client
+	}
+	return a
 }
 
 // validate checks the cluster flags; nothing is checked without
@@ -276,7 +293,7 @@ func newCluster(ctx context.Context, opts *watchOptions, kc *kubeClient, events 
 		TLSKeyFile:        opts.Cluster.TLSPrivateKeyFile,
 		RootDir:           opts.RootDir,
 		NodeIPs:           []net.IP{net.ParseIP(nodeIP)},
-		Authenticator:     nodeapi.NewAuthenticator(nodeapi.AuthenticatorOptions{ClientCAFile: opts.Cluster.ClientCAFile, Client: clientAs[nodeapi.Client](kc)}),
+		Authenticator:     nodeapi.NewAuthenticator(opts.Cluster.nodeAPIAuthentication(clientAs[nodeapi.Client](kc))),
 		Authorizer:        nodeapi.NewAuthorizer(nodeapi.AuthorizerOptions{Client: clientAs[nodeapi.Client](kc)}),
 		Pods:              r,
 		Logs:              nodeapi.EngineLogs{Pods: r, Engine: rt},

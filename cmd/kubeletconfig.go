@@ -92,6 +92,11 @@ func kubeletConfigFlags(data []byte) (map[string][]string, []string, error) {
 	if kc.TLSPrivateKeyFile != "" {
 		set("tls-private-key-file", kc.TLSPrivateKeyFile)
 	}
+	// Its default is true (SetDefaults_KubeletConfiguration), so only an
+	// explicit false says anything.
+	if w := kc.Authentication.Webhook.Enabled; w != nil && !*w {
+		set("authentication-token-webhook", "false")
+	}
 	if kc.Authentication.X509.ClientCAFile != "" {
 		set("client-ca-file", kc.Authentication.X509.ClientCAFile)
 	}
@@ -148,7 +153,7 @@ func kubeletConfigFlags(data []byte) (map[string][]string, []string, error) {
 		"nodeStatusUpdateFrequency", "nodeStatusReportFrequency",
 		"healthzBindAddress", "healthzPort", "address", "port", "enableServer",
 		"tlsCertFile", "tlsPrivateKeyFile",
-		"authentication.x509.clientCAFile", "authentication.webhook.cacheTTL",
+		"authentication.x509.clientCAFile", "authentication.webhook.enabled", "authentication.webhook.cacheTTL",
 		"authorization.webhook.cacheAuthorizedTTL", "authorization.webhook.cacheUnauthorizedTTL",
 		"imageGCHighThresholdPercent", "imageGCLowThresholdPercent", "imageMinimumGCAge",
 		"clusterDNS", "clusterDomain", "maxPods", "streamingConnectionIdleTimeout", "runtimeRequestTimeout", "allowedUnsafeSysctls",
@@ -160,11 +165,9 @@ func kubeletConfigFlags(data []byte) (map[string][]string, []string, error) {
 		switch {
 		case slices.Contains(understood, path), path == "podPidsLimit",
 			strings.HasPrefix(path, "evictionHard.") && slices.Contains(measuredSignals, strings.TrimPrefix(path, "evictionHard.")):
-		// podrun always authenticates by client certificate and
-		// TokenReview, refuses anonymous requests and authorizes by
+		// podrun always refuses anonymous requests and authorizes by
 		// SubjectAccessReview: the settings kubeadm writes.
-		case path == "authentication.webhook.enabled" && v == true,
-			path == "authentication.anonymous.enabled" && v == false,
+		case path == "authentication.anonymous.enabled" && v == false,
 			path == "authorization.mode" && v == string(kubeletv1beta1.KubeletAuthorizationModeWebhook):
 		case isZeroConfig(v):
 		default:

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/podrun/podrun/nodeapi"
 )
 
 // kubeadmKubeletConfig is /var/lib/kubelet/config.yaml as kubeadm v1.37
@@ -128,6 +130,48 @@ func TestKubeletConfigurationReadByConfig(t *testing.T) {
 	warn := errOut.String()
 	if strings.Count(warn, "does not implement") != 1 || !strings.Contains(warn, "evictionHard.nodefs.inodesFree, rotateCertificates") {
 		t.Errorf("want one warning naming exactly evictionHard.nodefs.inodesFree and rotateCertificates, got:\n%s", warn)
+	}
+}
+
+// authentication.webhook.enabled defaults to true in KubeletConfiguration
+// v1beta1 (SetDefaults_KubeletConfiguration), so an explicit false is no
+// default: it is --authentication-token-webhook=false, and the node API
+// then has no TokenReview authenticator (bearer tokens get 401), as the
+// kubelet's. true, as kubeadm writes it, keeps TokenReview.
+func TestKubeletConfigurationTokenWebhook(t *testing.T) {
+	for _, tc := range []struct {
+		enabled string
+		want    bool
+	}{{"false", false}, {"true", true}, {"", true}} {
+		file := "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
+		if tc.enabled != "" {
+			file += "authentication:\n  webhook:\n    enabled: " + tc.enabled + "\n"
+		}
+		_, ignored, err := kubeletConfigFlags([]byte(file))
+		if err != nil || len(ignored) != 0 {
+			t.Errorf("webhook.enabled %q: ignored %v, %v; want it read", tc.enabled, ignored, err)
+		}
+		cfg := filepath.Join(t.TempDir(), "config.yaml")
+		os.WriteFile(cfg, []byte(file), 0o600)
+		var got *watchOptions
+		g := &globalOptions{In: strings.NewReader(""), Out: &bytes.Buffer{}, ErrOut: &bytes.Buffer{}}
+		root := newRootCmd(g)
+		for _, c := range root.Commands() {
+			if c.Name() == "watch" {
+				root.RemoveCommand(c)
+			}
+		}
+		root.AddCommand(newWatchCmd(g, func(_ context.Context, o *watchOptions) error { got = o; return nil }))
+		root.SetArgs([]string{"watch", "--config", cfg, "--path", t.TempDir()})
+		if err := root.ExecuteContext(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		client := func() (nodeapi.Client, error) { return nil, nil }
+		auth := got.Cluster.nodeAPIAuthentication(client)
+		if got.Cluster.TokenWebhook != tc.want || (auth.Client != nil) != tc.want {
+			t.Errorf("webhook.enabled %q: --authentication-token-webhook %v, TokenReview client %v; want %v",
+				tc.enabled, got.Cluster.TokenWebhook, auth.Client != nil, tc.want)
+		}
 	}
 }
 

@@ -266,6 +266,27 @@ func TestBearerTokenIsReviewedOnceAndCached(t *testing.T) {
 	}
 }
 
+// Without a TokenReview client (the kubelet's authentication.webhook.enabled
+// false) a bearer token is not reviewed: 401.
+func TestBearerTokenWithoutTokenReviewIsUnauthorized(t *testing.T) {
+	h := newHarness(t, func(o *Options) {
+		// The harness's CA file, beside the root dir.
+		o.Authenticator = NewAuthenticator(AuthenticatorOptions{ClientCAFile: filepath.Join(o.RootDir, "..", "ca-cluster-ca.crt")})
+	})
+	h.api.set(func(f *fakeAPIServer) {
+		f.tokens["good"] = authenticationv1.UserInfo{Username: "kube-apiserver-kubelet-client"}
+	})
+	if code, body := h.get(h.client(nil, "good"), "/healthz"); code != http.StatusUnauthorized {
+		t.Errorf("GET /healthz with a token and no TokenReview = %d %q, want 401", code, body)
+	}
+	if code, body := h.get(h.apiserverClient(), "/healthz"); code != 200 {
+		t.Errorf("GET /healthz with a client certificate = %d %q, want 200", code, body)
+	}
+	if trs, _ := h.api.counts(); trs != 0 {
+		t.Errorf("%d TokenReviews, want none", trs)
+	}
+}
+
 func TestUnreachableAPIServerIsUnauthorizedForTokensAndErrorForAuthorization(t *testing.T) {
 	h := newHarness(t, nil)
 	h.api.set(func(f *fakeAPIServer) { f.fail = true })
