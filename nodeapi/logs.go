@@ -32,6 +32,9 @@ type LogRequest struct {
 	TailLines *int64
 	// Since, when not zero, drops the lines written before it.
 	Since time.Time
+	// Stream is the one stream to read, v1.LogStreamStdout or
+	// v1.LogStreamStderr; "" or v1.LogStreamAll: both.
+	Stream string
 }
 
 // LogReader writes a container's log. The server has already found the pod
@@ -43,11 +46,12 @@ type LogRequest struct {
 // may write none for long); an error returned before any write is a 4xx.
 type LogReader interface {
 	// ContainerLogs writes the log of container of the pod namespace/pod
-	// (stdout and stderr, interleaved as written) to w, until its end, or
-	// with req.Follow until the container ends or ctx does. ErrNotFound
-	// (wrapped) when there is no such pod or container (404); any other
-	// error (a container that has not started, no previous run) is the
-	// client's to read (400), as the kubelet answers.
+	// (stdout and stderr, interleaved as written, or req.Stream alone) to
+	// w, until its end, or with req.Follow until the container ends or
+	// ctx does. ErrNotFound (wrapped) when there is no such pod or
+	// container (404); any other error (a container that has not started,
+	// no previous run) is the client's to read (400), as the kubelet
+	// answers.
 	ContainerLogs(ctx context.Context, namespace, pod, container string, req LogRequest, w io.Writer) error
 }
 
@@ -57,8 +61,10 @@ var ErrNotFound = errors.New("not found")
 
 // parseLogRequest reads the query of /containerLogs as the kubelet does
 // (v1.PodLogOptions' query parameters, and the old "tail"). A value that
-// does not parse is 400; a value out of range 422. limitBytes is returned
-// apart: the server enforces it.
+// does not parse is 400; one that ValidatePodLogOptions refuses 422.
+// stream is read as the kubelet reads it with its PodLogsQuerySplitStreams
+// gate on (podrun has no gates): Stdout or Stderr alone, or All.
+// limitBytes is returned apart: the server enforces it.
 func parseLogRequest(q url.Values, now time.Time) (req LogRequest, limitBytes int64, status int, err error) {
 	bad := func(format string, a ...any) (LogRequest, int64, int, error) {
 		return LogRequest{}, 0, 400, fmt.Errorf(format, a...)
@@ -94,7 +100,15 @@ func parseLogRequest(q url.Values, now time.Time) (req LogRequest, limitBytes in
 			return bad("sinceTime %q is not an RFC 3339 time", s)
 		}
 	}
+	stream, streamSet := "", false
+	if vs, ok := q["stream"]; ok && len(vs) > 0 {
+		stream, streamSet = vs[0], true
+	}
 	switch {
+	case streamSet && stream != v1.LogStreamStdout && stream != v1.LogStreamStderr && stream != v1.LogStreamAll:
+		return invalid("stream %q is not %s, %s or %s", stream, v1.LogStreamStdout, v1.LogStreamStderr, v1.LogStreamAll)
+	case streamSet && stream != v1.LogStreamAll && tail != nil:
+		return invalid("tailLines and a specific stream are mutually exclusive")
 	case tail != nil && *tail < 0:
 		return invalid("tailLines must be greater than or equal to 0")
 	case limit != nil && *limit < 1:
@@ -106,6 +120,7 @@ func parseLogRequest(q url.Values, now time.Time) (req LogRequest, limitBytes in
 	}
 	req.TailLines = tail
 	req.Since = sinceTime
+	req.Stream = stream
 	// Longer ago than a time.Duration reaches (~292 years) is the whole
 	// log; the product would overflow into a time in the future, and
 	// drop every line.
@@ -184,6 +199,14 @@ func (l EngineLogs) ContainerLogs(ctx context.Context, namespace, pod, container
 		defer fo.flush()
 		defer fe.flush()
 		stdout, stderr = fo, fe
+	}
+	// One stream: the other is read and dropped (the kubelet gives the
+	// runtime a nil writer for it).
+	switch req.Stream {
+	case v1.LogStreamStdout:
+		stderr = io.Discard
+	case v1.LogStreamStderr:
+		stdout = io.Discard
 	}
 	err = l.Engine.ContainerLogs(ctx, id, opts, stdout, stderr)
 	if errors.Is(err, engine.ErrNotFound) {

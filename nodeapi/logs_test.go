@@ -50,6 +50,16 @@ func TestParseLogRequest(t *testing.T) {
 		{"limitBytes=0", LogRequest{}, 0, 422},
 		{"sinceSeconds=0", LogRequest{}, 0, 422},
 		{"sinceSeconds=5&sinceTime=2029-12-31T23:00:00Z", LogRequest{}, 0, 422},
+		// stream as ValidatePodLogOptions checks it: one of three, and a
+		// specific one not with tailLines (nor the old tail).
+		{"stream=Stdout", LogRequest{Stream: "Stdout"}, 0, 200},
+		{"stream=Stderr&limitBytes=5", LogRequest{Stream: "Stderr"}, 5, 200},
+		{"stream=All&tailLines=3", LogRequest{Stream: "All", TailLines: i(3)}, 0, 200},
+		{"stream=Bogus", LogRequest{}, 0, 422},
+		{"stream=stdout", LogRequest{}, 0, 422},
+		{"stream=", LogRequest{}, 0, 422},
+		{"stream=Stderr&tailLines=1", LogRequest{}, 0, 422},
+		{"stream=Stdout&tail=1", LogRequest{}, 0, 422},
 	} {
 		q, err := url.ParseQuery(tc.query)
 		if err != nil {
@@ -63,7 +73,7 @@ func TestParseLogRequest(t *testing.T) {
 		if status != 200 {
 			continue
 		}
-		if got.Follow != tc.want.Follow || got.Previous != tc.want.Previous || got.Timestamps != tc.want.Timestamps ||
+		if got.Follow != tc.want.Follow || got.Previous != tc.want.Previous || got.Timestamps != tc.want.Timestamps || got.Stream != tc.want.Stream ||
 			!got.Since.Equal(tc.want.Since) || limit != tc.limit ||
 			(got.TailLines == nil) != (tc.want.TailLines == nil) || (got.TailLines != nil && *got.TailLines != *tc.want.TailLines) {
 			t.Errorf("%q: got %+v limit %d, want %+v limit %d", tc.query, got, limit, tc.want, tc.limit)
