@@ -241,7 +241,8 @@ type fakeEngine struct {
 	follow  map[string]chan string
 	calls   []engine.LogOptions
 	callIDs []string
-	// returned is sent to when a ContainerLogs call returns.
+	// returned is sent to when a ContainerLogs call returns, unless it
+	// is full (a test that makes many calls does not wait on it).
 	returned chan error
 }
 
@@ -258,7 +259,12 @@ func newFakeEngine() *fakeEngine {
 const dockerTime = "2006-01-02T15:04:05.000000000Z07:00"
 
 func (f *fakeEngine) ContainerLogs(ctx context.Context, id string, opts engine.LogOptions, stdout, stderr io.Writer) (err error) {
-	defer func() { f.returned <- err }()
+	defer func() {
+		select {
+		case f.returned <- err:
+		default:
+		}
+	}()
 	f.mu.Lock()
 	lines, ok := f.logs[id]
 	follow := f.follow[id]

@@ -93,11 +93,14 @@ func parseLogRequest(q url.Values, now time.Time) (req LogRequest, limitBytes in
 	if err != nil {
 		return bad("%v", err)
 	}
+	// As metav1.Time.UnmarshalQueryParameter: "" and "null" (older
+	// clients' JSON) are the zero time, given all the same.
 	var sinceTime time.Time
-	if s := q.Get("sinceTime"); s != "" {
-		sinceTime, err = time.Parse(time.RFC3339, s)
+	vs, sinceTimeSet := q["sinceTime"]
+	if sinceTimeSet && len(vs) > 0 && vs[0] != "" && vs[0] != "null" {
+		sinceTime, err = time.Parse(time.RFC3339, vs[0])
 		if err != nil {
-			return bad("sinceTime %q is not an RFC 3339 time", s)
+			return bad("sinceTime %q is not an RFC 3339 time", vs[0])
 		}
 	}
 	stream, streamSet := "", false
@@ -113,7 +116,7 @@ func parseLogRequest(q url.Values, now time.Time) (req LogRequest, limitBytes in
 		return invalid("tailLines must be greater than or equal to 0")
 	case limit != nil && *limit < 1:
 		return invalid("limitBytes must be greater than 0")
-	case since != nil && !sinceTime.IsZero():
+	case since != nil && sinceTimeSet:
 		return invalid("at most one of sinceTime or sinceSeconds may be given")
 	case since != nil && *since < 1:
 		return invalid("sinceSeconds must be greater than 0")
@@ -143,11 +146,15 @@ func queryBool(q url.Values, name string) bool {
 	return vs[0] != "0" && !strings.EqualFold(vs[0], "false")
 }
 
+// queryInt is an integer query parameter as Kubernetes reads one
+// (runtime.Convert_Slice_string_To_Pointer_int64): absent is nil, and a
+// value that is not an integer, "" included, is an error.
 func queryInt(q url.Values, name string) (*int64, error) {
-	s := q.Get(name)
-	if s == "" {
+	vs, ok := q[name]
+	if !ok || len(vs) == 0 {
 		return nil, nil
 	}
+	s := vs[0]
 	n, err := strconv.ParseInt(s, 10, 64)
 	if err != nil {
 		return nil, fmt.Errorf("%s %q is not an integer", name, s)

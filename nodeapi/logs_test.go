@@ -60,6 +60,17 @@ func TestParseLogRequest(t *testing.T) {
 		{"stream=", LogRequest{}, 0, 422},
 		{"stream=Stderr&tailLines=1", LogRequest{}, 0, 422},
 		{"stream=Stdout&tail=1", LogRequest{}, 0, 422},
+		// As the kubelet's parameter codec: an empty integer does not
+		// decode (400); an empty or "null" sinceTime is the zero time,
+		// given (so not with sinceSeconds).
+		{"tailLines=", LogRequest{}, 0, 400},
+		{"limitBytes=", LogRequest{}, 0, 400},
+		{"sinceSeconds=", LogRequest{}, 0, 400},
+		{"tail=", LogRequest{}, 0, 200}, // the old tail: empty is absent
+		{"sinceTime=", LogRequest{}, 0, 200},
+		{"sinceTime=null", LogRequest{}, 0, 200},
+		{"sinceTime=null&sinceSeconds=5", LogRequest{}, 0, 422},
+		{"sinceTime=&sinceSeconds=5", LogRequest{}, 0, 422},
 	} {
 		q, err := url.ParseQuery(tc.query)
 		if err != nil {

@@ -626,6 +626,8 @@ func TestContainerLogs(t *testing.T) {
 		{"image not pulled", "/containerLogs/kube-system/coredns-abc/coredns", 400, "waiting to start: image can't be pulled", ""},
 		{"no previous run", "/containerLogs/default/web-node1/setup?previous=true", 400, "previous terminated container", ""},
 		{"bad tail", "/containerLogs/default/web-node1/app?tailLines=x", 400, "not an integer", ""},
+		{"empty tail", "/containerLogs/default/web-node1/app?tailLines=", 400, "not an integer", ""},
+		{"null sinceTime", "/containerLogs/default/web-node1/app?sinceTime=null", 200, "line 1\nline 2 (stderr)\nline 3\nline 4\nline 5\n", "c2"},
 		{"negative tail", "/containerLogs/default/web-node1/app?tailLines=-1", 422, "tailLines", ""},
 		{"two sinces", "/containerLogs/default/web-node1/app?sinceSeconds=1&sinceTime=2030-01-02T03:04:12Z", 422, "at most one", ""},
 	} {
