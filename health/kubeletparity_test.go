@@ -64,7 +64,7 @@ func stallingServer(t *testing.T) *net.TCPAddr {
 	return srv.Listener.Addr().(*net.TCPAddr)
 }
 
-// kubeletHTTPProbe runs the kubelet's HTTP prober against addr and reports
+// kubeletHTTPProbeErrs runs the kubelet's HTTP prober against addr and reports
 // whether its prober errs, which makes the kubelet discard the run
 // (pkg/kubelet/prober: "Prober error, throw away the result").
 func kubeletHTTPProbeErrs(t *testing.T, scheme string, addr *net.TCPAddr) bool {
@@ -156,4 +156,3 @@ func TestHTTPGetURLAsTheKubelet(t *testing.T) {
 		}
 	}
 }
-
