@@ -637,10 +637,12 @@ func computeInitActions(pod *v1.Pod, state *podState, sandboxID string, backoff 
 		case st.State == engine.StateRunning:
 			waitApps(pod, a)
 			return false
-		case st.ExitCode == 0:
+		case st.ExitCode == 0 && !st.OOMKilled:
 			continue
 		}
-		// This init container failed.
+		// This init container failed: it exited non-zero, or was
+		// OOM-killed, which the kubelet's isInitContainerFailed counts as
+		// a failure whatever the exit code.
 		if !RestartsAfterExit(pod, c, st.ExitCode) {
 			a.PodFailed = true
 			a.Kill = append(a.Kill, runningKills(state, "init container failed")...)
@@ -775,15 +777,16 @@ func podFinished(pod *v1.Pod, state *podState, sandboxID string) bool {
 	return terminalApps(pod, state, sandboxID) || initFailed(pod, state, sandboxID)
 }
 
-// initFailed reports whether a (non-sidecar) init container exited non-zero
-// in sandboxID and its restart policy does not run it again.
+// initFailed reports whether a (non-sidecar) init container failed in
+// sandboxID (exited non-zero, or was OOM-killed, as the kubelet's
+// isInitContainerFailed) and its restart policy does not run it again.
 func initFailed(pod *v1.Pod, state *podState, sandboxID string) bool {
 	for i := range pod.Spec.InitContainers {
 		c := &pod.Spec.InitContainers[i]
 		if isSidecar(c) {
 			continue
 		}
-		if st := state.latest(c.Name, sandboxID); st != nil && st.State == engine.StateExited && st.ExitCode != 0 &&
+		if st := state.latest(c.Name, sandboxID); st != nil && st.State == engine.StateExited && (st.ExitCode != 0 || st.OOMKilled) &&
 			!RestartsAfterExit(pod, c, st.ExitCode) {
 			return true
 		}

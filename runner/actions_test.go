@@ -216,6 +216,30 @@ func computeCases() []computeCase {
 			want: want{podFailed: true},
 		},
 		{
+			// Exit 0 but OOM-killed (Docker's State.OOMKilled, status
+			// reason OOMKilled) is a failure to the kubelet's
+			// isInitContainerFailed: the pod fails under Never ...
+			name: "OOM-killed init that exited 0 under Never fails the pod",
+			pod:  testPod(never, []string{"i1"}, "a"),
+			state: func(p *v1.Pod) *podState {
+				st := newState(p).sandbox("s", 0, engine.StateRunning).container("s", "i1", 0, engine.StateExited, 0).build()
+				st.Containers[0].OOMKilled = true
+				return st
+			},
+			want: want{podFailed: true, stopSandbox: true},
+		},
+		{
+			// ... and the init container runs again under Always.
+			name: "OOM-killed init that exited 0 under Always is restarted",
+			pod:  testPod(always, []string{"i1"}, "a"),
+			state: func(p *v1.Pod) *podState {
+				st := newState(p).sandbox("s", 0, engine.StateRunning).container("s", "i1", 0, engine.StateExited, 0).build()
+				st.Containers[0].OOMKilled = true
+				return st
+			},
+			want: want{init: "i1"},
+		},
+		{
 			name: "failed init under OnFailure is restarted",
 			pod:  testPod(onFailure, []string{"i1"}, "a"),
 			state: func(p *v1.Pod) *podState {
