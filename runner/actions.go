@@ -430,6 +430,13 @@ func computePodActions(pod *v1.Pod, state *podState, backoff *flowcontrol.Backof
 		}
 		a.StopSandbox = true
 		a.StartEphemeral = nil
+		// Nor is an exited sidecar started again to keep the pod alive:
+		// the kubelet clears InitContainersToStart when it kills the pod
+		// (computePodActions).
+		for _, c := range a.StartSidecars {
+			delete(a.Reasons, c.Name)
+		}
+		a.StartSidecars = nil
 	}
 	return a
 }

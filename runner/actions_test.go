@@ -169,6 +169,30 @@ func computeCases() []computeCase {
 			want: want{init: "s1,s2", apps: []string{"a"}},
 		},
 		{
+			// The kubelet kills a pod whose apps are done for good and
+			// starts none of its init containers (computePodActions:
+			// "InitContainersToStart = nil // To prevent the restartable
+			// init containers to keep pod alive").
+			name: "finished Never pod does not start its exited sidecars again",
+			pod:  sidecarsPod(never),
+			state: func(p *v1.Pod) *podState {
+				return newState(p).sandbox("s", 0, engine.StateRunning).container("s", "s1", 0, engine.StateExited, 1).
+					container("s", "i", 0, engine.StateExited, 0).container("s", "s2", 0, engine.StateRunning, 0).
+					container("s", "a", 0, engine.StateExited, 1).container("s", "b", 0, engine.StateExited, 0).build()
+			},
+			want: want{stopSandbox: true, kill: []string{"s2-0"}},
+		},
+		{
+			name: "finished OnFailure pod does not start its exited sidecars again",
+			pod:  sidecarsPod(onFailure),
+			state: func(p *v1.Pod) *podState {
+				return newState(p).sandbox("s", 0, engine.StateRunning).container("s", "s1", 0, engine.StateExited, 0).
+					container("s", "i", 0, engine.StateExited, 0).container("s", "s2", 0, engine.StateExited, 137).
+					container("s", "a", 0, engine.StateExited, 0).container("s", "b", 0, engine.StateExited, 0).build()
+			},
+			want: want{stopSandbox: true},
+		},
+		{
 			name:  "new pod with init containers starts the first init only",
 			pod:   testPod(always, []string{"i1", "i2"}, "a"),
 			state: func(p *v1.Pod) *podState { return newState(p).build() },
