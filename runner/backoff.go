@@ -19,16 +19,19 @@ func newBackoff(clk clock.Clock) *flowcontrol.Backoff {
 	return flowcontrol.NewFakeBackOff(backoffInitial, backoffMax, clk)
 }
 
-// backoffKey names one container of one pod at one spec: an edit of the
-// container starts a fresh back-off, as it does in the kubelet.
+// backoffKey names one container of one pod at one spec, resources
+// included: an edit of the container, or a change of its resources alone
+// (a memory limit raised for a container OOM-killed in a loop), starts a
+// fresh back-off, as the kubelet's GetBackoffKey, which covers
+// container.Resources.
 func backoffKey(pod *v1.Pod, c *v1.Container) string {
-	return string(pod.UID) + "/" + c.Name + "/" + ContainerHash(c)
+	return string(pod.UID) + "/" + c.Name + "/" + ContainerHash(c) + "/" + ResourcesHash(c)
 }
 
-// freshStartForEdits gives each container whose spec changed from old to
-// pod a fresh start, as the kubelet's static pods get one at every edit
-// (an edit is a new pod, of a new UID, to it): no crash-loop or start
-// back-off, and no start error, of before. backoffKey alone gives that
+// freshStartForEdits gives each container whose spec or resources changed
+// from old to pod a fresh start, as the kubelet's static pods get one at
+// every edit (an edit is a new pod, of a new UID, to it): no crash-loop or
+// start back-off, and no start error, of before. backoffKey alone gives that
 // only to a spec never seen before: the edit that puts back a spec that
 // ran before (the revert of an image typo) would find that spec's old
 // back-off, and the run podrun stopped for the typo would count as its
@@ -39,10 +42,10 @@ func (w *podWorker) freshStartForEdits(old, pod *v1.Pod) {
 	}
 	before := map[string]string{}
 	for _, c := range allContainers(old) {
-		before[c.Name] = ContainerHash(c)
+		before[c.Name] = ContainerHash(c) + "/" + ResourcesHash(c)
 	}
 	for _, c := range allContainers(pod) {
-		if before[c.Name] == ContainerHash(c) {
+		if before[c.Name] == ContainerHash(c)+"/"+ResourcesHash(c) {
 			continue
 		}
 		// A container added again is edited too.
