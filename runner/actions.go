@@ -356,17 +356,21 @@ func computePodActions(pod *v1.Pod, state *podState, backoff *flowcontrol.Backof
 		// What runs nothing goes in this sync, before the new sandbox is
 		// made, as when the sandbox runs.
 		removeDead(state, a.AdoptSandbox, specNamesOf(pod), a)
+		// A container whose last run (in the dead sandbox) is in its
+		// crash-loop back-off waits for it in the new one too: the
+		// kubelet's doBackOff holds every start.
 		if len(pod.Spec.InitContainers) > 0 {
-			a.startInit(&pod.Spec.InitContainers[0], reasonNewSandbox)
-			a.wait(a.StartInit.Name, waiting{Reason: "PodInitializing"})
-			for i := range pod.Spec.Containers {
-				a.wait(pod.Spec.Containers[i].Name, waiting{Reason: "PodInitializing"})
+			c := &pod.Spec.InitContainers[0]
+			if !heldInBackoff(pod, c, state, backoff, a) {
+				a.startInit(c, reasonNewSandbox)
+				a.wait(c.Name, waiting{Reason: "PodInitializing"})
 			}
+			waitApps(pod, a)
 			return a
 		}
 		for i := range pod.Spec.Containers {
 			c := &pod.Spec.Containers[i]
-			if succeededBefore(pod, c, state) {
+			if succeededBefore(pod, c, state) || heldInBackoff(pod, c, state, backoff, a) {
 				continue
 			}
 			a.startApp(c, reasonNewSandbox)
@@ -610,14 +614,11 @@ func computeInitActions(pod *v1.Pod, state *podState, sandboxID string, backoff 
 				}
 				return false
 			}
-			if st != nil && st.State == engine.StateExited {
-				if w, held := inBackoff(pod, c, st, backoff); held {
-					a.wait(c.Name, w)
-					if appsStarted {
-						continue
-					}
-					return false
+			if (st == nil || st.State == engine.StateExited) && heldInBackoff(pod, c, state, backoff, a) {
+				if appsStarted {
+					continue
 				}
+				return false
 			}
 			if st == nil {
 				startSidecar(c, reasonNotCreated)
@@ -634,7 +635,9 @@ func computeInitActions(pod *v1.Pod, state *podState, sandboxID string, backoff 
 		}
 		switch {
 		case st == nil:
-			a.startInit(c, reasonNotCreated)
+			if !heldInBackoff(pod, c, state, backoff, a) {
+				a.startInit(c, reasonNotCreated)
+			}
 			waitApps(pod, a)
 			return false
 		case st.State == engine.StateCreated:
@@ -681,7 +684,9 @@ func computeContainerAction(pod *v1.Pod, c *v1.Container, state *podState, sandb
 	case st == nil && succeededBefore(pod, c, state):
 		// Done in an earlier sandbox of the pod: not run again.
 	case st == nil:
-		a.startApp(c, reasonNotCreated)
+		if !heldInBackoff(pod, c, state, backoff, a) {
+			a.startApp(c, reasonNotCreated)
+		}
 	case st.State == engine.StateCreated:
 		if st.Hash != ContainerHash(c) {
 			a.Kill = append(a.Kill, killTarget{Container: st, Reason: reasonSpecChanged})
@@ -737,11 +742,8 @@ func computeContainerAction(pod *v1.Pod, c *v1.Container, state *podState, sandb
 // killed run exited and decides as for a crash.
 func startProbeKilled(pod *v1.Pod, c *v1.Container, state *podState, backoff *flowcontrol.Backoff, v health.Verdict,
 	a *podActions, start func(*v1.Container, string)) {
-	if prev := state.lastExited(c.Name); prev != nil {
-		if w, held := inBackoff(pod, c, prev, backoff); held {
-			a.wait(c.Name, w)
-			return
-		}
+	if heldInBackoff(pod, c, state, backoff, a) {
+		return
 	}
 	start(c, fmt.Sprintf("failed %s probe", strings.ToLower(v.Probe)))
 }
@@ -757,6 +759,23 @@ func restartReason(c *v1.Container, st *engine.Container, policy v1.RestartPolic
 		}
 	}
 	return exitedReason(st, string(policy))
+}
+
+// heldInBackoff reports whether a start of c must wait for the crash-loop
+// back-off of its newest exited run, whatever the sandbox of that run, and
+// then records the wait in a: the kubelet's doBackOff, called for every
+// start, looks at the newest run of the name in the pod, also when the
+// start is into a new sandbox or the first of the name in this one.
+func heldInBackoff(pod *v1.Pod, c *v1.Container, state *podState, backoff *flowcontrol.Backoff, a *podActions) bool {
+	prev := state.lastExited(c.Name)
+	if prev == nil {
+		return false
+	}
+	w, held := inBackoff(pod, c, prev, backoff)
+	if held {
+		a.wait(c.Name, w)
+	}
+	return held
 }
 
 // inBackoff reports whether restarting c (whose last run is st) must wait.

@@ -7,6 +7,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/client-go/util/flowcontrol"
 	testclock "k8s.io/utils/clock/testing"
 
 	"github.com/podrun/podrun/engine"
@@ -484,6 +485,97 @@ func TestCrashLoopBackoff(t *testing.T) {
 	clk.Step(11 * time.Minute)
 	if got := restartAfter(crash(len(want), 11*time.Minute)); got != 0 {
 		t.Fatalf("after a long run: restarted after %s, want at once", got)
+	}
+}
+
+// TestNewSandboxKeepsCrashLoopBackOff: the kubelet applies the crash-loop
+// back-off to every start (SyncPod's start() calls doBackOff, which looks
+// at the newest exited run of the name, in any sandbox), so also to the
+// starts into a new sandbox, made after the old one died: a container
+// crash-looping in the old sandbox waits out its back-off, in the sync
+// that makes the new sandbox and in the syncs after it, while the others
+// start.
+func TestNewSandboxKeepsCrashLoopBackOff(t *testing.T) {
+	now := t0.Add(time.Hour)
+	finished := now.Add(-2 * time.Second)
+	// crashLooped adds the third crash of name, 2 s ago, in sandbox s, with
+	// the back-off (at 40 s) its restarts have built.
+	crashLooped := func(pod *v1.Pod, st *podState, bo *flowcontrol.Backoff, name string) {
+		c := findContainer(pod, name)
+		typ := engine.ContainerTypeApp
+		if len(pod.Spec.InitContainers) > 0 && pod.Spec.InitContainers[0].Name == name {
+			typ = engine.ContainerTypeInit
+		}
+		st.Containers = append(st.Containers, &engine.Container{ID: name + "-3", SandboxID: "s", Name: name, Type: typ,
+			Attempt: 3, State: engine.StateExited, ExitCode: 1, Hash: ContainerHash(c), ResourcesHash: ResourcesHash(c),
+			CreatedAt: finished.Add(-time.Second), StartedAt: finished.Add(-time.Second), FinishedAt: finished})
+		st.sort()
+		for range 3 {
+			bo.Next(backoffKey(pod, c), finished)
+		}
+	}
+	always := v1.RestartPolicyAlways
+	for _, tc := range []struct {
+		name     string
+		pod      *v1.Pod
+		crashing string
+		state    func(*v1.Pod) *podState
+		newSB    bool
+		init     string
+		apps     []string
+	}{
+		{
+			name:     "app, sync that makes the new sandbox",
+			pod:      testPod(always, nil, "a", "b"),
+			crashing: "a",
+			state: func(p *v1.Pod) *podState {
+				return newState(p).sandbox("s", 0, engine.StateExited).container("s", "b", 0, engine.StateExited, 137).build()
+			},
+			newSB: true,
+			apps:  []string{"b"},
+		},
+		{
+			name:     "app, sync in the new sandbox",
+			pod:      testPod(always, nil, "a", "b"),
+			crashing: "a",
+			state: func(p *v1.Pod) *podState {
+				return newState(p).sandbox("s", 0, engine.StateExited).container("s", "b", 0, engine.StateExited, 137).
+					sandbox("s2", 1, engine.StateRunning).container("s2", "b", 4, engine.StateRunning, 0).build()
+			},
+		},
+		{
+			name:     "first init container, sync that makes the new sandbox",
+			pod:      testPod(always, []string{"i"}, "a"),
+			crashing: "i",
+			state: func(p *v1.Pod) *podState {
+				return newState(p).sandbox("s", 0, engine.StateExited).build()
+			},
+			newSB: true,
+		},
+		{
+			name:     "first init container, sync in the new sandbox",
+			pod:      testPod(always, []string{"i"}, "a"),
+			crashing: "i",
+			state: func(p *v1.Pod) *podState {
+				return newState(p).sandbox("s", 0, engine.StateExited).sandbox("s2", 1, engine.StateRunning).build()
+			},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bo := newBackoff(testclock.NewFakeClock(now))
+			st := tc.state(tc.pod)
+			crashLooped(tc.pod, st, bo, tc.crashing)
+			a := computePodActions(tc.pod, st, bo, nil)
+			if a.CreateSandbox != tc.newSB {
+				t.Fatalf("precondition: CreateSandbox %v, want %v", a.CreateSandbox, tc.newSB)
+			}
+			if w := a.Waiting[tc.crashing]; w.Reason != "CrashLoopBackOff" || w.Retry != 38*time.Second {
+				t.Errorf("%s waits %+v, want CrashLoopBackOff for 38s", tc.crashing, w)
+			}
+			if got := strings.Join(names(a.initStarts()), ","); got != tc.init || !eq(names(a.StartApps), tc.apps) {
+				t.Errorf("starts init %q, apps %v; want init %q, apps %v", got, names(a.StartApps), tc.init, tc.apps)
+			}
+		})
 	}
 }
 

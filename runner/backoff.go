@@ -35,17 +35,21 @@ func backoffKey(pod *v1.Pod, c *v1.Container) string {
 // only to a spec never seen before: the edit that puts back a spec that
 // ran before (the revert of an image typo) would find that spec's old
 // back-off, and the run podrun stopped for the typo would count as its
-// crash, holding the fixed pod for up to 5 minutes.
+// crash, holding the fixed pod for up to 5 minutes. An edit of the
+// sandbox's part of the spec makes the whole pod again: every container of
+// it starts fresh (the new sandbox's starts keep the back-off of before,
+// as the kubelet's do, only when the sandbox died).
 func (w *podWorker) freshStartForEdits(old, pod *v1.Pod) {
 	if old == nil {
 		return
 	}
+	sandboxEdited := SandboxHash(old) != SandboxHash(pod)
 	before := map[string]string{}
 	for _, c := range allContainers(old) {
 		before[c.Name] = ContainerHash(c) + "/" + ResourcesHash(c)
 	}
 	for _, c := range allContainers(pod) {
-		if before[c.Name] == ContainerHash(c)+"/"+ResourcesHash(c) {
+		if !sandboxEdited && before[c.Name] == ContainerHash(c)+"/"+ResourcesHash(c) {
 			continue
 		}
 		// A container added again is edited too.

@@ -85,3 +85,32 @@ func TestResourcesChangeEndsCrashLoopBackOff(t *testing.T) {
 		})
 	}
 }
+
+// TestSandboxEditEndsCrashLoopBackOff: an edit of the sandbox's part of a
+// pod (hostNetwork, say) makes the pod again, and its crash-looping
+// container starts in the new sandbox at once, as in the kubelet, to
+// which an edited static pod is a new pod (a new UID): the back-off that
+// a new sandbox keeps is only that of a sandbox that died.
+func TestSandboxEditEndsCrashLoopBackOff(t *testing.T) {
+	now := t0.Add(time.Hour)
+	r := New(Config{Runtime: enginetest.NewFake("node1"), Clock: testclock.NewFakeClock(now),
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	old := testPod(v1.RestartPolicyAlways, nil, "a")
+	c := &old.Spec.Containers[0]
+	st := newState(old).sandbox("s", 0, engine.StateRunning).build()
+	finished := now.Add(-2 * time.Second)
+	st.Containers = []*engine.Container{{ID: "a-3", SandboxID: "s", Name: "a", Type: engine.ContainerTypeApp, Attempt: 3,
+		State: engine.StateExited, ExitCode: 1, Hash: ContainerHash(c), ResourcesHash: ResourcesHash(c),
+		CreatedAt: finished.Add(-time.Second), StartedAt: finished.Add(-time.Second), FinishedAt: finished}}
+	for range 3 {
+		r.backoff.Next(backoffKey(old, c), finished)
+	}
+	pod := old.DeepCopy()
+	pod.Spec.HostNetwork = true
+	newPodWorker(r, old).update(pod)
+	a := computePodActions(pod, st, r.backoff, nil)
+	if !a.CreateSandbox || !eq(names(a.StartApps), []string{"a"}) {
+		t.Errorf("after a sandbox edit: CreateSandbox %v, StartApps %v, Waiting %+v; want a started in a new sandbox",
+			a.CreateSandbox, names(a.StartApps), a.Waiting)
+	}
+}
