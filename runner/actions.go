@@ -328,8 +328,13 @@ func computePodActions(pod *v1.Pod, state *podState, backoff *flowcontrol.Backof
 	createSandbox := sb == nil || sb.State != engine.StateRunning || sb.Hash != sandboxHash
 	if createSandbox {
 		// A pod that will not restart its containers and has already run
-		// some stays finished: its sandbox is not made again.
-		if sb != nil && sb.Hash == sandboxHash && podFinished(pod, state, sb.ID) {
+		// some stays finished: its sandbox is not made again. So does a pod
+		// under restartPolicy Never whose sandbox died after it had run
+		// containers, even one that still ran: the kubelet stops it and
+		// makes no new sandbox (computePodActions:
+		// !shouldRestartOnFailure(pod) && attempt != 0).
+		if sb != nil && sb.Hash == sandboxHash && (podFinished(pod, state, sb.ID) ||
+			neverRunsAgain(pod) && sb.State != engine.StateCreated && len(state.Containers) > 0) {
 			a.Kill = runningKills(state, reasonPodFinished)
 			// An older sandbox that runs (a late start) is stopped too,
 			// and what runs nothing goes, as for a pod that runs.
@@ -872,4 +877,24 @@ func runningKills(state *podState, reason string) []killTarget {
 		out = append(out, killTarget{Container: c, Reason: reason})
 	}
 	return out
+}
+
+// neverRunsAgain reports whether the pod's restartPolicy is Never and no
+// container of it but its sidecars has a restartPolicy or rules of its
+// own: then the kubelet makes no new sandbox for a pod that has run
+// containers. A container that may run again keeps podrun's decision of
+// any pod: the pod is made again unless it has finished.
+func neverRunsAgain(pod *v1.Pod) bool {
+	if pod.Spec.RestartPolicy != v1.RestartPolicyNever {
+		return false
+	}
+	for i, c := range allContainers(pod) {
+		if i < len(pod.Spec.InitContainers) && isSidecar(c) {
+			continue
+		}
+		if c.RestartPolicy != nil && (*c.RestartPolicy != v1.ContainerRestartPolicyNever || len(c.RestartPolicyRules) > 0) {
+			return false
+		}
+	}
+	return true
 }

@@ -335,6 +335,61 @@ func computeCases() []computeCase {
 			want: want{},
 		},
 		{
+			// Under restartPolicy Never the kubelet makes no new sandbox
+			// for a pod that has run containers (computePodActions:
+			// !shouldRestartOnFailure(pod) && attempt != 0 &&
+			// len(podStatus.ContainerStatuses) != 0): what still runs is
+			// stopped, nothing runs again.
+			name: "Never: app still running after the sandbox died is stopped, not run again",
+			pod:  testPod(never, nil, "a"),
+			state: func(p *v1.Pod) *podState {
+				return newState(p).sandbox("s", 0, engine.StateExited).container("s", "a", 0, engine.StateRunning, 0).build()
+			},
+			want: want{kill: []string{"a-0"}},
+		},
+		{
+			name: "Never: one app done, one running when the sandbox died",
+			pod:  testPod(never, nil, "a", "b"),
+			state: func(p *v1.Pod) *podState {
+				return newState(p).sandbox("s", 0, engine.StateExited).
+					container("s", "a", 0, engine.StateExited, 0).container("s", "b", 0, engine.StateRunning, 0).build()
+			},
+			want: want{kill: []string{"b-0"}},
+		},
+		{
+			name: "Never: init container running when the sandbox died",
+			pod:  testPod(never, []string{"i"}, "a"),
+			state: func(p *v1.Pod) *podState {
+				return newState(p).sandbox("s", 0, engine.StateExited).container("s", "i", 0, engine.StateRunning, 0).build()
+			},
+			want: want{kill: []string{"i-0"}},
+		},
+		{
+			// A container that may run again (its own restartPolicy or
+			// rules) keeps the pod going: the pod is made again.
+			name: "Never pod with a container of restartPolicy Always: made again after the sandbox died",
+			pod: func() *v1.Pod {
+				p := testPod(never, nil, "a")
+				alwaysC := v1.ContainerRestartPolicyAlways
+				p.Spec.Containers[0].RestartPolicy = &alwaysC
+				return p
+			}(),
+			state: func(p *v1.Pod) *podState {
+				return newState(p).sandbox("s", 0, engine.StateExited).container("s", "a", 0, engine.StateRunning, 0).build()
+			},
+			want: want{killPod: true, createSandbox: true, sandboxAttempt: 1, apps: []string{"a"}},
+		},
+		{
+			// Nothing ran yet: the sandbox is made again, as the
+			// kubelet's (no container statuses).
+			name: "Never: sandbox died before any container was made is made again",
+			pod:  testPod(never, nil, "a"),
+			state: func(p *v1.Pod) *podState {
+				return newState(p).sandbox("s", 0, engine.StateExited).build()
+			},
+			want: want{killPod: true, createSandbox: true, sandboxAttempt: 1, apps: []string{"a"}},
+		},
+		{
 			name: "changed spec replaces only that container",
 			pod:  testPod(always, nil, "a", "b"),
 			state: func(p *v1.Pod) *podState {

@@ -1297,6 +1297,41 @@ func TestNewSandboxEndsStartBackOff(t *testing.T) {
 	}
 }
 
+// TestNeverPodRunsOnceAfterSandboxDies: a restartPolicy Never pod whose
+// sandbox (its pause container) dies while its app runs is stopped, not
+// made again, as by the kubelet (computePodActions: no new sandbox when
+// the pod's restart policy is Never and it has run containers): the app
+// runs once, and the pod ends Failed (the app was killed).
+func TestNeverPodRunsOnceAfterSandboxDies(t *testing.T) {
+	fake := newFake(t)
+	h := start(t, fake, nil)
+	pod := newPod("u1", "p-node1", v1.RestartPolicyNever, map[string][]string{"app": {"run"}})
+	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{pod}}
+	h.waitStatus("u1", "running", allRunning)
+	sbs, err := fake.ListSandboxes(context.Background())
+	if err != nil || len(sbs) != 1 {
+		t.Fatalf("sandboxes %v, %v", sbs, err)
+	}
+	if err := fake.StopSandbox(context.Background(), sbs[0].ID, 0); err != nil {
+		t.Fatal(err)
+	}
+	h.stepUntilStatus("u1", "the pod to finish or the app to run again", 100*time.Millisecond, func(p *v1.Pod) bool {
+		return p.Status.Phase == v1.PodFailed || p.Status.Phase == v1.PodSucceeded || len(h.byName("u1", "app")) > 1
+	})
+	// Let later syncs (relists, resyncs) run: none may make the pod again.
+	for range 20 {
+		h.step(relistPeriod)
+		time.Sleep(5 * time.Millisecond)
+	}
+	p, _ := h.r.Pod("u1")
+	if got := h.byName("u1", "app"); len(got) != 1 || got[0] != engine.StateExited || fake.Calls("RunSandbox") != 1 {
+		t.Errorf("app runs %v, RunSandbox calls %d: want one run, stopped, in the one sandbox", got, fake.Calls("RunSandbox"))
+	}
+	if p.Status.Phase != v1.PodFailed {
+		t.Errorf("phase %s, want Failed", p.Status.Phase)
+	}
+}
+
 // An update whose Op was never set is not taken for an add: the pod of a
 // later, real add is the only one that runs.
 func TestUpdateWithoutOpIsIgnored(t *testing.T) {
