@@ -78,7 +78,7 @@ func computePodStatus(in statusInput) v1.PodStatus {
 		}
 	}
 
-	s.Phase = podPhase(pod, &s, in.Actions != nil && in.Actions.PodFailed)
+	s.Phase = podPhase(pod, &s, appsInSandbox(pod, state, sandboxID), in.Actions != nil && in.Actions.PodFailed)
 	if in.Terminated && s.Phase != v1.PodSucceeded && s.Phase != v1.PodFailed {
 		// A removed pod's containers were stopped on purpose.
 		s.Phase = v1.PodFailed
@@ -222,8 +222,11 @@ func previousRun(state *podState, name string, cur *engine.Container) *engine.Co
 	return nil
 }
 
-// podPhase follows the kubelet's getPhase.
-func podPhase(pod *v1.Pod, s *v1.PodStatus, failed bool) v1.PodPhase {
+// podPhase follows the kubelet's getPhase. initialized says whether an app
+// container of the latest sandbox exists (the kubelet's
+// HasAnyActiveRegularContainerStarted): a sidecar that restarts after
+// that does not make the pod Pending again.
+func podPhase(pod *v1.Pod, s *v1.PodStatus, initialized, failed bool) v1.PodPhase {
 	if failed {
 		return v1.PodFailed
 	}
@@ -245,6 +248,31 @@ func podPhase(pod *v1.Pod, s *v1.PodStatus, failed bool) v1.PodPhase {
 	// stoppedForGood: stopped containers that their restart policy and
 	// rules (restartrules.go) will not run again.
 	var running, waiting, stopped, stoppedForGood, succeeded int
+	// Sidecars (restartable init containers), as getPhase counts them: one
+	// running counts as running (the pod stays Running while a sidecar
+	// outlives the app containers); one waiting that has never ended
+	// counts as waiting; a sidecar that is not started yet keeps a pod
+	// that was never initialized Pending. Stopped ones do not count.
+	pendingSidecars := 0
+	for i := range pod.Spec.InitContainers {
+		if !isSidecar(&pod.Spec.InitContainers[i]) {
+			continue
+		}
+		st := s.InitContainerStatuses[i]
+		switch {
+		case st.State.Running != nil:
+			if st.Started == nil || !*st.Started {
+				pendingSidecars++
+			}
+			running++
+		case st.State.Waiting != nil && st.LastTerminationState.Terminated == nil:
+			pendingSidecars++
+			waiting++
+		}
+	}
+	if pendingSidecars > 0 && !initialized {
+		return v1.PodPending
+	}
 	for i, st := range s.ContainerStatuses {
 		var last *v1.ContainerStateTerminated
 		switch {
@@ -284,6 +312,21 @@ func podPhase(pod *v1.Pod, s *v1.PodStatus, failed bool) v1.PodPhase {
 		}
 	}
 	return v1.PodPending
+}
+
+// appsInSandbox reports whether an app container of the pod exists in the
+// sandbox sandboxID (any state): the kubelet's
+// HasAnyActiveRegularContainerStarted, its podHasInitialized.
+func appsInSandbox(pod *v1.Pod, state *podState, sandboxID string) bool {
+	if sandboxID == "" {
+		return false
+	}
+	for i := range pod.Spec.Containers {
+		if state.latest(pod.Spec.Containers[i].Name, sandboxID) != nil {
+			return true
+		}
+	}
+	return false
 }
 
 func anyAppStarted(s *v1.PodStatus) bool {

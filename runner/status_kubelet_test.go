@@ -1,0 +1,82 @@
+package runner
+
+import (
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/podrun/podrun/engine"
+)
+
+// The pod status as the kubelet v1.34 generates it (kubelet_pods.go
+// getPhase and generateAPIPodStatus, status/generate.go), case by case.
+
+// condition returns the condition t of s, or nil.
+func condition(s *v1.PodStatus, t v1.PodConditionType) *v1.PodCondition {
+	for i := range s.Conditions {
+		if s.Conditions[i].Type == t {
+			return &s.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// TestPhaseSidecarRunningKeepsPodRunning: getPhase counts a running
+// restartable init container (sidecar) as running, so a Never pod whose
+// app container has exited 0 stays Running while its sidecar still runs.
+func TestPhaseSidecarRunningKeepsPodRunning(t *testing.T) {
+	always := v1.ContainerRestartPolicyAlways
+	pod := testPod(v1.RestartPolicyNever, []string{"sidecar"}, "app")
+	pod.Spec.InitContainers[0].RestartPolicy = &always
+	st := newState(pod).sandbox("sb", 0, engine.StateRunning).
+		container("sb", "sidecar", 0, engine.StateRunning, 0).container("sb", "app", 0, engine.StateExited, 0).build()
+	s := computePodStatus(statusInput{Pod: pod, State: st, Runtime: "docker", Now: t0})
+	if s.Phase != v1.PodRunning {
+		t.Errorf("phase %s with the sidecar still running, want Running", s.Phase)
+	}
+}
+
+// TestPhaseSidecarWaitingIsPending: getPhase counts a sidecar that waits
+// and has never ended (no lastState) as waiting: the pod is Pending, even
+// with its app container running.
+func TestPhaseSidecarWaitingIsPending(t *testing.T) {
+	always := v1.ContainerRestartPolicyAlways
+	pod := testPod(v1.RestartPolicyAlways, []string{"sidecar"}, "app")
+	pod.Spec.InitContainers[0].RestartPolicy = &always
+	st := newState(pod).sandbox("sb", 0, engine.StateRunning).
+		container("sb", "app", 0, engine.StateRunning, 0).build()
+	errs := map[string]waiting{"sidecar": {Reason: "ErrImagePull", Message: "no such image"}}
+	s := computePodStatus(statusInput{Pod: pod, State: st, Errors: errs, Runtime: "docker", Now: t0})
+	if s.Phase != v1.PodPending {
+		t.Errorf("phase %s with the sidecar waiting (%+v), want Pending", s.Phase, s.InitContainerStatuses[0].State)
+	}
+}
+
+// TestPhaseSidecarNotStartedBeforeInitialization: a running sidecar not
+// started yet (its startup probe) keeps a pod without app containers in
+// its sandbox Pending; once app containers exist, it does not.
+func TestPhaseSidecarNotStartedBeforeInitialization(t *testing.T) {
+	always := v1.ContainerRestartPolicyAlways
+	pod := testPod(v1.RestartPolicyAlways, []string{"sidecar"}, "app")
+	pod.Spec.InitContainers[0].RestartPolicy = &always
+	st := newState(pod).sandbox("sb", 0, engine.StateRunning).
+		container("sb", "sidecar", 0, engine.StateRunning, 0).build()
+	probes := fakeProbeStates{}
+	s := computePodStatus(statusInput{Pod: pod, State: st, Probes: probes, Runtime: "docker", Now: t0})
+	if s.Phase != v1.PodPending {
+		t.Errorf("sidecar not started, no app container: phase %s, want Pending", s.Phase)
+	}
+	st = newState(pod).sandbox("sb", 0, engine.StateRunning).
+		container("sb", "sidecar", 1, engine.StateRunning, 0).container("sb", "app", 0, engine.StateRunning, 0).build()
+	probes = fakeProbeStates{"app-0": true}
+	s = computePodStatus(statusInput{Pod: pod, State: st, Probes: probes, Runtime: "docker", Now: t0})
+	if s.Phase != v1.PodRunning {
+		t.Errorf("sidecar restarting, app running: phase %s, want Running", s.Phase)
+	}
+}
+
+// fakeProbeStates: the containers started and ready, by ID.
+type fakeProbeStates map[string]bool
+
+func (f fakeProbeStates) Started(id string) bool { return f[id] }
+func (f fakeProbeStates) Ready(id string) bool   { return f[id] }
