@@ -239,8 +239,10 @@ func podPhase(pod *v1.Pod, s *v1.PodStatus, initialized, failed bool) v1.PodPhas
 			continue
 		}
 		// Initialisation may have finished before the init container's
-		// record was collected: app containers exist, so it did.
-		if anyAppStarted(s) {
+		// record was collected: app containers exist, so it did. One
+		// with a record that runs or waits is running again (in a new
+		// sandbox): the pod is Pending, whatever ran before.
+		if st.ContainerID == "" && anyAppStarted(s) {
 			continue
 		}
 		return v1.PodPending

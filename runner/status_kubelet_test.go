@@ -80,3 +80,34 @@ type fakeProbeStates map[string]bool
 
 func (f fakeProbeStates) Started(id string) bool { return f[id] }
 func (f fakeProbeStates) Ready(id string) bool   { return f[id] }
+
+// TestPhaseInitRerunInNewSandboxIsPending: getPhase counts a regular init
+// container that runs as pending initialization, whatever ran before:
+// after its sandbox is made again, a pod runs its init containers again
+// and is Pending meanwhile, though app containers of the older sandbox
+// exist. (Only an init container with no record at all is taken as done
+// once app containers exist: its record may have been collected.)
+func TestPhaseInitRerunInNewSandboxIsPending(t *testing.T) {
+	pod := testPod(v1.RestartPolicyAlways, []string{"init"}, "app")
+	st := newState(pod).sandbox("sb1", 0, engine.StateExited).sandbox("sb2", 1, engine.StateRunning).
+		container("sb1", "init", 0, engine.StateExited, 0).container("sb1", "app", 0, engine.StateExited, 137).
+		container("sb2", "init", 1, engine.StateRunning, 0).build()
+	s := computePodStatus(statusInput{Pod: pod, State: st, Runtime: "docker", Now: t0})
+	if s.Phase != v1.PodPending {
+		t.Errorf("init container running again in the new sandbox: phase %s, want Pending", s.Phase)
+	}
+	// As the worker's sync computes it: the app waits PodInitializing.
+	a := &podActions{}
+	waitApps(pod, a)
+	s = computePodStatus(statusInput{Pod: pod, State: st, Actions: a, Runtime: "docker", Now: t0})
+	if s.Phase != v1.PodPending {
+		t.Errorf("with the sync's actions: phase %s, want Pending", s.Phase)
+	}
+
+	// No record of the init container, app containers running: done.
+	st = newState(pod).sandbox("sb", 0, engine.StateRunning).container("sb", "app", 0, engine.StateRunning, 0).build()
+	s = computePodStatus(statusInput{Pod: pod, State: st, Runtime: "docker", Now: t0})
+	if s.Phase != v1.PodRunning {
+		t.Errorf("init container's record collected, app running: phase %s, want Running", s.Phase)
+	}
+}
