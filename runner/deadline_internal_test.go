@@ -31,7 +31,7 @@ func TestActiveDeadline(t *testing.T) {
 		{name: "after", pod: withDeadline, active: time.Hour, exceeded: true},
 		{name: "running", pod: withDeadline, prev: status(v1.PodRunning, ""), active: time.Hour, exceeded: true},
 		{name: "succeeded before", pod: withDeadline, prev: status(v1.PodSucceeded, ""), active: time.Hour},
-		{name: "failed otherwise before", pod: withDeadline, prev: status(v1.PodFailed, "InitContainerFailed"), active: time.Hour},
+		{name: "failed otherwise before", pod: withDeadline, prev: status(v1.PodFailed, ""), active: time.Hour},
 		{name: "exceeded stays, deadline raised", pod: withDeadline, prev: status(v1.PodFailed, ReasonDeadlineExceeded),
 			active: time.Second, exceeded: true},
 		{name: "exceeded stays, deadline dropped", pod: none, prev: status(v1.PodFailed, ReasonDeadlineExceeded),

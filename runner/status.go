@@ -78,7 +78,7 @@ func computePodStatus(in statusInput) v1.PodStatus {
 		}
 	}
 
-	s.Phase = podPhase(pod, &s, appsInSandbox(pod, state, sandboxID), in.Actions != nil && in.Actions.PodFailed)
+	s.Phase = podPhase(pod, &s, appsInSandbox(pod, state, sandboxID))
 	if in.Terminated && s.Phase != v1.PodSucceeded && s.Phase != v1.PodFailed {
 		// A removed pod's containers were stopped on purpose.
 		s.Phase = v1.PodFailed
@@ -101,9 +101,6 @@ func computePodStatus(in statusInput) v1.PodStatus {
 	capTerminationMessages(pod, &s)
 	s.QOSClass = podQOS(pod)
 	s.Conditions = podConditions(pod, &s, sb, in.Previous, in.Now)
-	if in.Actions != nil && in.Actions.PodFailed {
-		s.Reason = "InitContainerFailed"
-	}
 	return s
 }
 
@@ -222,30 +219,45 @@ func previousRun(state *podState, name string, cur *engine.Container) *engine.Co
 	return nil
 }
 
-// podPhase follows the kubelet's getPhase. initialized says whether an app
-// container of the latest sandbox exists (the kubelet's
-// HasAnyActiveRegularContainerStarted): a sidecar that restarts after
-// that does not make the pod Pending again.
-func podPhase(pod *v1.Pod, s *v1.PodStatus, initialized, failed bool) v1.PodPhase {
-	if failed {
-		return v1.PodFailed
-	}
+// podPhase follows the kubelet's getPhase, with its ContainerRestartRules
+// branch (restartrules.go): from the container statuses alone. initialized
+// says whether an app container of the latest sandbox exists (the
+// kubelet's HasAnyActiveRegularContainerStarted): a sidecar that restarts
+// after that does not make the pod Pending again.
+func podPhase(pod *v1.Pod, s *v1.PodStatus, initialized bool) v1.PodPhase {
+	// Regular init containers: one that runs, or waits and has never
+	// ended, is pending; one that failed and will not run again fails the
+	// pod.
+	var pendingInits, failedForGood int
 	for i := range pod.Spec.InitContainers {
-		if isSidecar(&pod.Spec.InitContainers[i]) {
+		c := &pod.Spec.InitContainers[i]
+		if isSidecar(c) {
 			continue
 		}
 		st := s.InitContainerStatuses[i]
-		if t := st.State.Terminated; t != nil && t.ExitCode == 0 {
-			continue
+		last := st.State.Terminated
+		switch {
+		case st.State.Running != nil:
+			pendingInits++
+		case last == nil && st.State.Waiting != nil:
+			if last = st.LastTerminationState.Terminated; last != nil {
+				break
+			}
+			// Initialisation may have finished before the init
+			// container's record was collected: app containers exist,
+			// so it did. One with a record that waits is to run again
+			// (in a new sandbox): the pod is Pending, whatever ran
+			// before.
+			if st.ContainerID == "" && anyAppStarted(s) {
+				continue
+			}
+			pendingInits++
+		case last == nil:
+			pendingInits++
 		}
-		// Initialisation may have finished before the init container's
-		// record was collected: app containers exist, so it did. One
-		// with a record that runs or waits is running again (in a new
-		// sandbox): the pod is Pending, whatever ran before.
-		if st.ContainerID == "" && anyAppStarted(s) {
-			continue
+		if last != nil && last.ExitCode != 0 && !RestartsAfterExit(pod, c, int(last.ExitCode)) {
+			failedForGood++
 		}
-		return v1.PodPending
 	}
 	// stoppedForGood: stopped containers that their restart policy and
 	// rules (restartrules.go) will not run again.
@@ -272,9 +284,6 @@ func podPhase(pod *v1.Pod, s *v1.PodStatus, initialized, failed bool) v1.PodPhas
 			waiting++
 		}
 	}
-	if pendingSidecars > 0 && !initialized {
-		return v1.PodPending
-	}
 	for i, st := range s.ContainerStatuses {
 		var last *v1.ContainerStateTerminated
 		switch {
@@ -298,7 +307,9 @@ func podPhase(pod *v1.Pod, s *v1.PodStatus, initialized, failed bool) v1.PodPhas
 		}
 	}
 	switch {
-	case waiting > 0:
+	case failedForGood > 0:
+		return v1.PodFailed
+	case pendingInits > 0, pendingSidecars > 0 && !initialized, waiting > 0:
 		return v1.PodPending
 	case running > 0:
 		return v1.PodRunning

@@ -79,8 +79,9 @@ func TestPodNotSetUpWaitsWithTheDefaultReason(t *testing.T) {
 
 // TestInitContainerFailedNeverRestarts: the end state the InitContainer
 // conformance spec expects of a RestartNever pod whose second init
-// container failed: Failed, Initialized False with the kubelet's reason
-// and message, the app container still waiting as PodInitializing.
+// container failed: Failed (from the statuses alone, with no reason, as
+// the kubelet's getPhase), Initialized False with the kubelet's reason and
+// message, the app container still waiting as PodInitializing.
 func TestInitContainerFailedNeverRestarts(t *testing.T) {
 	pod := testPod(v1.RestartPolicyNever, []string{"init1", "init2"}, "run1")
 	st := &podState{
@@ -90,9 +91,9 @@ func TestInitContainerFailedNeverRestarts(t *testing.T) {
 			{ID: "c2", SandboxID: "sb", Name: "init2", Type: engine.ContainerTypeInit, State: engine.StateExited, ExitCode: 1},
 		},
 	}
-	s := computePodStatus(statusInput{Pod: pod, State: st, Actions: &podActions{PodFailed: true}, Now: t0})
-	if s.Phase != v1.PodFailed {
-		t.Errorf("phase %s, want Failed", s.Phase)
+	s := computePodStatus(statusInput{Pod: pod, State: st, Now: t0})
+	if s.Phase != v1.PodFailed || s.Reason != "" {
+		t.Errorf("phase %s reason %q, want Failed with no reason", s.Phase, s.Reason)
 	}
 	var init *v1.PodCondition
 	for i := range s.Conditions {

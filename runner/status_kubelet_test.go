@@ -111,3 +111,25 @@ func TestPhaseInitRerunInNewSandboxIsPending(t *testing.T) {
 		t.Errorf("init container's record collected, app running: phase %s, want Running", s.Phase)
 	}
 }
+
+// TestPhaseInitFailedNeverFromStatuses: getPhase makes a pod whose regular
+// init container failed and will not run again (restartPolicy Never)
+// Failed from the container statuses alone, and the kubelet gives the pod
+// no reason for it; one that will run again (OnFailure) keeps it Pending.
+func TestPhaseInitFailedNeverFromStatuses(t *testing.T) {
+	pod := testPod(v1.RestartPolicyNever, []string{"init"}, "app")
+	st := newState(pod).sandbox("sb", 0, engine.StateRunning).container("sb", "init", 0, engine.StateExited, 1).build()
+	s := computePodStatus(statusInput{Pod: pod, State: st, Runtime: "docker", Now: t0})
+	if s.Phase != v1.PodFailed {
+		t.Errorf("phase %s, want Failed", s.Phase)
+	}
+	s = computePodStatus(statusInput{Pod: pod, State: st, Actions: &podActions{PodFailed: true}, Runtime: "docker", Now: t0})
+	if s.Phase != v1.PodFailed || s.Reason != "" {
+		t.Errorf("with the sync's actions: phase %s reason %q, want Failed with no reason", s.Phase, s.Reason)
+	}
+	pod.Spec.RestartPolicy = v1.RestartPolicyOnFailure
+	s = computePodStatus(statusInput{Pod: pod, State: st, Runtime: "docker", Now: t0})
+	if s.Phase != v1.PodPending {
+		t.Errorf("OnFailure: phase %s, want Pending", s.Phase)
+	}
+}
