@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/podrun/podrun/engine"
+	"github.com/podrun/podrun/manifest"
 )
 
 // statusInput is what a pod's status is computed from.
@@ -78,9 +79,14 @@ func computePodStatus(in statusInput) v1.PodStatus {
 		}
 	}
 
-	s.Phase = podPhase(pod, &s, appsInSandbox(pod, state, sandboxID))
-	if in.Terminated && s.Phase != v1.PodSucceeded && s.Phase != v1.PodFailed {
-		// A removed pod's containers were stopped on purpose.
+	// A deleted pod (its containers stopped on purpose) is terminal, as
+	// the kubelet's podIsTerminal: but for a static pod (a file or URL
+	// pod), which the kubelet leaves out.
+	terminal := in.Terminated && !isStaticPod(pod)
+	s.Phase = podPhase(pod, &s, appsInSandbox(pod, state, sandboxID), terminal)
+	if terminal && s.Phase != v1.PodSucceeded && s.Phase != v1.PodFailed {
+		// As the kubelet's status manager (TerminatePod): a terminated
+		// pod that is not finished by its statuses is Failed.
 		s.Phase = v1.PodFailed
 	}
 
@@ -224,7 +230,11 @@ func previousRun(state *podState, name string, cur *engine.Container) *engine.Co
 // says whether an app container of the latest sandbox exists (the
 // kubelet's HasAnyActiveRegularContainerStarted): a sidecar that restarts
 // after that does not make the pod Pending again.
-func podPhase(pod *v1.Pod, s *v1.PodStatus, initialized bool) v1.PodPhase {
+//
+// terminal says the pod is being deleted and its containers were stopped
+// (the kubelet's podIsTerminal): none will run again, whatever the restart
+// policy, so all stopped is Succeeded when they all exited 0, else Failed.
+func podPhase(pod *v1.Pod, s *v1.PodStatus, initialized, terminal bool) v1.PodPhase {
 	// Regular init containers: one that runs, or waits and has never
 	// ended, is pending; one that failed and will not run again fails the
 	// pod.
@@ -315,6 +325,10 @@ func podPhase(pod *v1.Pod, s *v1.PodStatus, initialized bool) v1.PodPhase {
 		return v1.PodRunning
 	case stopped > 0:
 		switch {
+		case terminal && stopped == succeeded:
+			return v1.PodSucceeded
+		case terminal:
+			return v1.PodFailed
 		case stopped != stoppedForGood:
 			// At least one is restarting.
 			return v1.PodRunning
@@ -325,6 +339,16 @@ func podPhase(pod *v1.Pod, s *v1.PodStatus, initialized bool) v1.PodPhase {
 		}
 	}
 	return v1.PodPending
+}
+
+// isStaticPod reports whether pod is a static pod: one from a file or a URL
+// (kubernetes.io/config.source), not from the apiserver.
+func isStaticPod(pod *v1.Pod) bool {
+	switch pod.Annotations[manifest.AnnotationConfigSource] {
+	case manifest.ConfigSourceFile, manifest.ConfigSourceHTTP:
+		return true
+	}
+	return false
 }
 
 // appsInSandbox reports whether an app container of the pod exists in the

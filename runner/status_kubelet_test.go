@@ -133,3 +133,34 @@ func TestPhaseInitFailedNeverFromStatuses(t *testing.T) {
 		t.Errorf("OnFailure: phase %s, want Pending", s.Phase)
 	}
 }
+
+// TestPhaseDeletedPod: getPhase with podIsTerminal (the kubelet's
+// SyncTerminatingPod): a deleted pod whose containers all stopped is
+// Succeeded when they all exited 0 (on SIGTERM, say), else Failed,
+// whatever its restartPolicy; a static pod (file or URL) is left out, as
+// by the kubelet.
+func TestPhaseDeletedPod(t *testing.T) {
+	for _, c := range []struct {
+		policy v1.RestartPolicy
+		exit   int
+		source string
+		want   v1.PodPhase
+	}{
+		{v1.RestartPolicyAlways, 0, "api", v1.PodSucceeded},
+		{v1.RestartPolicyOnFailure, 0, "api", v1.PodSucceeded},
+		{v1.RestartPolicyNever, 0, "", v1.PodSucceeded},
+		{v1.RestartPolicyAlways, 143, "api", v1.PodFailed},
+		{v1.RestartPolicyOnFailure, 1, "api", v1.PodFailed},
+		{v1.RestartPolicyAlways, 0, "file", v1.PodRunning},
+	} {
+		pod := testPod(c.policy, nil, "app")
+		if c.source != "" {
+			pod.Annotations = map[string]string{"kubernetes.io/config.source": c.source}
+		}
+		st := newState(pod).sandbox("sb", 0, engine.StateRunning).container("sb", "app", 0, engine.StateExited, c.exit).build()
+		s := computePodStatus(statusInput{Pod: pod, State: st, Runtime: "docker", Now: t0, Terminated: true})
+		if s.Phase != c.want {
+			t.Errorf("%s, exit %d, source %q: phase %s, want %s", c.policy, c.exit, c.source, s.Phase, c.want)
+		}
+	}
+}
