@@ -375,6 +375,10 @@ func anyAppStarted(s *v1.PodStatus) bool {
 	return false
 }
 
+// reasonPodCompleted is the kubelet's reason of the Ready, ContainersReady
+// and Initialized conditions of a Succeeded pod.
+const reasonPodCompleted = "PodCompleted"
+
 // reasonContainersNotReady is the kubelet's reason of a Ready or
 // ContainersReady condition that is false.
 const reasonContainersNotReady = "ContainersNotReady"
@@ -414,10 +418,16 @@ func podConditions(pod *v1.Pod, s *v1.PodStatus, sb *engine.Sandbox, prev *v1.Po
 	if len(unready) > 0 {
 		readyMessage = fmt.Sprintf("containers with unready status: %s", unready)
 	}
-	// A finished pod is not ready, whatever its containers were.
-	if s.Phase == v1.PodSucceeded || s.Phase == v1.PodFailed {
+	// A finished pod is not ready, whatever its containers were, with the
+	// kubelet's reason for its phase (generate.go
+	// generateContainersReadyConditionForTerminalPhase).
+	switch s.Phase {
+	case v1.PodSucceeded:
 		ready = false
-		readyReason, readyMessage = "PodCompleted", ""
+		readyReason, readyMessage = reasonPodCompleted, ""
+	case v1.PodFailed:
+		ready = false
+		readyReason, readyMessage = "PodFailed", ""
 	}
 	cond := func(t v1.PodConditionType, ok bool, reason, message string) v1.PodCondition {
 		c := v1.PodCondition{Type: t, Status: v1.ConditionFalse, LastTransitionTime: metav1.NewTime(now)}
@@ -436,9 +446,16 @@ func podConditions(pod *v1.Pod, s *v1.PodStatus, sb *engine.Sandbox, prev *v1.Po
 		return c
 	}
 	sandboxReady := sb != nil && sb.State == engine.StateRunning
+	initCond := cond(v1.PodInitialized, initialized, "ContainersNotInitialized", fmt.Sprintf("containers with incomplete status: %s", incomplete))
+	if s.Phase == v1.PodSucceeded {
+		// A Succeeded pod is initialized, with the reason that says why
+		// (generate.go GeneratePodInitializedCondition).
+		initCond = cond(v1.PodInitialized, true, "", "")
+		initCond.Reason = reasonPodCompleted
+	}
 	return []v1.PodCondition{
 		cond(v1.PodReadyToStartContainers, sandboxReady, "", ""),
-		cond(v1.PodInitialized, initialized, "ContainersNotInitialized", fmt.Sprintf("containers with incomplete status: %s", incomplete)),
+		initCond,
 		cond(v1.ContainersReady, ready, readyReason, readyMessage),
 		cond(v1.PodReady, ready, readyReason, readyMessage),
 		cond(v1.PodScheduled, true, "", ""),

@@ -164,3 +164,32 @@ func TestPhaseDeletedPod(t *testing.T) {
 		}
 	}
 }
+
+// TestConditionsOfAFinishedPod: generate.go gives a finished pod's Ready
+// and ContainersReady False with the reason of its phase, PodFailed or
+// PodCompleted, and a Succeeded pod's Initialized True with the reason
+// PodCompleted (GeneratePodInitializedCondition).
+func TestConditionsOfAFinishedPod(t *testing.T) {
+	for _, c := range []struct {
+		exit  int
+		phase v1.PodPhase
+		ready string
+		init  string
+	}{{1, v1.PodFailed, "PodFailed", ""}, {0, v1.PodSucceeded, "PodCompleted", "PodCompleted"}} {
+		pod := testPod(v1.RestartPolicyNever, []string{"init"}, "app")
+		st := newState(pod).sandbox("sb", 0, engine.StateRunning).
+			container("sb", "init", 0, engine.StateExited, 0).container("sb", "app", 0, engine.StateExited, c.exit).build()
+		s := computePodStatus(statusInput{Pod: pod, State: st, Runtime: "docker", Now: t0})
+		if s.Phase != c.phase {
+			t.Fatalf("exit %d: phase %s, want %s", c.exit, s.Phase, c.phase)
+		}
+		for _, ct := range []v1.PodConditionType{v1.ContainersReady, v1.PodReady} {
+			if got := condition(&s, ct); got == nil || got.Status != v1.ConditionFalse || got.Reason != c.ready || got.Message != "" {
+				t.Errorf("%s: %s = %+v, want False with reason %s", c.phase, ct, got, c.ready)
+			}
+		}
+		if got := condition(&s, v1.PodInitialized); got == nil || got.Status != v1.ConditionTrue || got.Reason != c.init {
+			t.Errorf("%s: Initialized = %+v, want True with reason %q", c.phase, got, c.init)
+		}
+	}
+}
