@@ -88,7 +88,7 @@ func (w *podWorker) syncEvicted(ctx context.Context, pod *v1.Pod, st *podState, 
 	now := metav1.NewTime(w.r.clock.Now())
 	status := v1.PodStatus{Phase: v1.PodFailed, Reason: ReasonEvicted, Message: message,
 		Conditions: []v1.PodCondition{{Type: v1.DisruptionTarget, Status: v1.ConditionTrue,
-			Reason: "TerminationByKubelet", Message: message, LastTransitionTime: now}}}
+			Reason: "TerminationByKubelet", Message: message, LastTransitionTime: now, ObservedGeneration: pod.Generation}}}
 	if prev := w.r.previousStatus(w.uid); prev != nil {
 		status.StartTime = prev.StartTime
 		status.QOSClass = prev.QOSClass
@@ -164,6 +164,7 @@ func (w *podWorker) stopAsFailed(ctx context.Context, pod *v1.Pod, st *podState,
 		}
 	}
 	out := pod.DeepCopy()
+	status.ObservedGeneration = pod.Generation
 	status.HostIP = r.cfg.HostIP
 	if r.cfg.HostIP != "" {
 		status.HostIPs = []v1.HostIP{{IP: r.cfg.HostIP}}

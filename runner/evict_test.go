@@ -20,6 +20,7 @@ func TestEvictStopsAndKeepsFailedUntilSpecChanges(t *testing.T) {
 	fake := newFake(t)
 	h := start(t, fake, nil)
 	pod := newPod("u1", "p-node1", v1.RestartPolicyAlways, map[string][]string{"a": {"run"}})
+	pod.Generation = 2
 	h.updates <- runner.PodUpdate{Op: runner.OpAdd, Pods: []*v1.Pod{pod}}
 	h.waitStatus("u1", "running", allRunning)
 
@@ -33,9 +34,15 @@ func TestEvictStopsAndKeepsFailedUntilSpecChanges(t *testing.T) {
 	if p.Status.Phase != v1.PodFailed || p.Status.Message != "The node was low on resource: memory." {
 		t.Errorf("status %s %q, want Failed with the message", p.Status.Phase, p.Status.Message)
 	}
+	// The kubelet's eviction manager and status manager: the condition
+	// and the status carry the pod's generation.
+	if p.Status.ObservedGeneration != 2 {
+		t.Errorf("observedGeneration %d, want 2", p.Status.ObservedGeneration)
+	}
 	found := false
 	for _, c := range p.Status.Conditions {
-		found = found || (c.Type == v1.DisruptionTarget && c.Status == v1.ConditionTrue && c.Reason == "TerminationByKubelet")
+		found = found || (c.Type == v1.DisruptionTarget && c.Status == v1.ConditionTrue && c.Reason == "TerminationByKubelet" &&
+			c.ObservedGeneration == 2)
 	}
 	if !found {
 		t.Errorf("conditions %+v lack DisruptionTarget", p.Status.Conditions)

@@ -104,6 +104,10 @@ func computePodStatus(in statusInput) v1.PodStatus {
 		s.Reason, s.Message = ReasonDeadlineExceeded, messageDeadlineExceeded
 	}
 
+	// The generation of the spec this status reflects, as the kubelet's
+	// status manager sets it (podutil.CalculatePodStatusObservedGeneration,
+	// PodObservedGenerationTracking on by default since 1.34).
+	s.ObservedGeneration = pod.Generation
 	capTerminationMessages(pod, &s)
 	s.QOSClass = podQOS(pod)
 	s.Conditions = podConditions(pod, &s, sb, in.Previous, in.Now)
@@ -430,7 +434,11 @@ func podConditions(pod *v1.Pod, s *v1.PodStatus, sb *engine.Sandbox, prev *v1.Po
 		readyReason, readyMessage = "PodFailed", ""
 	}
 	cond := func(t v1.PodConditionType, ok bool, reason, message string) v1.PodCondition {
-		c := v1.PodCondition{Type: t, Status: v1.ConditionFalse, LastTransitionTime: metav1.NewTime(now)}
+		// Each condition the kubelet owns says which generation of the
+		// spec it reflects (PodObservedGenerationTracking, on by default
+		// since 1.34: podutil.CalculatePodConditionObservedGeneration).
+		c := v1.PodCondition{Type: t, Status: v1.ConditionFalse, LastTransitionTime: metav1.NewTime(now),
+			ObservedGeneration: pod.Generation}
 		if ok {
 			c.Status = v1.ConditionTrue
 		} else {

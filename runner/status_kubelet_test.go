@@ -193,3 +193,26 @@ func TestConditionsOfAFinishedPod(t *testing.T) {
 		}
 	}
 }
+
+// TestObservedGeneration: with PodObservedGenerationTracking (beta, on in
+// 1.34) the kubelet sets status.observedGeneration to the pod's
+// metadata.generation, and so each condition it generates
+// (PodReadyToStartContainers, Initialized, Ready, ContainersReady,
+// PodScheduled).
+func TestObservedGeneration(t *testing.T) {
+	pod := testPod(v1.RestartPolicyAlways, nil, "app")
+	pod.Generation = 3
+	st := newState(pod).sandbox("sb", 0, engine.StateRunning).container("sb", "app", 0, engine.StateRunning, 0).build()
+	s := computePodStatus(statusInput{Pod: pod, State: st, Runtime: "docker", Now: t0})
+	if s.ObservedGeneration != 3 {
+		t.Errorf("status.observedGeneration = %d, want 3", s.ObservedGeneration)
+	}
+	if len(s.Conditions) != 5 {
+		t.Errorf("%d conditions, want 5", len(s.Conditions))
+	}
+	for _, c := range s.Conditions {
+		if c.ObservedGeneration != 3 {
+			t.Errorf("condition %s: observedGeneration = %d, want 3", c.Type, c.ObservedGeneration)
+		}
+	}
+}
