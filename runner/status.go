@@ -69,14 +69,17 @@ func computePodStatus(in statusInput) v1.PodStatus {
 	if in.HostIP != "" {
 		s.HostIPs = []v1.HostIP{{IP: in.HostIP}}
 	}
-	if sb != nil && sb.State == engine.StateRunning {
+	if sb != nil && sb.State == engine.StateRunning && !pod.Spec.HostNetwork {
 		s.PodIP = sb.IP
-		if pod.Spec.HostNetwork {
-			s.PodIP = in.HostIP
-		}
-		if s.PodIP != "" {
-			s.PodIPs = []v1.PodIP{{IP: s.PodIP}}
-		}
+	}
+	if pod.Spec.HostNetwork {
+		// A hostNetwork pod has the node's IP, sandbox or not, as the
+		// kubelet's generateAPIPodStatus gives it whenever the runtime
+		// gives none.
+		s.PodIP = in.HostIP
+	}
+	if s.PodIP != "" {
+		s.PodIPs = []v1.PodIP{{IP: s.PodIP}}
 	}
 
 	// A deleted pod (its containers stopped on purpose) is terminal, as

@@ -216,3 +216,21 @@ func TestObservedGeneration(t *testing.T) {
 		}
 	}
 }
+
+// TestHostNetworkPodIPWithoutSandbox: generateAPIPodStatus gives a
+// hostNetwork pod the node's IP as podIP(s) whenever the runtime gives
+// none: before its sandbox is made, and after it stopped, too.
+func TestHostNetworkPodIPWithoutSandbox(t *testing.T) {
+	pod := testPod(v1.RestartPolicyNever, nil, "app")
+	pod.Spec.HostNetwork = true
+	for name, st := range map[string]*podState{
+		"no sandbox":      {},
+		"sandbox stopped": newState(pod).sandbox("sb", 0, engine.StateExited).container("sb", "app", 0, engine.StateExited, 0).build(),
+		"sandbox running": newState(pod).sandbox("sb", 0, engine.StateRunning).container("sb", "app", 0, engine.StateRunning, 0).build(),
+	} {
+		s := computePodStatus(statusInput{Pod: pod, State: st, HostIP: "10.0.0.5", Runtime: "docker", Now: t0})
+		if s.PodIP != "10.0.0.5" || len(s.PodIPs) != 1 || s.PodIPs[0].IP != "10.0.0.5" {
+			t.Errorf("%s: podIP %q podIPs %v, want 10.0.0.5", name, s.PodIP, s.PodIPs)
+		}
+	}
+}
