@@ -318,6 +318,12 @@ func TestOneLineCutsOnARune(t *testing.T) {
 	if got := stateText(cs); !utf8.ValidString(got) || !strings.HasSuffix(got, "ü...)") {
 		t.Errorf("stateText = %q", got)
 	}
+	// A container made but not started waits with no reason (the
+	// kubelet's): no empty parentheses.
+	cs = v1.ContainerStatus{State: v1.ContainerState{Waiting: &v1.ContainerStateWaiting{}}}
+	if got := stateText(cs); got != "Waiting" {
+		t.Errorf("stateText of a created container = %q, want Waiting", got)
+	}
 }
 
 // parsePs parses `podrun ps args...` as podrun does, with config (none

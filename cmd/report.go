@@ -138,6 +138,10 @@ func stateText(cs v1.ContainerStatus) string {
 	case cs.State.Terminated != nil:
 		return "Terminated (" + cs.State.Terminated.Reason + ")"
 	case cs.State.Waiting != nil:
+		if cs.State.Waiting.Reason == "" && cs.State.Waiting.Message == "" {
+			// Made, not started yet: the kubelet gives it no reason.
+			return "Waiting"
+		}
 		s := "Waiting (" + cs.State.Waiting.Reason
 		if m := cs.State.Waiting.Message; m != "" && cs.State.Waiting.Reason != "CrashLoopBackOff" {
 			s += ": " + oneLine(m)

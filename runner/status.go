@@ -137,7 +137,10 @@ func containerStatus(in statusInput, c *v1.Container, sandboxID string) v1.Conta
 		cs.Started = &started
 		cs.Ready = cur.SandboxID == sandboxID && ready
 	case cur.State == engine.StateCreated:
-		cs.State.Waiting = &v1.ContainerStateWaiting{Reason: "ContainerCreating"}
+		// Made, not started: waiting with no reason, as the kubelet's
+		// convertToAPIContainerStatuses (ContainerCreating is the
+		// default of a container not made yet).
+		cs.State.Waiting = &v1.ContainerStateWaiting{}
 	default:
 		cs.State.Terminated = terminatedState(in.Runtime, cur, in.Messages[cur.ID])
 	}

@@ -234,3 +234,19 @@ func TestHostNetworkPodIPWithoutSandbox(t *testing.T) {
 		}
 	}
 }
+
+// TestCreatedContainerWaitsWithoutReason: convertToAPIContainerStatuses
+// gives a container the runtime reports created (made, not started)
+// Waiting with no reason; ContainerCreating is the default of a container
+// with no record at all.
+func TestCreatedContainerWaitsWithoutReason(t *testing.T) {
+	pod := testPod(v1.RestartPolicyAlways, nil, "app")
+	st := newState(pod).sandbox("sb", 0, engine.StateRunning).container("sb", "app", 0, engine.StateCreated, 0).build()
+	s := computePodStatus(statusInput{Pod: pod, State: st, Runtime: "docker", Now: t0})
+	if w := s.ContainerStatuses[0].State.Waiting; w == nil || w.Reason != "" || w.Message != "" {
+		t.Errorf("created container: waiting %+v, want Waiting with no reason", w)
+	}
+	if s.Phase != v1.PodPending {
+		t.Errorf("phase %s, want Pending", s.Phase)
+	}
+}
