@@ -70,12 +70,17 @@ func deadlineKey(pod *v1.Pod) string {
 }
 
 // passedDeadline records that pod, as it is now, passed its deadline: it
-// stays Failed until it is edited (renewedBy).
-func (w *podWorker) passedDeadline(pod *v1.Pod) {
+// stays Failed until it is edited (renewedBy). It reports whether that is
+// news: the Failed status waits for the pod's containers to stop
+// (holdTerminalPhase), and the syncs meanwhile see it past its deadline
+// again.
+func (w *podWorker) passedDeadline(pod *v1.Pod) bool {
 	key := deadlineKey(pod)
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	news := w.deadlineSpec != key
 	w.deadlineSpec = key
+	return news
 }
 
 // renewedBy reports whether pod is an edit of the pod the node stopped

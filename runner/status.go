@@ -114,7 +114,47 @@ func computePodStatus(in statusInput) v1.PodStatus {
 	capTerminationMessages(pod, &s)
 	s.QOSClass = podQOS(pod)
 	s.Conditions = podConditions(pod, &s, sb, in.Previous, in.Now)
+	holdTerminalPhase(&s, in.Previous)
 	return s
+}
+
+// holdTerminalPhase keeps a terminal phase from being reported while a
+// container of the pod still runs (a pod past its deadline, or whose init
+// container failed, before its containers are stopped): the phase, reason
+// and message stay the previous ones until nothing runs, as the kubelet's
+// status manager (mergePodStatus) holds a transition to a terminal phase
+// while the pod could have running containers; the conditions are those of
+// the terminal phase, as there. A pod reported terminal before stays so.
+// Without a previous phase (podrun restarted), the pod is Running: a
+// container runs.
+func holdTerminalPhase(s *v1.PodStatus, prev *v1.PodStatus) {
+	if !isTerminal(s.Phase) || !anyRunning(s) {
+		return
+	}
+	switch {
+	case prev != nil && isTerminal(prev.Phase):
+	case prev != nil && prev.Phase != "":
+		s.Phase, s.Reason, s.Message = prev.Phase, prev.Reason, prev.Message
+	default:
+		s.Phase, s.Reason, s.Message = v1.PodRunning, "", ""
+	}
+}
+
+func isTerminal(phase v1.PodPhase) bool {
+	return phase == v1.PodSucceeded || phase == v1.PodFailed
+}
+
+// anyRunning reports whether a container of s (init, app or ephemeral)
+// runs.
+func anyRunning(s *v1.PodStatus) bool {
+	for _, list := range [][]v1.ContainerStatus{s.InitContainerStatuses, s.ContainerStatuses, s.EphemeralContainerStatuses} {
+		for i := range list {
+			if list[i].State.Running != nil {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func containerStatus(in statusInput, c *v1.Container, sandboxID string) v1.ContainerStatus {

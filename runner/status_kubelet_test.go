@@ -250,3 +250,47 @@ func TestCreatedContainerWaitsWithoutReason(t *testing.T) {
 		t.Errorf("phase %s, want Pending", s.Phase)
 	}
 }
+
+// TestTerminalPhaseWaitsForContainersToStop: the kubelet's status manager
+// (mergePodStatus) does not report a terminal phase while the pod could
+// still have running containers: the previous phase, reason and message
+// stay until they stopped. A pod past its deadline whose container still
+// runs is not Failed yet; once it stopped, it is.
+func TestTerminalPhaseWaitsForContainersToStop(t *testing.T) {
+	pod := testPod(v1.RestartPolicyAlways, nil, "app")
+	running := newState(pod).sandbox("sb", 0, engine.StateRunning).container("sb", "app", 0, engine.StateRunning, 0).build()
+	deadline := &podActions{DeadlineExceeded: true}
+	for _, c := range []struct {
+		name string
+		prev *v1.PodStatus
+		want v1.PodPhase
+	}{
+		{"no previous status", nil, v1.PodRunning},
+		{"previously Running", &v1.PodStatus{Phase: v1.PodRunning, Reason: "Why", Message: "so"}, v1.PodRunning},
+		{"previously Pending", &v1.PodStatus{Phase: v1.PodPending}, v1.PodPending},
+	} {
+		s := computePodStatus(statusInput{Pod: pod, State: running, Actions: deadline, Previous: c.prev, Runtime: "docker", Now: t0})
+		if s.Phase != c.want || s.ContainerStatuses[0].State.Running == nil {
+			t.Errorf("%s: phase %s (reason %q) with the container running, want %s", c.name, s.Phase, s.Reason, c.want)
+		}
+		if c.prev != nil && (s.Reason != c.prev.Reason || s.Message != c.prev.Message) {
+			t.Errorf("%s: reason %q message %q, want the previous %q %q", c.name, s.Reason, s.Message, c.prev.Reason, c.prev.Message)
+		}
+		if got := condition(&s, v1.PodReady); got == nil || got.Status != v1.ConditionFalse {
+			t.Errorf("%s: Ready %+v, want False", c.name, got)
+		}
+	}
+	// A pod reported terminal stays so.
+	prev := &v1.PodStatus{Phase: v1.PodFailed, Reason: ReasonDeadlineExceeded}
+	s := computePodStatus(statusInput{Pod: pod, State: running, Actions: deadline, Previous: prev, Runtime: "docker", Now: t0})
+	if s.Phase != v1.PodFailed || s.Reason != ReasonDeadlineExceeded {
+		t.Errorf("reported Failed before: phase %s reason %q, want Failed DeadlineExceeded", s.Phase, s.Reason)
+	}
+	// Stopped: Failed, with the deadline's reason.
+	stopped := newState(pod).sandbox("sb", 0, engine.StateRunning).container("sb", "app", 0, engine.StateExited, 137).build()
+	s = computePodStatus(statusInput{Pod: pod, State: stopped, Actions: deadline, Previous: &v1.PodStatus{Phase: v1.PodRunning},
+		Runtime: "docker", Now: t0})
+	if s.Phase != v1.PodFailed || s.Reason != ReasonDeadlineExceeded {
+		t.Errorf("container stopped: phase %s reason %q, want Failed DeadlineExceeded", s.Phase, s.Reason)
+	}
+}

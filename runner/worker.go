@@ -523,8 +523,7 @@ func (w *podWorker) sync(ctx context.Context, pod *v1.Pod, st *podState) (*podAc
 		// Past its activeDeadlineSeconds: nothing of it runs again.
 		r.probes.RemovePod(w.uid)
 		actions = deadlineActions(st)
-		if prev == nil || prev.Reason != ReasonDeadlineExceeded {
-			w.passedDeadline(pod)
+		if (prev == nil || prev.Reason != ReasonDeadlineExceeded) && w.passedDeadline(pod) {
 			r.log.Info("pod past its active deadline: stopping it", "pod", podKey(pod),
 				"activeDeadlineSeconds", ptr.Deref(pod.Spec.ActiveDeadlineSeconds, 0))
 			r.event(pod, "", v1.EventTypeNormal, ReasonDeadlineExceeded, "%s", messageDeadlineExceeded)
