@@ -83,20 +83,31 @@ func specKey(pod *v1.Pod) string {
 }
 
 // syncEvicted is the sync of an evicted pod: nothing of it runs, and its
-// status is the kubelet's for an evicted pod.
+// status is the kubelet's for an evicted pod: its containers' statuses as
+// the runtime shows them, phase Failed with reason Evicted and the
+// message (once nothing of it runs: holdTerminalPhase), and the
+// DisruptionTarget condition the eviction manager adds, sent with the
+// terminal phase as the status manager's mergePodStatus sends it.
 func (w *podWorker) syncEvicted(ctx context.Context, pod *v1.Pod, st *podState, message string) (*podActions, bool, error) {
-	now := metav1.NewTime(w.r.clock.Now())
-	status := v1.PodStatus{Phase: v1.PodFailed, Reason: ReasonEvicted, Message: message,
-		Conditions: []v1.PodCondition{{Type: v1.DisruptionTarget, Status: v1.ConditionTrue,
-			Reason: "TerminationByKubelet", Message: message, LastTransitionTime: now, ObservedGeneration: pod.Generation}}}
-	if prev := w.r.previousStatus(w.uid); prev != nil {
-		status.StartTime = prev.StartTime
-		status.QOSClass = prev.QOSClass
-		for _, c := range prev.Conditions {
-			if c.Type == v1.DisruptionTarget {
-				status.Conditions[0].LastTransitionTime = c.LastTransitionTime
+	r := w.r
+	prev := r.previousStatus(w.uid)
+	status := computePodStatus(statusInput{
+		Pod: pod, State: st, HostIP: r.cfg.HostIP, Probes: r.probes, Runtime: r.cfg.RuntimeName, Previous: prev,
+		Now: r.clock.Now(), Messages: w.terminationMessages(ctx, pod, st),
+		FailedReason: ReasonEvicted, FailedMessage: message,
+	})
+	if status.Phase == v1.PodFailed {
+		disruption := v1.PodCondition{Type: v1.DisruptionTarget, Status: v1.ConditionTrue,
+			Reason: "TerminationByKubelet", Message: message, LastTransitionTime: metav1.NewTime(r.clock.Now()),
+			ObservedGeneration: pod.Generation}
+		if prev != nil {
+			for _, c := range prev.Conditions {
+				if c.Type == v1.DisruptionTarget && c.Status == v1.ConditionTrue {
+					disruption.LastTransitionTime = c.LastTransitionTime
+				}
 			}
 		}
+		status.Conditions = append(status.Conditions, disruption)
 	}
 	a, did, err := w.stopAsFailed(ctx, pod, st, evictionGrace, "pod evicted", status)
 	if err == nil {

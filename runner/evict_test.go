@@ -47,6 +47,24 @@ func TestEvictStopsAndKeepsFailedUntilSpecChanges(t *testing.T) {
 	if !found {
 		t.Errorf("conditions %+v lack DisruptionTarget", p.Status.Conditions)
 	}
+	// The whole status, as the kubelet's for an evicted pod: Failed is
+	// reported once the containers have stopped, with their terminated
+	// states and the conditions of a Failed pod.
+	if len(p.Status.ContainerStatuses) != 1 || p.Status.ContainerStatuses[0].State.Terminated == nil {
+		t.Errorf("container statuses %+v, want a terminated one", p.Status.ContainerStatuses)
+	}
+	for _, ct := range []v1.PodConditionType{v1.PodReady, v1.ContainersReady} {
+		ok := false
+		for _, c := range p.Status.Conditions {
+			ok = ok || (c.Type == ct && c.Status == v1.ConditionFalse && c.Reason == "PodFailed")
+		}
+		if !ok {
+			t.Errorf("conditions %+v: %s not False with reason PodFailed", p.Status.Conditions, ct)
+		}
+	}
+	if p.Status.StartTime == nil || p.Status.QOSClass == "" {
+		t.Errorf("startTime %v qosClass %q, want both", p.Status.StartTime, p.Status.QOSClass)
+	}
 	waitUntil(t, "the evicted pod's containers to stop", func() bool {
 		for _, c := range h.containers("u1") {
 			if c.State == engine.StateRunning {

@@ -30,6 +30,9 @@ type statusInput struct {
 	// Messages are the termination messages of finished runs, by
 	// container ID (termmsg.go); nil: none.
 	Messages map[string]string
+	// FailedReason, when set, makes the pod Failed with it and
+	// FailedMessage whatever its containers: an evicted pod.
+	FailedReason, FailedMessage string
 }
 
 // probeStates is what status needs of the prober.
@@ -105,6 +108,10 @@ func computePodStatus(in statusInput) v1.PodStatus {
 		// As the kubelet's eviction by its activeDeadlineHandler.
 		s.Phase = v1.PodFailed
 		s.Reason, s.Message = ReasonDeadlineExceeded, messageDeadlineExceeded
+	}
+	if in.FailedReason != "" {
+		s.Phase = v1.PodFailed
+		s.Reason, s.Message = in.FailedReason, in.FailedMessage
 	}
 
 	// The generation of the spec this status reflects, as the kubelet's
