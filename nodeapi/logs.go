@@ -331,13 +331,6 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 // not before since, without the timestamp when strip is set. A line whose
 // timestamp does not parse is passed on whole. Each complete line is
 // written with one Write, so two filters can share a writer.
-//
-// Docker splits a line longer than 16 KiB into messages and stamps each
-// one (moby/moby#37681), and its stream gives a message per Write: a
-// Write that comes while a line is unfinished (the last message did not
-// end in a newline) continues that line, and its own timestamp is
-// dropped, so the line has one, as the kubelet writes it
-// (cri-client logs.ReadLogs stamps a logical line once).
 type sinceFilter struct {
 	w     io.Writer
 	since time.Time
@@ -349,9 +342,6 @@ const maxFilterLine = 1 << 20
 
 func (f *sinceFilter) Write(p []byte) (int, error) {
 	n := len(p)
-	if len(f.line) > 0 {
-		p = dropTimestamp(p)
-	}
 	for len(p) > 0 {
 		i := bytes.IndexByte(p, '\n')
 		if i < 0 {
@@ -371,19 +361,6 @@ func (f *sinceFilter) Write(p []byte) (int, error) {
 		}
 	}
 	return n, nil
-}
-
-// dropTimestamp is p without its leading "<RFC 3339 time> ", if it has
-// one.
-func dropTimestamp(p []byte) []byte {
-	sp := bytes.IndexByte(p[:min(len(p), 64)], ' ')
-	if sp <= 0 {
-		return p
-	}
-	if _, err := time.Parse(time.RFC3339Nano, string(p[:sp])); err != nil {
-		return p
-	}
-	return p[sp+1:]
 }
 
 // flush writes a last line that had no newline.

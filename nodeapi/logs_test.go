@@ -2,7 +2,6 @@ package nodeapi
 
 import (
 	"bytes"
-	"context"
 	"io"
 	"net/url"
 	"os"
@@ -11,8 +10,6 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-
-	"github.com/podrun/podrun/engine"
 )
 
 func writeFile(t *testing.T, path string, data []byte) {
@@ -165,47 +162,6 @@ func TestSinceFilter(t *testing.T) {
 			if out.String() != want {
 				t.Errorf("strip=%v, writes of %d: %q, want %q", strip, size, out.String(), want)
 			}
-		}
-	}
-}
-
-// splitLineEngine writes one line of more than 16 KiB as Docker's log API
-// does with timestamps: the json-file driver keeps it as two messages, the
-// first without a newline, and the API stamps each (moby/moby#37681), one
-// Write a message (stdcopy's frames).
-type splitLineEngine struct{ first, second string }
-
-func (e splitLineEngine) ContainerLogs(_ context.Context, _ string, opts engine.LogOptions, stdout, _ io.Writer) error {
-	ts, ts2 := "", ""
-	if opts.Timestamps {
-		ts, ts2 = "2030-01-02T03:04:13.000000000Z ", "2030-01-02T03:04:13.000100000Z "
-	}
-	io.WriteString(stdout, ts+e.first)
-	io.WriteString(stdout, ts2+e.second+"\n")
-	io.WriteString(stdout, ts2+"next\n")
-	return nil
-}
-
-// With sinceSeconds or sinceTime, podrun asks the engine for timestamps to
-// filter by: a long line's continuation keeps no timestamp of its own (the
-// kubelet stamps a logical line once, cri-client logs.ReadLogs), with or
-// without timestamps=true.
-func TestSinceJoinsDockerFragmentsOfALine(t *testing.T) {
-	first := strings.Repeat("a", 16384)
-	l := EngineLogs{Pods: &fakePods{pods: testPods()}, Engine: splitLineEngine{first: first, second: "bbb"}}
-	for _, stamps := range []bool{false, true} {
-		var out strings.Builder
-		req := LogRequest{Since: t0.Add(12 * time.Second), Timestamps: stamps}
-		if err := l.ContainerLogs(context.Background(), "default", "web-node1", "app", req, &out); err != nil {
-			t.Fatal(err)
-		}
-		want := first + "bbb\nnext\n"
-		if stamps {
-			want = "2030-01-02T03:04:13.000000000Z " + first + "bbb\n2030-01-02T03:04:13.000100000Z next\n"
-		}
-		if got := out.String(); got != want {
-			t.Errorf("timestamps=%v: got %d bytes ending %q, want %d bytes ending %q",
-				stamps, len(got), got[len(got)-min(len(got), 60):], len(want), want[len(want)-60:])
 		}
 	}
 }

@@ -982,3 +982,35 @@ func TestContainerDiskUsage(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// A line longer than Docker's 16 KiB message is split into messages, and
+// Docker's log API stamps each one; podrun's logs with timestamps stamp a
+// line once, as the kubelet's, and keep all of its text.
+func TestLogsStampALongLineOnce(t *testing.T) {
+	t.Parallel()
+	p := newPod(t, nil)
+	long := strings.Repeat("a", 20000)
+	id := p.run(&engine.ContainerConfig{Name: "long", Command: []string{"sh", "-c",
+		"i=0; while [ $i -lt 20000 ]; do printf a; i=$((i+1)); done; echo; echo next; echo err >&2"}})
+	p.wait(id)
+	var out, errOut bytes.Buffer
+	if err := p.r.ContainerLogs(context.Background(), id, engine.LogOptions{Tail: -1, Timestamps: true}, &out, &errOut); err != nil {
+		t.Fatalf("logs: %v", err)
+	}
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("%d lines of stdout, want 2: %.200q", len(lines), out.String())
+	}
+	for i, want := range []string{long, "next"} {
+		stamp, text, _ := strings.Cut(lines[i], " ")
+		if _, err := time.Parse(time.RFC3339Nano, stamp); err != nil {
+			t.Errorf("line %d starts with %.40q, not a timestamp", i, stamp)
+		}
+		if text != want {
+			t.Errorf("line %d: %d bytes of text (%q ... %q), want %d", i, len(text), text[:min(len(text), 20)], text[max(0, len(text)-60):], len(want))
+		}
+	}
+	if stamp, text, _ := strings.Cut(strings.TrimSuffix(errOut.String(), "\n"), " "); text != "err" || stamp == "" {
+		t.Errorf("stderr %q, want one stamped line err", errOut.String())
+	}
+}

@@ -1,10 +1,12 @@
 package docker
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"strconv"
+	"time"
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/pkg/stdcopy"
@@ -53,6 +55,9 @@ func (r *Runtime) ContainerLogs(ctx context.Context, id string, opts engine.LogO
 	if ins.Config.Tty {
 		_, err = io.Copy(stdout, rc)
 	} else {
+		if opts.Timestamps {
+			stdout, stderr = &oneStampPerLine{w: stdout}, &oneStampPerLine{w: stderr}
+		}
 		_, err = stdcopy.StdCopy(stdout, stderr, rc)
 	}
 	if err != nil && opts.Follow && ctx.Err() != nil {
@@ -62,4 +67,33 @@ func (r *Runtime) ContainerLogs(ctx context.Context, id string, opts engine.LogO
 		return fmt.Errorf("logs %s: %w", shortID(id), err)
 	}
 	return nil
+}
+
+// oneStampPerLine passes on one stream of a non-TTY container's log with
+// timestamps, one Docker message per Write (stdcopy writes a frame at a
+// time, and the daemon a message a frame), keeping one timestamp per line:
+// Docker splits a line of more than 16 KiB into messages and stamps each
+// (moby/moby#37681), where the kubelet's logs stamp a line once (cri-client
+// logs.ReadLogs). A message that continues an unfinished line loses its
+// stamp, which Docker put there, so no text of the container's goes.
+type oneStampPerLine struct {
+	w       io.Writer
+	partial bool // the last message did not end its line
+}
+
+func (s *oneStampPerLine) Write(p []byte) (int, error) {
+	n := len(p)
+	msg := p
+	if s.partial {
+		if sp := bytes.IndexByte(p[:min(len(p), 64)], ' '); sp > 0 {
+			if _, err := time.Parse(time.RFC3339Nano, string(p[:sp])); err == nil {
+				msg = p[sp+1:]
+			}
+		}
+	}
+	s.partial = n > 0 && p[n-1] != '\n'
+	if _, err := s.w.Write(msg); err != nil {
+		return 0, err
+	}
+	return n, nil
 }
