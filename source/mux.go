@@ -252,7 +252,7 @@ func annotateErrors(pods []*v1.Pod, sources []string, errs map[string]error) []*
 				file := filepath.Join(src, filepath.Base(origin)) + ":"
 				var mine []string
 				for _, line := range strings.Split(msg, "\n") {
-					if strings.Contains(line, file) {
+					if namesFile(line, file) {
 						mine = append(mine, line)
 					}
 				}
@@ -281,6 +281,24 @@ func FromSource(origin, src string) bool {
 		return origin == src
 	}
 	return samePath(origin, src) || samePath(filepath.Dir(origin), src)
+}
+
+// namesFile reports whether line names file ("dir/a.yaml:") as a whole
+// name: at the line's start or after a character that cannot end a path
+// element, so that "a.yaml:" (a source given as ".") is not found in
+// "ba.yaml:".
+func namesFile(line, file string) bool {
+	for i := 0; ; {
+		j := strings.Index(line[i:], file)
+		if j < 0 {
+			return false
+		}
+		j += i
+		if j == 0 || strings.ContainsRune(" \t\"'(", rune(line[j-1])) {
+			return true
+		}
+		i = j + 1
+	}
 }
 
 func samePath(a, b string) bool {

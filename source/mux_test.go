@@ -319,3 +319,24 @@ func TestFromSource(t *testing.T) {
 		}
 	}
 }
+
+// A directory source given as "." (podrun run . in the manifests
+// directory) names its files bare: "a.yaml:" is inside "ba.yaml:", and a
+// pod of a.yaml must still not carry ba.yaml's problem.
+func TestAnnotateErrorsOfASourceGivenAsDot(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "a.yaml"), podNamed("a"), 0o644)
+	writeFile(t, filepath.Join(dir, "ba.yaml"), "kind: [\n", 0o644)
+	t.Chdir(dir)
+	out := startSource(t, fileSource(t, ".").Run)
+	u := waitFor(t, out, "the first scan", pods("a"))
+	if u.Err == nil {
+		t.Fatal("ba.yaml's problem is not reported")
+	}
+	mux := NewMux([]Named{{Name: ".", Source: newFakeSource()}}, nil)
+	mux.update(u)
+	got := mux.AnnotateErrors(mux.Pods())
+	if e, set := got[0].Annotations[AnnotationSourceError]; set {
+		t.Errorf("pod a (a.yaml, good) carries ba.yaml's problem: %q", e)
+	}
+}
