@@ -181,6 +181,12 @@ func httpGetURL(t Target, g *v1.HTTPGetAction) (*url.URL, error) {
 	}
 	u.Scheme = scheme
 	u.Host = net.JoinHostPort(host, strconv.Itoa(port))
+	// The kubelet's request from u.String() fails for some hosts (the API
+	// server does not validate httpGet.host): no request, and a probe run
+	// that counts neither way, not a failure.
+	if _, err := url.Parse(u.String()); err != nil {
+		return nil, fmt.Errorf("httpGet URL: %w", err)
+	}
 	return u, nil
 }
 

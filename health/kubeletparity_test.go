@@ -156,3 +156,18 @@ func TestHTTPGetURLAsTheKubelet(t *testing.T) {
 		}
 	}
 }
+
+// A host that the API server takes (it does not validate httpGet.host) but
+// that makes no request: the kubelet's prober returns Unknown with an
+// error, and the run is discarded; podrun's too, not a failure.
+func TestHTTPGetProbeWithoutARequestIsNoResult(t *testing.T) {
+	t.Parallel()
+	g := &v1.HTTPGetAction{Host: "a b", Path: "/", Port: intstr.FromInt(8080)}
+	if _, err := httpprobe.NewRequestForHTTPGetAction(g, &v1.Container{}, "10.0.0.1", "probe"); err == nil {
+		t.Fatal("the kubelet makes a request of this: the test needs another host")
+	}
+	p := &v1.Probe{ProbeHandler: v1.ProbeHandler{HTTPGet: g}}
+	if res, msg, err := RunProbe(t.Context(), Target{PodIP: "10.0.0.1"}, p); res != Unknown || err == nil {
+		t.Errorf("probe: %s %q %v, want Unknown with an error", res, msg, err)
+	}
+}
