@@ -334,7 +334,7 @@ func computePodActions(pod *v1.Pod, state *podState, backoff *flowcontrol.Backof
 		// makes no new sandbox (computePodActions:
 		// !shouldRestartOnFailure(pod) && attempt != 0).
 		if sb != nil && sb.Hash == sandboxHash && (podFinished(pod, state, sb.ID) ||
-			neverRunsAgain(pod) && sb.State != engine.StateCreated && len(state.Containers) > 0) {
+			neverRunsAgain(pod) && sb.State != engine.StateCreated && len(state.Containers) > 0 && !editedSinceRun(pod, state)) {
 			a.Kill = runningKills(state, reasonPodFinished)
 			// An older sandbox that runs (a late start) is stopped too,
 			// and what runs nothing goes, as for a pod that runs.
@@ -897,4 +897,32 @@ func neverRunsAgain(pod *v1.Pod) bool {
 		}
 	}
 	return true
+}
+
+// editedSinceRun reports whether the pod's spec was edited since its
+// containers ran: a container whose latest run is of another spec, or,
+// when every app container that ran has exited, one that never ran (added
+// by the edit). The kubelet gives an edited static pod a new UID, a new
+// pod that runs from the start; podrun keeps the UID, so it looks at the
+// runs. (A Never pod whose sandbox died while an app ran, or before any
+// did, has no edit here: it is stopped, as the kubelet's.)
+func editedSinceRun(pod *v1.Pod, state *podState) bool {
+	for _, c := range allContainers(pod) {
+		if st := state.latest(c.Name, ""); st != nil && st.Hash != ContainerHash(c) {
+			return true
+		}
+	}
+	ran, unrun := false, false
+	for i := range pod.Spec.Containers {
+		st := state.latest(pod.Spec.Containers[i].Name, "")
+		switch {
+		case st == nil:
+			unrun = true
+		case st.State != engine.StateExited:
+			return false // the pod was running: no edit made it stop
+		default:
+			ran = true
+		}
+	}
+	return ran && unrun
 }

@@ -322,7 +322,7 @@ func podPhase(pod *v1.Pod, s *v1.PodStatus, initialized, terminal bool) v1.PodPh
 		case last == nil:
 			pendingInits++
 		}
-		if last != nil && last.ExitCode != 0 && !RestartsAfterExit(pod, c, int(last.ExitCode)) {
+		if last != nil && (last.ExitCode != 0 || last.Reason == "OOMKilled") && !RestartsAfterExit(pod, c, int(last.ExitCode)) {
 			failedForGood++
 		}
 	}

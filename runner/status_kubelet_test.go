@@ -2,8 +2,10 @@ package runner
 
 import (
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
+	testclock "k8s.io/utils/clock/testing"
 
 	"github.com/podrun/podrun/engine"
 )
@@ -292,5 +294,56 @@ func TestTerminalPhaseWaitsForContainersToStop(t *testing.T) {
 		Runtime: "docker", Now: t0})
 	if s.Phase != v1.PodFailed || s.Reason != ReasonDeadlineExceeded {
 		t.Errorf("container stopped: phase %s reason %q, want Failed DeadlineExceeded", s.Phase, s.Reason)
+	}
+}
+
+// An edit of a finished Never pod runs it again: the kubelet gives an
+// edited static pod a new UID (a new pod, no old runs count); podrun keeps
+// the UID, and the rule that stops a Never pod whose sandbox died must not
+// take the edit's stopped sandbox for a death. A Never pod whose sandbox
+// died while an app ran is still not made again.
+func TestNeverPodEditedAfterItFinishedRunsAgain(t *testing.T) {
+	clk := testclock.NewFakeClock(t0.Add(time.Hour))
+	for _, tc := range []struct {
+		name       string
+		apps       []string
+		state      func(pod *v1.Pod) *podState
+		newSandbox bool
+	}{
+		{"edited container", []string{"a"}, func(pod *v1.Pod) *podState {
+			st := newState(pod).sandbox("s", 0, engine.StateExited).container("s", "a", 0, engine.StateExited, 1).build()
+			st.Containers[0].Hash = "before-the-edit"
+			return st
+		}, true},
+		{"added container", []string{"a", "b"}, func(pod *v1.Pod) *podState {
+			return newState(pod).sandbox("s", 0, engine.StateExited).container("s", "a", 0, engine.StateExited, 0).build()
+		}, true},
+		{"no edit, an app still ran", []string{"a", "b"}, func(pod *v1.Pod) *podState {
+			return newState(pod).sandbox("s", 0, engine.StateExited).container("s", "a", 0, engine.StateRunning, 0).build()
+		}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := testPod(v1.RestartPolicyNever, nil, tc.apps...)
+			a := computePodActions(pod, tc.state(pod), newBackoff(clk), nil)
+			if a.CreateSandbox != tc.newSandbox {
+				t.Errorf("CreateSandbox %v (apps %v), want %v", a.CreateSandbox, names(a.StartApps), tc.newSandbox)
+			}
+		})
+	}
+}
+
+// An init container OOM-killed with exit code 0 has failed (the kubelet's
+// isInitContainerFailed): under Never the pod, stopped for good, is
+// Failed, not Pending for ever (once would wait for its timeout).
+func TestOOMKilledInitContainerFailsTheNeverPod(t *testing.T) {
+	pod := testPod(v1.RestartPolicyNever, []string{"i1"}, "a")
+	st := newState(pod).sandbox("s", 0, engine.StateExited).container("s", "i1", 0, engine.StateExited, 0).build()
+	st.Containers[0].OOMKilled = true
+	a := computePodActions(pod, st, newBackoff(testclock.NewFakeClock(t0.Add(time.Hour))), nil)
+	if !a.PodFailed || a.CreateSandbox || !a.Empty() {
+		t.Fatalf("actions: PodFailed=%v CreateSandbox=%v Empty=%v, want the pod failed and nothing to do", a.PodFailed, a.CreateSandbox, a.Empty())
+	}
+	if s := computePodStatus(statusInput{Pod: pod, State: st, Actions: a, Runtime: "docker", Now: t0.Add(time.Hour)}); s.Phase != v1.PodFailed {
+		t.Errorf("phase %s, want Failed", s.Phase)
 	}
 }
