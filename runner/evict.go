@@ -110,7 +110,10 @@ func (w *podWorker) syncEvicted(ctx context.Context, pod *v1.Pod, st *podState, 
 		status.Conditions = append(status.Conditions, disruption)
 	}
 	a, did, err := w.stopAsFailed(ctx, pod, st, evictionGrace, "pod evicted", status)
-	if err == nil {
+	// The status published is of the state before the stop (its phase
+	// held, not Failed, while a container ran): the emptyDirs go in the
+	// sync that finds nothing left to stop and publishes Failed Evicted.
+	if err == nil && !did {
 		w.emptyEvicted(pod)
 	}
 	return a, did, err
