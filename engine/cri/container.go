@@ -412,12 +412,19 @@ func (r *Runtime) RemoveContainer(ctx context.Context, id string) error {
 	return nil
 }
 
-// isExitNotRecorded reports whether err is containerd 1.6's refusal to
-// remove a container whose task has ended but whose exit its CRI has not
-// recorded yet: its forced stop finds no task and returns, and the status
-// still says running ("container is still running, to stop first").
+// isExitNotRecorded reports whether err is one of containerd 1.6's
+// refusals to remove a container whose task has just ended but whose exit
+// its CRI has not recorded yet: its forced stop finds no task and returns,
+// and the status still says running ("container is still running, to
+// stop first"); or its kill reaches the shim as the task's end closes it
+// ("failed to kill container ...: ttrpc: closed").
 func isExitNotRecorded(err error) bool {
-	return err != nil && strings.Contains(err.Error(), "still running, to stop first")
+	if err == nil {
+		return false
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "still running, to stop first") ||
+		strings.Contains(msg, "failed to kill container") && strings.Contains(msg, "ttrpc: closed")
 }
 
 // exitRecordWait bounds how long waitExitRecorded waits; the CRI records
