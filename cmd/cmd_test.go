@@ -405,3 +405,24 @@ func TestRuntimeRequestTimeoutFlag(t *testing.T) {
 		t.Errorf("runner's runtime request timeout %s, want 42s", relist)
 	}
 }
+
+// watchOptionsOf runs `podrun watch args...` with a command that only
+// keeps the options it was given, and returns them and the global options
+// (ErrOut a *bytes.Buffer).
+func watchOptionsOf(t *testing.T, args ...string) (*watchOptions, *globalOptions) {
+	t.Helper()
+	var got *watchOptions
+	g := &globalOptions{In: strings.NewReader(""), Out: &bytes.Buffer{}, ErrOut: &bytes.Buffer{}}
+	root := newRootCmd(g)
+	for _, c := range root.Commands() {
+		if c.Name() == "watch" {
+			root.RemoveCommand(c)
+		}
+	}
+	root.AddCommand(newWatchCmd(g, func(_ context.Context, o *watchOptions) error { got = o; return nil }))
+	root.SetArgs(append([]string{"watch"}, args...))
+	if err := root.ExecuteContext(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return got, g
+}

@@ -1,7 +1,6 @@
 package cmd
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"path/filepath"
@@ -49,19 +48,7 @@ func TestExtendedResourceFromConfigFile(t *testing.T) {
 	if err := os.WriteFile(cfg, []byte("extended-resource: [example.com/dongle=1, example.com/key=3]\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var got *watchOptions
-	g := &globalOptions{In: strings.NewReader(""), Out: &bytes.Buffer{}, ErrOut: &bytes.Buffer{}}
-	root := newRootCmd(g)
-	for _, c := range root.Commands() {
-		if c.Name() == "watch" {
-			root.RemoveCommand(c)
-		}
-	}
-	root.AddCommand(newWatchCmd(g, func(_ context.Context, o *watchOptions) error { got = o; return nil }))
-	root.SetArgs([]string{"watch", "--config", cfg, "--path", "/etc/pods"})
-	if err := root.ExecuteContext(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	got, _ := watchOptionsOf(t, "--config", cfg, "--path", "/etc/pods")
 	want := extendedResources{"example.com/dongle": 1, "example.com/key": 3}
 	if !reflect.DeepEqual(got.ExtendedResources, want) {
 		t.Errorf("ExtendedResources = %v, want %v", got.ExtendedResources, want)

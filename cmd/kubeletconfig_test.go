@@ -82,20 +82,7 @@ func TestKubeletConfigurationReadByConfig(t *testing.T) {
 	os.WriteFile(cfg, []byte(kubeadmKubeletConfig), 0o600)
 	t.Setenv("PODRUN_MAX_PODS", "70")
 
-	var got *watchOptions
-	errOut := &bytes.Buffer{}
-	g := &globalOptions{In: strings.NewReader(""), Out: &bytes.Buffer{}, ErrOut: errOut}
-	root := newRootCmd(g)
-	for _, c := range root.Commands() {
-		if c.Name() == "watch" {
-			root.RemoveCommand(c)
-		}
-	}
-	root.AddCommand(newWatchCmd(g, func(_ context.Context, o *watchOptions) error { got = o; return nil }))
-	root.SetArgs([]string{"watch", "--config", cfg, "--healthz-port", "10300"})
-	if err := root.ExecuteContext(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	got, g := watchOptionsOf(t, "--config", cfg, "--healthz-port", "10300")
 	if !slices.Equal(got.Paths, []string{"/etc/kubernetes/manifests"}) || !slices.Equal(got.URLs, []string{"https://example.invalid/pods"}) {
 		t.Errorf("sources: paths %q urls %q", got.Paths, got.URLs)
 	}
@@ -127,7 +114,7 @@ func TestKubeletConfigurationReadByConfig(t *testing.T) {
 	if !slices.Equal(g.AllowedUnsafeSysctls, []string{"kernel.msg*", "net.core.somaxconn"}) {
 		t.Errorf("allowed unsafe sysctls %q", g.AllowedUnsafeSysctls)
 	}
-	warn := errOut.String()
+	warn := g.ErrOut.(*bytes.Buffer).String()
 	if strings.Count(warn, "does not implement") != 1 || !strings.Contains(warn, "evictionHard.nodefs.inodesFree, rotateCertificates") {
 		t.Errorf("want one warning naming exactly evictionHard.nodefs.inodesFree and rotateCertificates, got:\n%s", warn)
 	}
@@ -153,19 +140,7 @@ func TestKubeletConfigurationTokenWebhook(t *testing.T) {
 		}
 		cfg := filepath.Join(t.TempDir(), "config.yaml")
 		os.WriteFile(cfg, []byte(file), 0o600)
-		var got *watchOptions
-		g := &globalOptions{In: strings.NewReader(""), Out: &bytes.Buffer{}, ErrOut: &bytes.Buffer{}}
-		root := newRootCmd(g)
-		for _, c := range root.Commands() {
-			if c.Name() == "watch" {
-				root.RemoveCommand(c)
-			}
-		}
-		root.AddCommand(newWatchCmd(g, func(_ context.Context, o *watchOptions) error { got = o; return nil }))
-		root.SetArgs([]string{"watch", "--config", cfg, "--path", t.TempDir()})
-		if err := root.ExecuteContext(context.Background()); err != nil {
-			t.Fatal(err)
-		}
+		got, _ := watchOptionsOf(t, "--config", cfg, "--path", t.TempDir())
 		client := func() (nodeapi.Client, error) { return nil, nil }
 		auth := got.Cluster.nodeAPIAuthentication(client)
 		if got.Cluster.TokenWebhook != tc.want || (auth.Client != nil) != tc.want {

@@ -1,7 +1,6 @@
 package cmd
 
 import (
-	"bytes"
 	"context"
 	"maps"
 	"os"
@@ -86,19 +85,7 @@ func TestRuntimeClassFromConfigFile(t *testing.T) {
 	if err := os.WriteFile(cfg, []byte("runtime-class: [fast=runc, safe=runsc]\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var got *watchOptions
-	g := &globalOptions{In: strings.NewReader(""), Out: &bytes.Buffer{}, ErrOut: &bytes.Buffer{}}
-	root := newRootCmd(g)
-	for _, c := range root.Commands() {
-		if c.Name() == "watch" {
-			root.RemoveCommand(c)
-		}
-	}
-	root.AddCommand(newWatchCmd(g, func(_ context.Context, o *watchOptions) error { got = o; return nil }))
-	root.SetArgs([]string{"watch", "--config", cfg, "--path", "/nonexistent"})
-	if err := root.ExecuteContext(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	got, _ := watchOptionsOf(t, "--config", cfg, "--path", "/nonexistent")
 	if want := map[string]string{"fast": "runc", "safe": "runsc"}; !maps.Equal(got.RuntimeClasses.Classes, want) {
 		t.Errorf("classes %v, want %v", got.RuntimeClasses.Classes, want)
 	}
